@@ -1,0 +1,5 @@
+import sys
+
+from pinlab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,115 @@
+"""The ``pinlab`` command line: parse, call the library, print. Heavy modules load lazily."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from pinlab.errors import UsageError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="pinlab")
+def cli() -> None:
+    """pinlab: find, apply and prove the best placement of threads and memory."""
+
+
+_TOPOLOGY_HELP = "this (default), a path to an hwloc XML file, synthetic:<hwloc synthetic string>, or a preset name"
+
+
+@cli.command()
+@click.option("--topology", "-t", "source", default="this", show_default=True, help=_TOPOLOGY_HELP)
+@click.option("--format", "-f", "fmt", type=click.Choice(["tree", "json", "xml", "synthetic"]), default="tree", show_default=True)
+@click.option("--list-presets", is_flag=True, help="List the bundled machine descriptions and exit.")
+def topology(source: str, fmt: str, list_presets: bool) -> None:
+    """Show the machine's topology (or another one's)."""
+    from pinlab.topology import load_topology, preset_names
+
+    if list_presets:
+        for name in preset_names():
+            topo = load_topology(name)
+            click.echo(f"{name:16} {topo.root.infos.get('PinlabDescription', '')}")
+        return
+    topo = load_topology(source)
+    if fmt == "tree":
+        from pinlab.topology.render import render_tree
+
+        click.echo(render_tree(topo))
+    elif fmt == "json":
+        from pinlab.topology.render import topology_to_json
+
+        click.echo(json.dumps(topology_to_json(topo), indent=2))
+    elif fmt == "xml":
+        click.echo(topo.xml, nl=not topo.xml.endswith("\n"))
+    else:
+        import tempfile
+
+        from pinlab.topology.sources import lstopo
+
+        with tempfile.NamedTemporaryFile("w", suffix=".xml") as tmp:
+            tmp.write(topo.xml)
+            tmp.flush()
+            click.echo(lstopo(["-i", tmp.name, "--of", "synthetic", "-"], what=f"{topo.name} as a synthetic string").strip())
+
+
+@cli.command()
+@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none, intra-socket, inter-socket")
+@click.option("--threads", "-n", type=int, help="Number of threads (thread 0 is the main thread).")
+@click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S1:0-3, M0:0-1@M1:0-1, E:N:4:1:2).")
+@click.option("--topology", "-t", "source", default="this", show_default=True, help=_TOPOLOGY_HELP)
+@click.option("--seed", type=int, help="Seed for the random strategy (default: a fresh one, printed in the JSON).")
+@click.option("--smt", is_flag=True, help="Allow hardware-thread siblings (default: one thread per physical core).")
+@click.option("--oversubscribe", is_flag=True, help="Wrap round-robin when there are more threads than CPUs.")
+@click.option("--format", "-f", "fmt", default="list", show_default=True, help="list, json, omp, kmp, numactl, taskset, likwid, slurm")
+@click.option("--picture", type=click.Path(dir_okay=False, writable=True), help="Also draw the placement to FILE.svg or FILE.png.")
+def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, picture) -> None:
+    """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
+    from pinlab.placement import make_placement
+    from pinlab.placement.exports import FORMATS, export
+    from pinlab.topology import load_topology
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if picture and not picture.lower().endswith((".svg", ".png")):
+        raise UsageError(f"picture file {picture!r} must end in .svg or .png")
+    topo = load_topology(source)
+    placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)
+    if placement.cpus is None and fmt == "list":
+        from pinlab.topology.cpuset import format_cpulist
+
+        click.echo(f"none: no pinning; the operating system places the {placement.threads} threads on CPUs {format_cpulist(topo.allowed_cpus)}", err=True)
+    text = export(placement, fmt)
+    if text:
+        click.echo(text)
+    if picture:
+        from pinlab.placement.picture import draw
+
+        draw(placement, picture)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
+    try:
+        result = cli.main(args=argv, prog_name="pinlab", standalone_mode=False)
+    except UsageError as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return exc.exit_status
+    except click.exceptions.NoSuchOption as exc:
+        click.echo(f"pinlab: error: {exc.format_message()} (see 'pinlab {exc.ctx.info_name if exc.ctx else ''} --help')", err=True)
+        return 2
+    except click.ClickException as exc:
+        click.echo(f"pinlab: error: {exc.format_message()}", err=True)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("pinlab: aborted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Where the native parts built by the package (CMake, installed under pinlab/_native) live."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pinlab.errors import UsageError
+
+NATIVE_DIR = Path(__file__).resolve().parent / "_native"
+
+
+def native_path(name: str) -> Path:
+    """Path of a native executable or library shipped with pinlab (``pinlab-probe``, ...)."""
+    path = NATIVE_DIR / name
+    if not path.exists():
+        raise UsageError(f"pinlab's native part {name!r} is missing from {NATIVE_DIR}: reinstall pinlab (make install)")
+    return path

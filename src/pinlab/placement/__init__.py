@@ -1,0 +1,48 @@
+"""Placements: which CPU each thread gets. Strategies, CPU expressions, exports, pictures."""
+from __future__ import annotations
+
+from pinlab.errors import UsageError
+from pinlab.placement.expressions import resolve
+from pinlab.placement.plan import Placement
+from pinlab.placement.strategies import STRATEGIES, canonical_strategy, check_threads, place, take
+from pinlab.topology.model import Topology
+
+__all__ = ["Placement", "STRATEGIES", "make_placement", "place"]
+
+
+def make_placement(
+    topo: Topology,
+    *,
+    strategy: str | None = None,
+    threads: int | None = None,
+    cpus: str | None = None,
+    smt: bool = False,
+    oversubscribe: bool = False,
+    seed: int | None = None,
+) -> Placement:
+    """A placement from either a strategy and a thread count, or an explicit CPU list/expression.
+
+    With ``cpus``, the threads take the listed CPUs in order; ``threads`` (optional) takes the
+    first ones, or wraps round-robin past the end with ``oversubscribe``.
+    """
+    if cpus is not None and strategy not in (None, "explicit"):
+        raise UsageError("give either a strategy (-s) or CPUs (-c), not both")
+    if cpus is None:
+        if strategy is None:
+            raise UsageError("no placement given: use -s STRATEGY -n THREADS or -c CPULIST")
+        if threads is None:
+            raise UsageError(f"strategy {canonical_strategy(strategy)} needs a thread count: add -n THREADS")
+        return place(topo, strategy, threads, smt=smt, oversubscribe=oversubscribe, seed=seed)
+    selected = resolve(topo, cpus, smt=smt)
+    if not oversubscribe:
+        seen: set[int] = set()
+        for cpu in selected:
+            if cpu in seen:
+                raise UsageError(f"CPU {cpu} is selected twice in {cpus!r}; use --oversubscribe to let threads share it")
+            seen.add(cpu)
+    if threads is None:
+        threads = len(selected)
+    check_threads(threads)
+    error = UsageError(f"{threads} threads but {cpus!r} selects only {len(selected)} CPUs; select more or use --oversubscribe")
+    chosen = take(selected, threads, oversubscribe, error)
+    return Placement(strategy="explicit", threads=threads, cpus=chosen, topology=topo, smt=smt, oversubscribe=oversubscribe, expression=cpus)

@@ -1,0 +1,162 @@
+"""Read hwloc's XML (version 2) into a :class:`~pinlab.topology.model.Topology`.
+
+One parser serves every source (this machine, a file, a synthetic string, a preset): they are
+all hwloc XML by the time they reach here. Only what placement needs is kept: the CPU tree,
+NUMA nodes as memory children, cache attributes, NUMA distances and CPU kinds. I/O objects
+(bridges, PCI and OS devices) and Misc objects are skipped.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from pinlab.errors import UsageError
+from pinlab.topology.cpuset import parse_hwloc_bitmap
+from pinlab.topology.model import CpuKind, NumaDistances, Topology, TopoObject
+
+_IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
+_MEMORY_TYPES = frozenset({"NUMANode", "MemCache"})
+_INT_ATTRIBUTES = ("cache_size", "cache_linesize", "cache_associativity", "cache_type", "local_memory")
+
+
+def parse_xml(text: str, *, source: str) -> Topology:
+    """Build a topology from hwloc 2 XML. ``source`` says where it came from, for messages."""
+    try:
+        root_el = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise UsageError(f"{source}: not valid XML ({exc}); give an XML file written by hwloc's lstopo") from None
+    if root_el.tag != "topology":
+        raise UsageError(f"{source}: not an hwloc topology (root element <{root_el.tag}>); export one with `lstopo-no-graphics --of xml FILE`")
+    machine_el = root_el.find("object")
+    if machine_el is None:
+        raise UsageError(f"{source}: hwloc XML without any object; export it again with `lstopo-no-graphics --of xml FILE`")
+    try:
+        root = _build(machine_el, parent=None, depth=0)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"{source}: malformed hwloc XML ({exc}); export it again with `lstopo-no-graphics --of xml FILE`") from None
+    if not root.cpus:
+        raise UsageError(f"{source}: the topology has no PU (processing unit); it cannot be used for placement")
+    _fill_nodes(root)
+    allowed_cpus = _bitmap_attr(machine_el, "allowed_cpuset")
+    allowed_nodes = _bitmap_attr(machine_el, "allowed_nodeset")
+    return Topology(
+        root,
+        source=source,
+        xml=text,
+        allowed_cpus=allowed_cpus,
+        allowed_nodes=allowed_nodes,
+        distances=_distances(root_el, root),
+        cpu_kinds=_cpu_kinds(root_el),
+    )
+
+
+def _bitmap_attr(el: ET.Element, name: str) -> frozenset[int] | None:
+    value = el.get(name)
+    return parse_hwloc_bitmap(value) if value else None
+
+
+def _build(el: ET.Element, parent: TopoObject | None, depth: int) -> TopoObject:
+    """Create the object for ``el`` and, recursively, its CPU and memory children."""
+    obj_type = el.attrib["type"]
+    os_index = el.get("os_index")
+    obj = TopoObject(type=obj_type, os_index=int(os_index) if os_index is not None else None, parent=parent, depth=depth)
+    for name in _INT_ATTRIBUTES:
+        if name in el.attrib:
+            obj.attributes[name] = int(el.attrib[name])
+    if obj_type == "Group" and "depth" in el.attrib:
+        obj.attributes["group_depth"] = int(el.attrib["depth"])
+    for name in ("subtype", "name"):
+        if name in el.attrib:
+            obj.attributes[name] = el.attrib[name]
+    for info in el.findall("info"):
+        obj.infos[info.get("name", "")] = info.get("value", "")
+
+    if obj_type == "PU":
+        if obj.os_index is None:
+            raise ValueError("a PU without os_index")
+        obj.cpus = frozenset((obj.os_index,))
+    for child_el in el.findall("object"):
+        child_type = child_el.get("type", "")
+        if child_type in _IO_TYPES:
+            continue
+        if child_type in _MEMORY_TYPES:
+            obj.memory_children.extend(_memory_objects(child_el, obj))
+            continue
+        obj.children.append(_build(child_el, parent=obj, depth=depth + 1))
+    if obj_type != "PU":
+        cpus: set[int] = set()
+        for child in obj.children:
+            cpus |= child.cpus
+        obj.cpus = frozenset(cpus)
+    return obj
+
+
+def _memory_objects(el: ET.Element, holder: TopoObject) -> list[TopoObject]:
+    """NUMA nodes under ``el`` (a NUMANode, or a memory-side cache holding NUMA nodes)."""
+    if el.get("type") == "MemCache":
+        found: list[TopoObject] = []
+        for child in el.findall("object"):
+            found.extend(_memory_objects(child, holder))
+        return found
+    os_index = el.get("os_index")
+    node = TopoObject(type="NUMANode", os_index=int(os_index) if os_index is not None else None, parent=holder, depth=holder.depth + 1)
+    if "local_memory" in el.attrib:
+        node.attributes["local_memory"] = int(el.attrib["local_memory"])
+    if "subtype" in el.attrib:
+        node.attributes["subtype"] = el.attrib["subtype"]
+    for info in el.findall("info"):
+        node.infos[info.get("name", "")] = info.get("value", "")
+    cpuset = el.get("complete_cpuset") or el.get("cpuset")
+    node.cpus = parse_hwloc_bitmap(cpuset) if cpuset else holder.cpus
+    node.nodes = frozenset(() if node.os_index is None else (node.os_index,))
+    return [node]
+
+
+def _fill_nodes(root: TopoObject) -> None:
+    """Give every CPU object the set of NUMA nodes local to its PUs (hwloc's nodeset)."""
+    nodes: list[TopoObject] = []
+    for obj in root.walk():
+        nodes.extend(obj.memory_children)
+    for node in nodes:
+        if not node.cpus:  # a CPU-less node (memory expander): local to the object holding it
+            node.cpus = node.parent.cpus if node.parent is not None else frozenset()
+    for obj in root.walk():
+        obj.nodes = frozenset(n.os_index for n in nodes if n.os_index is not None and n.cpus & obj.cpus)
+
+
+def _numbers(el: ET.Element | None) -> list[int]:
+    return [int(v) for v in (el.text or "").split()] if el is not None else []
+
+
+def _distances(root_el: ET.Element, root: TopoObject) -> NumaDistances | None:
+    """The NUMA latency matrix, if hwloc recorded one (``<distances2 type="NUMANode">``)."""
+    candidates = [d for d in root_el.findall("distances2") if d.get("type") == "NUMANode"]
+    if not candidates:
+        return None
+    chosen = next((d for d in candidates if d.get("name") == "NUMALatency"), candidates[0])
+    count = int(chosen.get("nbobjs", "0"))
+    indexes = _numbers(chosen.find("indexes"))
+    values: list[int] = []
+    for values_el in chosen.findall("u64values"):
+        values.extend(_numbers(values_el))
+    if count == 0 or len(indexes) != count or len(values) != count * count:
+        raise UsageError("hwloc XML has a malformed NUMA distance matrix; export it again with lstopo")
+    if chosen.get("indexing", "os") == "gp":  # distances by global persistent index: map to OS index
+        gp_to_os = {}
+        for el in root_el.iter("object"):
+            if el.get("type") == "NUMANode" and el.get("gp_index") is not None:
+                gp_to_os[int(el.get("gp_index"))] = int(el.get("os_index", "0"))
+        indexes = [gp_to_os.get(i, i) for i in indexes]
+    matrix = [values[i * count:(i + 1) * count] for i in range(count)]
+    return NumaDistances(nodes=indexes, matrix=matrix, name=chosen.get("name", "NUMALatency"))
+
+
+def _cpu_kinds(root_el: ET.Element) -> list[CpuKind]:
+    kinds = []
+    for el in root_el.findall("cpukind"):
+        infos = {i.get("name", ""): i.get("value", "") for i in el.findall("info")}
+        kinds.append(CpuKind(cpus=parse_hwloc_bitmap(el.attrib["cpuset"]), efficiency=int(el.get("forced_efficiency", "-1")), infos=infos))
+    # hwloc lists kinds from least to most efficient; "efficiency" -1 means "unknown": rank by order.
+    for rank, kind in enumerate(kinds):
+        if kind.efficiency < 0:
+            kind.efficiency = rank
+    return kinds

@@ -1,0 +1,107 @@
+"""Show a topology: an indented text tree like lstopo's, and pinlab's stable JSON format."""
+from __future__ import annotations
+
+from typing import Any
+
+from pinlab.topology.cpuset import format_cpulist
+from pinlab.topology.model import Topology, TopoObject
+
+JSON_FORMAT_VERSION = 1
+
+
+def _size(nbytes: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= factor and nbytes % (factor // 1024 or 1) == 0 or nbytes >= factor * 10:
+            value = nbytes / factor
+            return f"{value:.0f}{unit}" if value == int(value) or value >= 10 else f"{value:.1f}{unit}"
+    return f"{nbytes}B"
+
+
+def describe(obj: TopoObject) -> str:
+    """One object as lstopo writes it: ``L3 L#0 (8MiB)``, ``PU L#3 (P#6)``, ``NUMANode L#1 (P#1 12GiB)``."""
+    details = []
+    if obj.type == "NUMANode":
+        if obj.os_index is not None:
+            details.append(f"P#{obj.os_index}")
+        if obj.attributes.get("local_memory"):
+            details.append(_size(int(obj.attributes["local_memory"])))
+    elif obj.type in ("Package", "Die", "Core", "PU") and obj.os_index is not None:
+        details.append(f"P#{obj.os_index}")
+    if obj.is_cache and obj.attributes.get("cache_size"):
+        details.append(_size(int(obj.attributes["cache_size"])))
+    text = obj.kind if obj.type == "Machine" else f"{obj.kind} L#{obj.logical_index}"
+    if details:
+        text += f" ({' '.join(details)})"
+    if not obj.allowed:
+        text += " [unavailable]"
+    return text
+
+
+def render_tree(topo: Topology) -> str:
+    """An indented tree; a chain of single children is merged on one line with ``+`` as lstopo does."""
+    lines: list[str] = []
+    summary = topo.summary()
+    lines.append(
+        f"# {topo.name}: {summary['packages']} package(s), {summary['numa_nodes']} NUMA node(s), "
+        f"{summary['cores']} cores, {summary['pus']} PUs; allowed CPUs {format_cpulist(topo.allowed_cpus) or 'none'}"
+    )
+
+    def visit(obj: TopoObject, indent: int) -> None:
+        chain = [obj]
+        while len(chain[-1].children) == 1 and not chain[-1].memory_children:
+            chain.append(chain[-1].children[0])
+        lines.append("  " * indent + " + ".join(describe(o) for o in chain))
+        last = chain[-1]
+        for node in last.memory_children:
+            lines.append("  " * (indent + 1) + describe(node))
+        for child in last.children:
+            visit(child, indent + 1)
+
+    visit(topo.root, 0)
+    if topo.distances is not None:
+        lines.append(f"NUMA distances ({topo.distances.name}, by node OS index):")
+        width = max(len(str(v)) for row in topo.distances.matrix for v in row) + 2
+        lines.append("  node" + "".join(f"{n:>{width}}" for n in topo.distances.nodes))
+        for node, row in zip(topo.distances.nodes, topo.distances.matrix):
+            lines.append(f"  {node:>4}" + "".join(f"{v:>{width}}" for v in row))
+    for kind in topo.cpu_kinds if len(topo.cpu_kinds) > 1 else []:
+        lines.append(f"CPU kind {kind.name} (efficiency {kind.efficiency}): CPUs {format_cpulist(kind.cpus)}")
+    return "\n".join(lines)
+
+
+def object_to_json(obj: TopoObject) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "type": obj.type,
+        "kind": obj.kind,
+        "logical_index": obj.logical_index,
+        "os_index": obj.os_index,
+        "cpus": format_cpulist(obj.cpus),
+        "allowed": obj.allowed,
+    }
+    if obj.nodes:
+        data["numa_nodes"] = sorted(obj.nodes)
+    if obj.attributes:
+        data["attributes"] = dict(obj.attributes)
+    if obj.infos:
+        data["infos"] = dict(obj.infos)
+    if obj.memory_children:
+        data["memory"] = [object_to_json(n) for n in obj.memory_children]
+    if obj.children:
+        data["children"] = [object_to_json(c) for c in obj.children]
+    return data
+
+
+def topology_to_json(topo: Topology) -> dict[str, Any]:
+    """pinlab's topology JSON (format version 1, documented in the README)."""
+    return {
+        "pinlab_topology": JSON_FORMAT_VERSION,
+        "source": topo.source,
+        "name": topo.name,
+        "summary": topo.summary(),
+        "allowed_cpus": format_cpulist(topo.allowed_cpus),
+        "allowed_numa_nodes": sorted(topo.allowed_nodes),
+        "levels": topo.kinds(),
+        "distances": None if topo.distances is None else {"name": topo.distances.name, "nodes": topo.distances.nodes, "matrix": topo.distances.matrix},
+        "cpu_kinds": [{"cpus": format_cpulist(k.cpus), "efficiency": k.efficiency, "infos": k.infos} for k in topo.cpu_kinds],
+        "root": object_to_json(topo.root),
+    }

@@ -1,0 +1,136 @@
+"""Where a topology comes from: this machine, an XML file, a synthetic string, or a preset.
+
+Every source ends as hwloc XML handed to :func:`pinlab.topology.hwloc_xml.parse_xml`:
+``lstopo-no-graphics`` exports this machine and expands synthetic strings, presets are XML
+files shipped in the package.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+from pinlab.errors import UsageError
+from pinlab.topology.cpuset import parse_cpulist
+from pinlab.topology.hwloc_xml import parse_xml
+from pinlab.topology.model import Topology
+
+LSTOPO = "lstopo-no-graphics"
+_INSTALL_HINT = "install hwloc (Debian/Ubuntu: apt-get install hwloc-nox; or run `make install` as root)"
+
+
+def load_topology(source: str = "this") -> Topology:
+    """Load a topology from ``this``, ``synthetic:<desc>``, a preset name or an XML file path.
+
+    For ``this``, only the CPUs in this process's affinity mask and cgroup cpuset, and the
+    NUMA nodes in its ``Mems_allowed``, are allowed for placement; the others stay in the
+    tree, marked unavailable.
+    """
+    source = source.strip()
+    if source in ("this", ""):
+        return load_this()
+    if source.startswith("synthetic:"):
+        return load_synthetic(source[len("synthetic:"):])
+    if source.startswith("preset:"):
+        return load_preset(source[len("preset:"):])
+    if source in preset_names():
+        return load_preset(source)
+    path = Path(source)
+    if path.exists() or "/" in source or source.endswith(".xml"):
+        return load_file(path)
+    raise UsageError(
+        f"unknown topology {source!r}: give 'this', a path to an hwloc XML file, "
+        f"'synthetic:<hwloc synthetic string>' or a preset ({', '.join(preset_names())})"
+    )
+
+
+def lstopo(args: list[str], *, what: str) -> str:
+    """Run lstopo-no-graphics and return its standard output; a failure becomes a UsageError."""
+    exe = shutil.which(LSTOPO)
+    if exe is None:
+        raise UsageError(f"{LSTOPO} not found, needed to read {what}: {_INSTALL_HINT}")
+    # hwloc honours HWLOC_* variables that would silently replace the machine we are asked about.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        detail = " ".join(line.strip() for line in proc.stderr.splitlines() if line.strip()) or f"exit status {proc.returncode}"
+        raise UsageError(f"hwloc could not read {what}: {detail}")
+    return proc.stdout
+
+
+def load_this() -> Topology:
+    """This machine as hwloc sees it, restricted to what this process may use."""
+    xml = lstopo(["--of", "xml", "--disallowed", "--no-io", "-"], what="this machine's topology")
+    full = parse_xml(xml, source="this")
+    return Topology(
+        full.root,
+        source="this",
+        xml=xml,
+        allowed_cpus=full.allowed_cpus & frozenset(os.sched_getaffinity(0)),
+        allowed_nodes=full.allowed_nodes & _mems_allowed(full.allowed_nodes),
+        distances=full.distances,
+        cpu_kinds=full.cpu_kinds,
+    )
+
+
+def _mems_allowed(default: frozenset[int]) -> frozenset[int]:
+    """NUMA nodes this process may allocate on (``Mems_allowed_list`` in /proc/self/status)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Mems_allowed_list:"):
+                    return frozenset(parse_cpulist(line.split(":", 1)[1], what="Mems_allowed_list"))
+    except (OSError, UsageError):
+        pass
+    return default
+
+
+@functools.lru_cache(maxsize=256)
+def _synthetic_xml(description: str) -> str:
+    return lstopo(["-i", description, "--of", "xml", "-"], what=f"synthetic topology {description!r}")
+
+
+def load_synthetic(description: str) -> Topology:
+    """A topology from an hwloc synthetic description such as ``pack:2 [numa] l3:1 core:4 pu:2``."""
+    description = description.strip()
+    if not description:
+        raise UsageError("empty synthetic topology: give a description such as 'synthetic:pack:2 [numa] l3:1 core:4 pu:2'")
+    if not re.fullmatch(r"[\w\s:\[\]()=,.\-]+", description):
+        raise UsageError(f"malformed synthetic topology {description!r}: use hwloc's syntax, e.g. 'pack:2 [numa] l3:1 core:4 pu:2'")
+    return parse_xml(_synthetic_xml(description), source=f"synthetic:{description}")
+
+
+def load_file(path: Path) -> Topology:
+    """A topology from an hwloc XML file (hwloc 1.x files are converted through lstopo)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"topology file {str(path)!r} does not exist; export one with `lstopo-no-graphics --of xml FILE`") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read topology file {str(path)!r}: {exc}") from None
+    head = text[:400]
+    if "<topology" in head and 'version="2' not in head:
+        text = lstopo(["-i", str(path), "--of", "xml", "-"], what=f"hwloc 1.x file {str(path)!r}")
+    return parse_xml(text, source=str(path))
+
+
+def _preset_dir():
+    return resources.files("pinlab.topology") / "presets"
+
+
+@functools.lru_cache(maxsize=1)
+def preset_names() -> tuple[str, ...]:
+    """Names of the bundled machine descriptions, sorted."""
+    return tuple(sorted(p.name[:-4] for p in _preset_dir().iterdir() if p.name.endswith(".xml")))
+
+
+def load_preset(name: str) -> Topology:
+    """One of the bundled machines (``clovertown``, ``nehalem-ep``, ...)."""
+    if name not in preset_names():
+        raise UsageError(f"unknown preset {name!r}: choose one of {', '.join(preset_names())}")
+    text = (_preset_dir() / f"{name}.xml").read_text(encoding="utf-8")
+    return parse_xml(text, source=f"preset:{name}")

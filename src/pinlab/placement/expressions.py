@@ -110,7 +110,8 @@ def _select(topo: Topology, part: str, smt: bool) -> list[int]:
 
 
 def is_cpulist(text: str) -> bool:
-    return bool(re.fullmatch(r"[\d,\-:\s]+", text))
+    """Domain expressions start with a domain letter; anything starting with a digit is a CPU list."""
+    return text[:1].isdigit()
 
 
 def resolve(topo: Topology, text: str, smt: bool = False) -> list[int]:

@@ -113,7 +113,7 @@ def load_file(path: Path) -> Topology:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read topology file {str(path)!r}: {exc}") from None
     head = text[:400]
-    if "<topology" in head and 'version="2' not in head:
+    if "<topology" in head and not re.search(r"<topology[^>]*version\s*=\s*[\"']2", head):
         text = lstopo(["-i", str(path), "--of", "xml", "-"], what=f"hwloc 1.x file {str(path)!r}")
     return parse_xml(text, source=str(path))
 

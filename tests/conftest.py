@@ -1,0 +1,34 @@
+"""Shared test helpers: the installed `pinlab` command and topologies with chosen allowed sets."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pinlab.topology.hwloc_xml import parse_xml
+from pinlab.topology.model import Topology
+
+PINLAB = Path(sys.executable).parent / "pinlab"
+
+
+def run_pinlab(*args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run the installed pinlab command as a user would; output as text."""
+    return subprocess.run([*(prefix or []), str(PINLAB), *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.fixture
+def pinlab():
+    return run_pinlab
+
+
+def with_allowed(topo: Topology, cpus) -> Topology:
+    """The same machine, loaded again with only ``cpus`` allowed (as a cgroup or taskset would)."""
+    fresh = parse_xml(topo.xml, source=topo.source)
+    return Topology(fresh.root, source=topo.source, xml=topo.xml, allowed_cpus=frozenset(cpus), distances=fresh.distances, cpu_kinds=fresh.cpu_kinds)
+
+
+def this_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))

@@ -35,7 +35,7 @@ demo: install
 	for s in compact scatter; do \
 		echo "== $$s, $$n threads on this machine"; \
 		$(VENV)/bin/pinlab place -s $$s -n $$n --picture $(DEMO_DIR)/this-$$s.svg || exit 1; \
-		echo "== $$s, 8 threads on the bundled clovertown (2 sockets x 2 L2 pairs)"; \
+		echo "== $$s, 4 threads on the bundled clovertown (2 sockets x 2 L2 pairs), as OpenMP variables"; \
 		$(VENV)/bin/pinlab place -t clovertown -s $$s -n 4 -f omp --picture $(DEMO_DIR)/clovertown-$$s.png || exit 1; \
 	done
 	@echo "pictures: $$(ls $(DEMO_DIR)/*.svg $(DEMO_DIR)/*.png | tr '\n' ' ')"

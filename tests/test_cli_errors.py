@@ -45,3 +45,9 @@ def test_list_presets():
     out = run_pinlab("topology", "--list-presets")
     assert out.returncode == 0
     assert out.stdout.splitlines()[1].startswith("clovertown") and "0,2,4,6" in out.stdout
+
+
+def test_picture_into_a_missing_directory_fails_before_printing_anything(tmp_path):
+    result = run_pinlab("place", "-t", "clovertown", "-s", "compact", "-n", "2", "--picture", str(tmp_path / "no" / "x.svg"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "its directory does not exist" in result.stderr

@@ -71,8 +71,13 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, pictur
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if picture and not picture.lower().endswith((".svg", ".png")):
-        raise UsageError(f"picture file {picture!r} must end in .svg or .png")
+    if picture:
+        from pathlib import Path
+
+        if not picture.lower().endswith((".svg", ".png")):
+            raise UsageError(f"picture file {picture!r} must end in .svg or .png")
+        if not Path(picture).resolve().parent.is_dir():
+            raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
     topo = load_topology(source)
     placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)
     if placement.cpus is None and fmt == "list":

@@ -141,3 +141,13 @@ def test_missing_hwloc_is_explained(tmp_path):
     assert "lstopo-no-graphics not found" in result.stderr and "apt-get install hwloc-nox" in result.stderr
     # presets need no hwloc at all
     assert run_pinlab("place", "-t", "clovertown", "-s", "scatter", "-n", "4", env=env).stdout.strip() == "0,4,1,5"
+
+
+def test_sizes_are_written_in_exact_units_where_possible():
+    from pinlab.topology.render import format_size
+
+    assert format_size(1280 * 1024) == "1280KiB"  # alder lake's P-core L2, as lstopo shows it
+    assert format_size(4 << 30) == "4GiB"
+    assert format_size(5463289856) == "5.1GiB"
+    assert format_size(512) == "512B"
+    assert "L2 L#0 (1280KiB)" in render_tree(load_topology("alderlake-i9"))

@@ -9,11 +9,15 @@ from pinlab.topology.model import Topology, TopoObject
 JSON_FORMAT_VERSION = 1
 
 
-def _size(nbytes: int) -> str:
+def format_size(nbytes: int) -> str:
+    """A byte count in the largest binary unit that divides it exactly (1280KiB, not 1.2MiB),
+    as lstopo does for caches; other sizes (memory) get one decimal (5.1GiB)."""
     for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= factor and nbytes % (factor // 1024 or 1) == 0 or nbytes >= factor * 10:
-            value = nbytes / factor
-            return f"{value:.0f}{unit}" if value == int(value) or value >= 10 else f"{value:.1f}{unit}"
+        if nbytes >= factor and nbytes % factor == 0 and nbytes // factor < 10_000:
+            return f"{nbytes // factor}{unit}"
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= factor:
+            return f"{nbytes / factor:.1f}{unit}"
     return f"{nbytes}B"
 
 
@@ -24,11 +28,11 @@ def describe(obj: TopoObject) -> str:
         if obj.os_index is not None:
             details.append(f"P#{obj.os_index}")
         if obj.attributes.get("local_memory"):
-            details.append(_size(int(obj.attributes["local_memory"])))
+            details.append(format_size(int(obj.attributes["local_memory"])))
     elif obj.type in ("Package", "Die", "Core", "PU") and obj.os_index is not None:
         details.append(f"P#{obj.os_index}")
     if obj.is_cache and obj.attributes.get("cache_size"):
-        details.append(_size(int(obj.attributes["cache_size"])))
+        details.append(format_size(int(obj.attributes["cache_size"])))
     text = obj.kind if obj.type == "Machine" else f"{obj.kind} L#{obj.logical_index}"
     if details:
         text += f" ({' '.join(details)})"

@@ -53,6 +53,13 @@ def domains_of(topo, kind, cpus):
     return [topo.pu(c).ancestor(kind) for c in cpus]
 
 
+def contiguous_blocks(sequence):
+    """The domains in order of first use, asserting each one's threads form a single block."""
+    blocks = [d for i, d in enumerate(sequence) if i == 0 or d is not sequence[i - 1]]
+    assert len(blocks) == len(set(map(id, blocks))), "a domain's threads are split in two runs"
+    return blocks
+
+
 @SETTINGS
 @given(topo=machines(), smt=st.booleans(), data=st.data())
 def test_compact_fills_each_domain_before_moving_on(topo, smt, data):
@@ -63,8 +70,7 @@ def test_compact_fills_each_domain_before_moving_on(topo, smt, data):
             continue
         sequence = domains_of(topo, kind, cpus)
         # Each domain's threads form one contiguous block...
-        blocks = [d for i, d in enumerate(sequence) if i == 0 or d is not sequence[i - 1]]
-        assert len(blocks) == len(set(map(id, blocks)))
+        blocks = contiguous_blocks(sequence)
         # ...and every block but the last uses all the units of its domain.
         for domain in blocks[:-1]:
             assert sum(1 for d in sequence if d is domain) == len(units_under(topo, domain, smt))
@@ -85,9 +91,7 @@ def test_scatter_is_balanced_across_packages_and_caches(topo, smt, data):
         per_package = [sum(1 for c in cpus if c in p.cpus) for p in packages]
         assert max(per_package) - min(per_package) <= 1
     # Consecutive threads stay close: each package's threads are one contiguous run.
-    sequence = domains_of(topo, "Package", cpus)
-    runs = [d for i, d in enumerate(sequence) if i == 0 or d is not sequence[i - 1]]
-    assert len(runs) == len(set(map(id, runs)))
+    contiguous_blocks(domains_of(topo, "Package", cpus))
 
 
 @SETTINGS

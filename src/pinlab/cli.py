@@ -1,7 +1,6 @@
 """The ``pinlab`` command line: parse, call the library, print. Heavy modules load lazily."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -37,6 +36,8 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
 
         click.echo(render_tree(topo))
     elif fmt == "json":
+        import json
+
         from pinlab.topology.render import topology_to_json
 
         click.echo(json.dumps(topology_to_json(topo), indent=2))

@@ -52,6 +52,9 @@ def test_domain_lists_skip_cpus_that_are_not_allowed(x7560):
         resolve(narrowed, "S1:4")
     with pytest.raises(UsageError, match="CPU 5 is not allowed"):
         resolve(narrowed, "5")
+    for expression in ("S0", "S0:0", "E:S0:1", "M2:0-1"):
+        with pytest.raises(UsageError, match=r"domain (S0|M2) has no CPU this process may use \(allowed CPUs: 1,9,13,33\)"):
+            resolve(narrowed, expression)
 
 
 @pytest.mark.parametrize(

@@ -135,3 +135,18 @@ def test_intra_socket_stays_in_one_package_inter_socket_alternates(topo, smt, da
     used = domains_of(topo, "Package", inter)
     k = min(len(packages), m)
     assert len({id(d) for d in used[:k]}) == k  # the first threads each get a package of their own
+
+
+@given(capacities=st.lists(st.integers(0, 12), min_size=1, max_size=12), data=st.data())
+def test_share_is_water_filling(capacities, data):
+    from pinlab.placement.strategies import share
+
+    n = data.draw(st.integers(0, sum(capacities)))
+    counts = share(n, capacities)
+    assert sum(counts) == n
+    assert all(0 <= c <= cap for c, cap in zip(counts, capacities))
+    for a, ca in enumerate(counts):
+        for b, cb in enumerate(counts):
+            assert ca - cb <= 1 or cb == capacities[b]
+    if n and capacities[0] and len(set(capacities)) == 1:
+        assert counts[0] == max(counts)  # the first child gets an extra thread first

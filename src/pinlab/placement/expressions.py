@@ -67,6 +67,14 @@ def domain_cpus(topo: Topology, obj: TopoObject) -> list[int]:
     return [cpu for _, _, cpu in sorted(ordered)]
 
 
+def _allowed_domain_cpus(topo: Topology, name: str) -> list[int]:
+    """A domain's allowed CPUs (likwid order); a domain with none is an error that says so."""
+    cpus = domain_cpus(topo, domain_object(topo, name))
+    if not cpus:
+        raise UsageError(f"domain {name} has no CPU this process may use (allowed CPUs: {format_cpulist(topo.allowed_cpus)}); choose another domain")
+    return cpus
+
+
 def _one_per_core(topo: Topology, cpus: list[int]) -> list[int]:
     seen: set[int] = set()
     result = []
@@ -83,7 +91,7 @@ def _select(topo: Topology, part: str, smt: bool) -> list[int]:
         fields = part.split(":")
         if len(fields) not in (3, 5) or not all(f.isdigit() for f in fields[2:]):
             raise UsageError(f"malformed expression {part!r}: use E:DOMAIN:COUNT or E:DOMAIN:COUNT:CHUNK:STRIDE, e.g. E:S0:4:1:2")
-        cpus = domain_cpus(topo, domain_object(topo, fields[1]))
+        cpus = _allowed_domain_cpus(topo, fields[1])
         count = int(fields[2])
         chunk, stride = (int(fields[3]), int(fields[4])) if len(fields) == 5 else (1, 1)
         if count == 0 or chunk == 0 or stride == 0:
@@ -98,7 +106,7 @@ def _select(topo: Topology, part: str, smt: bool) -> list[int]:
             start += stride
         return [cpus[p] for p in positions]
     name, colon, indexes = part.partition(":")
-    cpus = domain_cpus(topo, domain_object(topo, name))
+    cpus = _allowed_domain_cpus(topo, name)
     if not colon:
         return cpus if smt else _one_per_core(topo, cpus)
     chosen = []

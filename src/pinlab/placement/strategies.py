@@ -32,12 +32,19 @@ def canonical_strategy(name: str) -> str:
 def units_under(topo: Topology, obj: TopoObject, smt: bool) -> list[TopoObject]:
     """Allowed units below ``obj``, in logical (tree) order: cores' first PUs, or every PU with smt."""
     allowed = topo.allowed_cpus
-    if smt:
-        return [o for o in obj.walk() if o.type == "PU" and o.os_index in allowed]
     found: list[TopoObject] = []
-    for o in obj.walk():
-        if o.type == "PU" and o.os_index in allowed and (o.parent is None or o.parent.type != "Core" or _first_allowed_pu(topo, o.parent) is o):
-            found.append(o)
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if o.type == "PU":
+            if o.os_index in allowed:
+                found.append(o)
+        elif o.type == "Core" and not smt:
+            pu = _first_allowed_pu(topo, o)
+            if pu is not None:
+                found.append(pu)
+        else:
+            stack.extend(reversed(o.children))
     return found
 
 
@@ -51,12 +58,15 @@ def _first_allowed_pu(topo: Topology, core: TopoObject) -> TopoObject | None:
 def _capacities(topo: Topology, smt: bool) -> dict[int, int]:
     """Number of units below every object (keyed by id), computed in one bottom-up pass."""
     cap: dict[int, int] = {}
-    unit_ids = {id(u) for u in units_under(topo, topo.root, smt)}
+    allowed = topo.allowed_cpus
 
     def count(obj: TopoObject) -> int:
-        total = 1 if id(obj) in unit_ids else 0
-        for child in obj.children:
-            total += count(child)
+        if obj.type == "PU":
+            total = 1 if obj.os_index in allowed else 0
+        elif obj.type == "Core" and not smt:
+            total = 1 if _first_allowed_pu(topo, obj) is not None else 0
+        else:
+            total = sum(count(child) for child in obj.children)
         cap[id(obj)] = total
         return total
 
@@ -96,6 +106,16 @@ def compact(topo: Topology, n: int, smt: bool = False, oversubscribe: bool = Fal
     return take(units, n, oversubscribe, _no_room(topo, n, len(units), smt))
 
 
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _evenly(n: int, k: int) -> list[int]:
+    """``n`` split over ``k`` slots, counts differing by at most one, the larger ones evenly
+    spaced starting with the first slot: slot j gets ceil((j+1)n/k) - ceil(jn/k)."""
+    return [_ceil_div((j + 1) * n, k) - _ceil_div(j * n, k) for j in range(k)]
+
+
 def share(n: int, capacities: list[int]) -> list[int]:
     """Split ``n`` threads over children with the given capacities as evenly as possible.
 
@@ -103,7 +123,10 @@ def share(n: int, capacities: list[int]) -> list[int]:
     extra threads left go to children evenly spaced among those with room, the first one
     first. With equal capacities the counts differ by at most one.
     """
-    counts = [0] * len(capacities)
+    k = len(capacities)
+    if k and min(capacities) >= _ceil_div(n, k):  # the common case: every child has room for its share
+        return _evenly(n, k)
+    counts = [0] * k
     remaining = n
     active = [i for i, c in enumerate(capacities) if c > 0]
     while active and remaining >= len(active):
@@ -112,13 +135,11 @@ def share(n: int, capacities: list[int]) -> list[int]:
             counts[i] += give
         remaining -= give * len(active)
         active = [i for i in active if counts[i] < capacities[i]]
-    m = len(active)
-    if remaining and m:
-        for j, i in enumerate(active):
-            counts[i] += -(-(j + 1) * remaining // m) - (-(-j * remaining // m))
-        remaining = 0
     if remaining:
-        raise ValueError("more threads than capacity")
+        if not active:
+            raise ValueError("more threads than capacity")
+        for i, extra in zip(active, _evenly(remaining, len(active))):
+            counts[i] += extra
     return counts
 
 
@@ -126,6 +147,8 @@ def _spread(topo: Topology, obj: TopoObject, n: int, cap: dict[int, int], smt: b
     """Divide ``n`` threads down the tree from ``obj`` (hwloc_distrib's recursive division)."""
     if n == 0:
         return []
+    if n == cap[id(obj)]:  # every unit below is taken: they come in tree order
+        return [u.os_index for u in units_under(topo, obj, smt)]
     if obj.type == "PU":
         return [obj.os_index]
     if obj.type == "Core" and not smt:

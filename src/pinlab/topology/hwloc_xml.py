@@ -55,26 +55,29 @@ def _bitmap_attr(el: ET.Element, name: str) -> frozenset[int] | None:
 
 
 def _build(el: ET.Element, parent: TopoObject | None, depth: int) -> TopoObject:
-    """Create the object for ``el`` and, recursively, its CPU and memory children."""
-    obj_type = el.attrib["type"]
-    os_index = el.get("os_index")
+    """Create the object for ``el`` and, recursively, its CPU and memory children.
+
+    Each element's children are scanned once (infos, CPU objects, memory objects), which
+    matters on machines with thousands of PUs.
+    """
+    attrib = el.attrib
+    obj_type = attrib["type"]
+    os_index = attrib.get("os_index")
     obj = TopoObject(type=obj_type, os_index=int(os_index) if os_index is not None else None, parent=parent, depth=depth)
     for name in _INT_ATTRIBUTES:
-        if name in el.attrib:
-            obj.attributes[name] = int(el.attrib[name])
-    if obj_type == "Group" and "depth" in el.attrib:
-        obj.attributes["group_depth"] = int(el.attrib["depth"])
+        if name in attrib:
+            obj.attributes[name] = int(attrib[name])
+    if obj_type == "Group" and "depth" in attrib:
+        obj.attributes["group_depth"] = int(attrib["depth"])
     for name in ("subtype", "name"):
-        if name in el.attrib:
-            obj.attributes[name] = el.attrib[name]
-    for info in el.findall("info"):
-        obj.infos[info.get("name", "")] = info.get("value", "")
-
-    if obj_type == "PU":
-        if obj.os_index is None:
-            raise ValueError("a PU without os_index")
-        obj.cpus = frozenset((obj.os_index,))
-    for child_el in el.findall("object"):
+        if name in attrib:
+            obj.attributes[name] = attrib[name]
+    for child_el in el:
+        if child_el.tag == "info":
+            obj.infos[child_el.get("name", "")] = child_el.get("value", "")
+            continue
+        if child_el.tag != "object":
+            continue
         child_type = child_el.get("type", "")
         if child_type in _IO_TYPES:
             continue
@@ -82,11 +85,14 @@ def _build(el: ET.Element, parent: TopoObject | None, depth: int) -> TopoObject:
             obj.memory_children.extend(_memory_objects(child_el, obj))
             continue
         obj.children.append(_build(child_el, parent=obj, depth=depth + 1))
-    if obj_type != "PU":
-        cpus: set[int] = set()
-        for child in obj.children:
-            cpus |= child.cpus
-        obj.cpus = frozenset(cpus)
+    if obj_type == "PU":
+        if obj.os_index is None:
+            raise ValueError("a PU without os_index")
+        obj.cpus = frozenset((obj.os_index,))
+    elif len(obj.children) == 1:
+        obj.cpus = obj.children[0].cpus
+    else:
+        obj.cpus = frozenset().union(*(child.cpus for child in obj.children))
     return obj
 
 
@@ -112,15 +118,33 @@ def _memory_objects(el: ET.Element, holder: TopoObject) -> list[TopoObject]:
 
 
 def _fill_nodes(root: TopoObject) -> None:
-    """Give every CPU object the set of NUMA nodes local to its PUs (hwloc's nodeset)."""
+    """Give every CPU object the set of NUMA nodes local to its PUs (hwloc's nodeset).
+
+    Computed bottom-up from each PU's nodes, so the cost grows with the number of objects,
+    not objects times nodes.
+    """
     nodes: list[TopoObject] = []
     for obj in root.walk():
         nodes.extend(obj.memory_children)
+    nodes_of_cpu: dict[int, set[int]] = {}
     for node in nodes:
         if not node.cpus:  # a CPU-less node (memory expander): local to the object holding it
             node.cpus = node.parent.cpus if node.parent is not None else frozenset()
-    for obj in root.walk():
-        obj.nodes = frozenset(n.os_index for n in nodes if n.os_index is not None and n.cpus & obj.cpus)
+        if node.os_index is not None:
+            for cpu in node.cpus:
+                nodes_of_cpu.setdefault(cpu, set()).add(node.os_index)
+    empty: frozenset[int] = frozenset()
+
+    def fill(obj: TopoObject) -> frozenset[int]:
+        if obj.type == "PU":
+            obj.nodes = frozenset(nodes_of_cpu.get(obj.os_index, empty))
+        elif len(obj.children) == 1:
+            obj.nodes = fill(obj.children[0])
+        else:
+            obj.nodes = frozenset().union(*(fill(child) for child in obj.children))
+        return obj.nodes
+
+    fill(root)
 
 
 def _numbers(el: ET.Element | None) -> list[int]:

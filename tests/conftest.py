@@ -26,8 +26,7 @@ def pinlab():
 
 def with_allowed(topo: Topology, cpus) -> Topology:
     """The same machine, loaded again with only ``cpus`` allowed (as a cgroup or taskset would)."""
-    fresh = parse_xml(topo.xml, source=topo.source)
-    return Topology(fresh.root, source=topo.source, xml=topo.xml, allowed_cpus=frozenset(cpus), distances=fresh.distances, cpu_kinds=fresh.cpu_kinds)
+    return parse_xml(topo.xml, source=topo.source, narrow_cpus=frozenset(cpus))
 
 
 def this_cpus() -> list[int]:

@@ -18,8 +18,19 @@ _MEMORY_TYPES = frozenset({"NUMANode", "MemCache"})
 _INT_ATTRIBUTES = ("cache_size", "cache_linesize", "cache_associativity", "cache_type", "local_memory")
 
 
-def parse_xml(text: str, *, source: str) -> Topology:
-    """Build a topology from hwloc 2 XML. ``source`` says where it came from, for messages."""
+def parse_xml(
+    text: str,
+    *,
+    source: str,
+    narrow_cpus: frozenset[int] | None = None,
+    narrow_nodes: frozenset[int] | None = None,
+) -> Topology:
+    """Build a topology from hwloc 2 XML. ``source`` says where it came from, for messages.
+
+    The allowed sets are the ones hwloc recorded (the cgroup's, for this machine), narrowed
+    further by ``narrow_cpus``/``narrow_nodes`` when given (this process's affinity mask and
+    Mems_allowed).
+    """
     try:
         root_el = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -38,6 +49,10 @@ def parse_xml(text: str, *, source: str) -> Topology:
     _fill_nodes(root)
     allowed_cpus = _bitmap_attr(machine_el, "allowed_cpuset")
     allowed_nodes = _bitmap_attr(machine_el, "allowed_nodeset")
+    if narrow_cpus is not None:
+        allowed_cpus = (root.cpus if allowed_cpus is None else allowed_cpus) & narrow_cpus
+    if narrow_nodes is not None:
+        allowed_nodes = (root.nodes if allowed_nodes is None else allowed_nodes) & narrow_nodes
     return Topology(
         root,
         source=source,

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 #: Types whose objects carry an OS index that means something to the user.
 OS_NUMBERED = frozenset({"Machine", "Package", "Die", "NUMANode", "Core", "PU"})
 
-#: Cache types as hwloc writes them in XML, in the order they nest.
-CACHE_TYPES = ("L5Cache", "L4Cache", "L3Cache", "L2Cache", "L1Cache", "L1iCache", "L2iCache", "L3iCache")
 
 
 @dataclass(eq=False)
@@ -207,10 +205,6 @@ class Topology:
     def core_of(self, pu: TopoObject) -> TopoObject:
         """The core a PU belongs to (the PU itself where the topology has no Core level)."""
         return pu.ancestor("Core") or pu
-
-    def numa_nodes_of(self, cpus: frozenset[int]) -> list[TopoObject]:
-        """NUMA nodes local to any of the given PUs."""
-        return [n for n in self.numa_nodes if n.cpus & cpus]
 
     def pu(self, os_index: int) -> TopoObject:
         return self.pu_by_os[os_index]

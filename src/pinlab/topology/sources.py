@@ -64,20 +64,11 @@ def lstopo(args: list[str], *, what: str) -> str:
 def load_this() -> Topology:
     """This machine as hwloc sees it, restricted to what this process may use."""
     xml = lstopo(["--of", "xml", "--disallowed", "--no-io", "-"], what="this machine's topology")
-    full = parse_xml(xml, source="this")
-    return Topology(
-        full.root,
-        source="this",
-        xml=xml,
-        allowed_cpus=full.allowed_cpus & frozenset(os.sched_getaffinity(0)),
-        allowed_nodes=full.allowed_nodes & _mems_allowed(full.allowed_nodes),
-        distances=full.distances,
-        cpu_kinds=full.cpu_kinds,
-    )
+    return parse_xml(xml, source="this", narrow_cpus=frozenset(os.sched_getaffinity(0)), narrow_nodes=_mems_allowed())
 
 
-def _mems_allowed(default: frozenset[int]) -> frozenset[int]:
-    """NUMA nodes this process may allocate on (``Mems_allowed_list`` in /proc/self/status)."""
+def _mems_allowed() -> frozenset[int] | None:
+    """NUMA nodes this process may allocate on (``Mems_allowed_list`` in /proc/self/status), if readable."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
@@ -85,7 +76,7 @@ def _mems_allowed(default: frozenset[int]) -> frozenset[int]:
                     return frozenset(parse_cpulist(line.split(":", 1)[1], what="Mems_allowed_list"))
     except (OSError, UsageError):
         pass
-    return default
+    return None
 
 
 @functools.lru_cache(maxsize=256)

@@ -94,6 +94,63 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, pictur
         draw(placement, picture)
 
 
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--strategy", "-s", help="compact, scatter, random, none, intra-socket, inter-socket (see pinlab place)")
+@click.option("--threads", "-n", type=int, help="Number of threads of the plan (also OMP_NUM_THREADS when unset).")
+@click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3).")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A placement written by `pinlab place -f json`.")
+@click.option("--smt", is_flag=True, help="Allow hardware-thread siblings in the plan.")
+@click.option("--oversubscribe", is_flag=True, help="Allow more threads than CPUs in the plan (round-robin).")
+@click.option("--seed", type=int, help="Seed for the random strategy.")
+@click.option("--mem", help="Memory policy: first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow.")
+@click.option("--overflow", type=click.Choice(["wrap", "unpinned", "error"]), default="wrap", show_default=True, help="Workers past the end of the plan.")
+@click.option("--skip", help="Creation indexes (1 = first thread created) to leave unpinned as helpers, e.g. 1,3.")
+@click.option("--nested", help="inherit[:numa|cache]: threads created by non-main threads stay in their creator's NUMA node or cache domain.")
+@click.option("--no-aslr", is_flag=True, help="Turn address-space randomisation off for the program.")
+@click.option("--clean-env", is_flag=True, help="Only the variables the program needs, environment of constant size.")
+@click.option("--thp", type=click.Choice(["never", "always"]), help="Transparent huge pages off or on for the program.")
+@click.option("--record", "record_path", type=click.Path(dir_okay=False), help="Write what happened to FILE.json.")
+@click.option("--sample-ms", type=float, default=100.0, show_default=True, help="How often to sample where each thread runs.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
+@click.argument("program", nargs=-1, type=click.UNPROCESSED)
+def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overflow, skip, nested, no_aslr, clean_env, thp, record_path, sample_ms, quiet, program) -> int:
+    """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
+
+    Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
+    found, 126 if it cannot be executed, 2 for bad options.
+    """
+    from pinlab.launch import ProgramNotExecutable, ProgramNotFound, plan_spec, write_record
+    from pinlab.launch.runner import run as launch
+
+    if sample_ms is not None and sample_ms <= 0:
+        raise UsageError(f"--sample-ms must be positive (got {sample_ms})")
+    if record_path:
+        from pathlib import Path
+
+        if not Path(record_path).resolve().parent.is_dir():
+            raise UsageError(f"cannot write the record {record_path!r}: its directory does not exist")
+    spec = plan_spec(
+        list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
+        seed=seed, mem=mem, overflow=overflow, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
+        sample_ms=sample_ms if (record_path or not quiet) else None,
+    )
+    try:
+        record = launch(spec)
+    except ProgramNotFound as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 127
+    except ProgramNotExecutable as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 126
+    for warning in record.warnings:
+        click.echo(f"pinlab: warning: {warning}", err=True)
+    if record_path:
+        write_record(record, record_path)
+    if not quiet:
+        click.echo(record.summary(), err=True)
+    return record.exit_status
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
     try:

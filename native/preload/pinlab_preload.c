@@ -1,0 +1,855 @@
+/*
+ * libpinlab-preload.so: pins every thread of a program from its first instruction.
+ *
+ * Loaded with LD_PRELOAD by `pinlab run`. It interposes pthread_create: each new thread
+ * gets a copy of the caller's attributes with pthread_attr_setaffinity_np set to the CPU
+ * the plan gives it, so the kernel applies the affinity before the thread runs any code.
+ * The start routine is wrapped in a trampoline that logs an event, binds the thread's
+ * memory to the node of its CPU (PINLAB_MEM_FOLLOW) and then calls the real routine.
+ *
+ * Environment (written by pinlab.launch.runner):
+ *   PINLAB_CPUS         required, "c0,c1,...": slot 0 = main thread, slot k = k-th worker
+ *   PINLAB_OVERFLOW     wrap (default) | unpinned | error: workers past the end of the plan
+ *   PINLAB_SKIP         "i,j,...": creation indexes (1-based, all pthread_create calls) = helpers
+ *   PINLAB_HELPER_CPUS  CPU list ("0-3,8") for helpers; else PINLAB_ALLOWED; else the mask
+ *                       the library found at start
+ *   PINLAB_ALLOWED      CPU list: the program's original allowed set
+ *   PINLAB_NESTED       off (default) | inherit, with PINLAB_DOMAINS "0-3;4-7"
+ *   PINLAB_MEM_FOLLOW   "n0,n1,...": NUMA node of each plan CPU (aligned with PINLAB_CPUS)
+ *   PINLAB_EVENTS       file the events are appended to, one write() per line
+ *
+ * Events (key=value words, first word the type; values never contain spaces):
+ *   thread pid= index= tid= role=main|worker|helper|nested slot= planned= cpu= mask= creator= lib=
+ *   pages pid= N0= N1= ...          (at exit, from /proc/self/numa_maps)
+ *   exit pid= threads=              (at exit, threads successfully created)
+ *   warning pid= text=              (spaces replaced by _)
+ *
+ * Whatever goes wrong, the program runs: a malformed environment gives one line on stderr and
+ * a plain pass-through pthread_create; a thread that cannot be pinned is created unpinned.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define PINLAB_MAX_DOMAINS 1024
+#define PINLAB_MAX_NODES 1024 /* node numbers accepted in PINLAB_MEM_FOLLOW */
+#define PINLAB_MPOL_BIND 2    /* MPOL_BIND from <linux/mempolicy.h> */
+#define EVENT_LINE_MAX 16384
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int (*getstackaddr_fn)(const pthread_attr_t *, void **);
+typedef int (*setstackaddr_fn)(pthread_attr_t *, void *);
+
+enum overflow_mode { OVERFLOW_WRAP, OVERFLOW_UNPINNED, OVERFLOW_ERROR };
+enum role { ROLE_WORKER, ROLE_HELPER, ROLE_NESTED };
+static const char *const role_names[] = { "worker", "helper", "nested" };
+
+struct domain {
+    int *cpus; /* in the order written in PINLAB_DOMAINS */
+    int count;
+    atomic_uint next;
+};
+
+/* Configuration: written once by pinlab_init (under pthread_once), read-only afterwards. */
+static struct {
+    int enabled;
+    int *cpus;   /* the plan, slot k -> cpus[k] */
+    int ncpus;
+    enum overflow_mode overflow;
+    long *skip;
+    int nskip;
+    cpu_set_t helper_mask;
+    int helper_mask_ok;
+    int nested_inherit;
+    struct domain *domains;
+    int ndomains;
+    int *node_of_cpu; /* CPU_SETSIZE entries, -1 = unknown; NULL without PINLAB_MEM_FOLLOW */
+    char events[PATH_MAX];
+    int has_events;
+    char exe[PATH_MAX];
+} cfg;
+
+static create_fn real_create;
+/* The deprecated pthread_attr_{get,set}stackaddr, looked up at run time: calling them directly
+ * makes the linker print glibc's deprecation warning, which no pragma silences. */
+static getstackaddr_fn get_stackaddr;
+static setstackaddr_fn set_stackaddr;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static atomic_long creations;     /* all pthread_create calls, the creation index */
+static atomic_long next_slot = 1; /* the next worker slot (slot 0 is the main thread) */
+static atomic_long created;       /* threads really created */
+
+/* The plan CPU of the calling thread, -1 if it has none (helpers, unpinned threads). */
+static __thread int my_planned __attribute__((tls_model("initial-exec"))) = -1;
+
+struct start {
+    void *(*fn)(void *);
+    void *arg;
+    long index;
+    enum role role;
+    long slot;    /* -1 if none */
+    int planned;  /* -1 if none */
+    int node;     /* memory node to bind to, -1 to leave the policy alone */
+    pid_t creator;
+    const char *lib; /* dli_fname of the start routine (owned by the loader) or NULL */
+};
+
+/* ---------------------------------------------------------------- output */
+
+static void put_str(char *buf, size_t size, size_t *used, const char *s)
+{
+    while (*s && *used + 1 < size)
+        buf[(*used)++] = *s++;
+    buf[*used] = '\0';
+}
+
+static void put_fmt(char *buf, size_t size, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put_fmt(char *buf, size_t size, size_t *used, const char *fmt, ...)
+{
+    if (*used + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, size - *used, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    *used += (size_t)n < size - *used ? (size_t)n : size - *used - 1;
+}
+
+/* A value without whitespace: spaces (and other blanks) become '_', an empty value '-'. */
+static void put_word(char *buf, size_t size, size_t *used, const char *s)
+{
+    if (!s || !*s) {
+        put_str(buf, size, used, "-");
+        return;
+    }
+    for (; *s && *used + 1 < size; s++)
+        buf[(*used)++] = (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') ? '_' : *s;
+    buf[*used] = '\0';
+}
+
+static void put_cpulist(char *buf, size_t size, size_t *used, const cpu_set_t *set)
+{
+    int any = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, set))
+            continue;
+        int last = cpu;
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
+            last++;
+        if (last == cpu)
+            put_fmt(buf, size, used, "%s%d", any ? "," : "", cpu);
+        else
+            put_fmt(buf, size, used, "%s%d-%d", any ? "," : "", cpu, last);
+        any = 1;
+        cpu = last;
+    }
+    if (!any)
+        put_str(buf, size, used, "-");
+}
+
+/* Append one line to the events file: opened for each line (the program may close or dup2
+ * over any descriptor we would keep), O_APPEND and a single write() so lines never mix. */
+static void emit_line(char *buf, size_t size, size_t used)
+{
+    if (!cfg.has_events)
+        return;
+    if (used + 1 >= size)
+        used = size - 2;
+    buf[used++] = '\n';
+    int saved = errno;
+    int fd = open(cfg.events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        ssize_t w = write(fd, buf, used);
+        (void)w;
+        close(fd);
+    }
+    errno = saved;
+}
+
+static void warn_event(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn_event(const char *fmt, ...)
+{
+    if (!cfg.has_events)
+        return;
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    char line[1200];
+    size_t used = 0;
+    put_fmt(line, sizeof line, &used, "warning pid=%d text=", (int)getpid());
+    put_word(line, sizeof line, &used, text);
+    emit_line(line, sizeof line, used);
+}
+
+static void thread_event(long index, pid_t tid, const char *role, long slot, int planned,
+                         pid_t creator, const char *lib)
+{
+    if (!cfg.has_events)
+        return;
+    char line[EVENT_LINE_MAX];
+    size_t used = 0;
+    int cpu = sched_getcpu();
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    int mask_ok = sched_getaffinity(0, sizeof mask, &mask) == 0;
+    put_fmt(line, sizeof line, &used, "thread pid=%d index=%ld tid=%d role=%s slot=%ld planned=%d cpu=%d mask=",
+            (int)getpid(), index, (int)tid, role, slot, planned, cpu);
+    if (mask_ok)
+        put_cpulist(line, sizeof line, &used, &mask);
+    else
+        put_str(line, sizeof line, &used, "-");
+    put_fmt(line, sizeof line, &used, " creator=%d lib=", (int)creator);
+    put_word(line, sizeof line, &used, lib);
+    emit_line(line, sizeof line, used);
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+/* A non-negative decimal number; advances *p. */
+static int parse_number(const char **p, long max, long *out)
+{
+    const char *s = *p;
+    if (*s < '0' || *s > '9')
+        return -1;
+    long v = 0;
+    while (*s >= '0' && *s <= '9') {
+        v = v * 10 + (*s - '0');
+        if (v > max)
+            return -1;
+        s++;
+    }
+    *p = s;
+    *out = v;
+    return 0;
+}
+
+/* "a,b,c": numbers only, each in [min, max]. Returns the count, or -1. */
+static int parse_numbers(const char *s, long min, long max, long **out)
+{
+    int n = 1;
+    for (const char *c = s; *c; c++)
+        n += *c == ',';
+    long *v = calloc((size_t)n, sizeof *v);
+    if (!v)
+        return -1;
+    const char *p = s;
+    for (int i = 0; i < n; i++) {
+        if (parse_number(&p, max, &v[i]) || v[i] < min || (*p != (i + 1 < n ? ',' : '\0'))) {
+            free(v);
+            return -1;
+        }
+        p++;
+    }
+    *out = v;
+    return n;
+}
+
+/* A CPU list "0-3,8" between s and end, into set and (if order) the CPUs in written order.
+ * Returns the number of CPUs written in order, or -1. */
+static int parse_cpulist(const char *s, const char *end, cpu_set_t *set, int *order, int order_max)
+{
+    CPU_ZERO(set);
+    int n = 0;
+    const char *p = s;
+    if (p == end)
+        return -1;
+    for (;;) {
+        long a, b;
+        if (parse_number(&p, CPU_SETSIZE - 1, &a))
+            return -1;
+        b = a;
+        if (p < end && *p == '-') {
+            p++;
+            if (parse_number(&p, CPU_SETSIZE - 1, &b) || b < a)
+                return -1;
+        }
+        for (long c = a; c <= b; c++) {
+            if (order && !CPU_ISSET(c, set)) {
+                if (n >= order_max)
+                    return -1;
+                order[n++] = (int)c;
+            }
+            CPU_SET(c, set);
+        }
+        if (p == end)
+            return order ? n : CPU_COUNT(set);
+        if (*p != ',')
+            return -1;
+        p++;
+    }
+}
+
+static const char *env_or_null(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* Reads the environment into cfg. Returns NULL when all is well, else what is wrong. */
+static const char *read_config(char *why, size_t why_size)
+{
+    const char *v = getenv("PINLAB_CPUS");
+    long *nums = NULL;
+    if (!v)
+        return "PINLAB_CPUS is not set";
+    int n = parse_numbers(v, 0, CPU_SETSIZE - 1, &nums);
+    if (n <= 0) {
+        snprintf(why, why_size, "PINLAB_CPUS=%s is not a comma list of CPU numbers (0-%d)", v, CPU_SETSIZE - 1);
+        return why;
+    }
+    cfg.cpus = calloc((size_t)n, sizeof *cfg.cpus);
+    if (!cfg.cpus)
+        return "out of memory";
+    for (int i = 0; i < n; i++)
+        cfg.cpus[i] = (int)nums[i];
+    cfg.ncpus = n;
+    free(nums);
+
+    v = env_or_null("PINLAB_OVERFLOW");
+    if (!v || !strcmp(v, "wrap"))
+        cfg.overflow = OVERFLOW_WRAP;
+    else if (!strcmp(v, "unpinned"))
+        cfg.overflow = OVERFLOW_UNPINNED;
+    else if (!strcmp(v, "error"))
+        cfg.overflow = OVERFLOW_ERROR;
+    else {
+        snprintf(why, why_size, "PINLAB_OVERFLOW=%s is not wrap, unpinned or error", v);
+        return why;
+    }
+
+    v = env_or_null("PINLAB_SKIP");
+    if (v) {
+        int k = parse_numbers(v, 1, LONG_MAX / 16, &cfg.skip);
+        if (k <= 0) {
+            snprintf(why, why_size, "PINLAB_SKIP=%s is not a comma list of creation indexes (1, 2, ...)", v);
+            return why;
+        }
+        cfg.nskip = k;
+    }
+
+    /* Helpers' mask: PINLAB_HELPER_CPUS, else PINLAB_ALLOWED, else the mask found at start. */
+    const char *names[] = { "PINLAB_HELPER_CPUS", "PINLAB_ALLOWED" };
+    for (int i = 0; i < 2 && !cfg.helper_mask_ok; i++) {
+        v = env_or_null(names[i]);
+        if (!v)
+            continue;
+        if (parse_cpulist(v, v + strlen(v), &cfg.helper_mask, NULL, 0) <= 0) {
+            snprintf(why, why_size, "%s=%s is not a CPU list such as 0-3,8", names[i], v);
+            return why;
+        }
+        cfg.helper_mask_ok = 1;
+    }
+    if (!cfg.helper_mask_ok)
+        cfg.helper_mask_ok = sched_getaffinity(0, sizeof cfg.helper_mask, &cfg.helper_mask) == 0;
+
+    v = env_or_null("PINLAB_NESTED");
+    if (!v || !strcmp(v, "off"))
+        cfg.nested_inherit = 0;
+    else if (!strcmp(v, "inherit"))
+        cfg.nested_inherit = 1;
+    else {
+        snprintf(why, why_size, "PINLAB_NESTED=%s is not off or inherit", v);
+        return why;
+    }
+    v = env_or_null("PINLAB_DOMAINS");
+    if (v) {
+        int nd = 1;
+        for (const char *c = v; *c; c++)
+            nd += *c == ';';
+        if (nd > PINLAB_MAX_DOMAINS) {
+            snprintf(why, why_size, "PINLAB_DOMAINS has more than %d domains", PINLAB_MAX_DOMAINS);
+            return why;
+        }
+        cfg.domains = calloc((size_t)nd, sizeof *cfg.domains);
+        if (!cfg.domains)
+            return "out of memory";
+        const char *p = v;
+        for (int d = 0; d < nd; d++) {
+            const char *end = strchr(p, ';');
+            if (!end)
+                end = p + strlen(p);
+            cpu_set_t set;
+            int *order = calloc(CPU_SETSIZE, sizeof *order);
+            if (!order)
+                return "out of memory";
+            int count = parse_cpulist(p, end, &set, order, CPU_SETSIZE);
+            if (count <= 0) {
+                free(order);
+                snprintf(why, why_size, "PINLAB_DOMAINS=%s is not ;-separated CPU lists such as 0-3;4-7", v);
+                return why;
+            }
+            cfg.domains[d].cpus = order;
+            cfg.domains[d].count = count;
+            atomic_init(&cfg.domains[d].next, 0);
+            p = *end ? end + 1 : end;
+        }
+        cfg.ndomains = nd;
+    }
+
+    v = env_or_null("PINLAB_MEM_FOLLOW");
+    if (v) {
+        long *nodes = NULL;
+        int k = parse_numbers(v, 0, PINLAB_MAX_NODES - 1, &nodes);
+        if (k <= 0) {
+            snprintf(why, why_size, "PINLAB_MEM_FOLLOW=%s is not a comma list of NUMA node numbers", v);
+            return why;
+        }
+        if (k != cfg.ncpus) {
+            free(nodes);
+            snprintf(why, why_size, "PINLAB_MEM_FOLLOW has %d nodes but PINLAB_CPUS has %d CPUs", k, cfg.ncpus);
+            return why;
+        }
+        cfg.node_of_cpu = malloc(CPU_SETSIZE * sizeof *cfg.node_of_cpu);
+        if (!cfg.node_of_cpu) {
+            free(nodes);
+            return "out of memory";
+        }
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            cfg.node_of_cpu[c] = -1;
+        for (int i = 0; i < k; i++) {
+            int c = cfg.cpus[i];
+            if (cfg.node_of_cpu[c] >= 0 && cfg.node_of_cpu[c] != nodes[i]) {
+                snprintf(why, why_size, "PINLAB_MEM_FOLLOW gives CPU %d two nodes (%d and %ld)", c, cfg.node_of_cpu[c], nodes[i]);
+                free(nodes);
+                return why;
+            }
+            cfg.node_of_cpu[c] = (int)nodes[i];
+        }
+        free(nodes);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- init */
+
+static void find_real_create(void)
+{
+    void *f = dlsym(RTLD_NEXT, "pthread_create");
+    if (!f || f == (void *)pthread_create) {
+        /* glibc 2.34+ defines pthread_create@@GLIBC_2.34 in libc; older ones in libpthread. */
+        static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.1", "GLIBC_2.0" };
+        f = NULL;
+        for (size_t i = 0; !f && i < sizeof versions / sizeof *versions; i++) {
+            f = dlvsym(RTLD_NEXT, "pthread_create", versions[i]);
+            if (f == (void *)pthread_create)
+                f = NULL;
+        }
+    }
+    real_create = (create_fn)f;
+    get_stackaddr = (getstackaddr_fn)dlsym(RTLD_DEFAULT, "pthread_attr_getstackaddr");
+    set_stackaddr = (setstackaddr_fn)dlsym(RTLD_DEFAULT, "pthread_attr_setstackaddr");
+}
+
+static int bind_memory(int node)
+{
+    unsigned long mask[PINLAB_MAX_NODES / (8 * sizeof(unsigned long))];
+    memset(mask, 0, sizeof mask);
+    mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+    /* maxnode: the kernel reads maxnode - 1 bits, as libnuma passes it. */
+    return (int)syscall(SYS_set_mempolicy, PINLAB_MPOL_BIND, mask, (unsigned long)PINLAB_MAX_NODES + 1);
+}
+
+static int node_of(int cpu)
+{
+    return cfg.node_of_cpu && cpu >= 0 && cpu < CPU_SETSIZE ? cfg.node_of_cpu[cpu] : -1;
+}
+
+static void after_fork_child(void)
+{
+    /* A new process: its own creation indexes and slots. */
+    atomic_store(&creations, 0);
+    atomic_store(&next_slot, 1);
+    atomic_store(&created, 0);
+}
+
+static void pinlab_init(void)
+{
+    find_real_create();
+    const char *events = env_or_null("PINLAB_EVENTS");
+    if (events && strlen(events) < sizeof cfg.events) {
+        strcpy(cfg.events, events);
+        cfg.has_events = 1;
+    }
+    ssize_t n = readlink("/proc/self/exe", cfg.exe, sizeof cfg.exe - 1);
+    cfg.exe[n > 0 ? n : 0] = '\0';
+
+    char why[512];
+    const char *wrong = read_config(why, sizeof why);
+    if (!real_create)
+        wrong = "cannot find the real pthread_create";
+    if (wrong) {
+        char line[1024];
+        int len = snprintf(line, sizeof line, "pinlab: warning: %s; running unpinned\n", wrong);
+        if (len > (int)sizeof line - 1) {
+            len = (int)sizeof line - 1;
+            line[len - 1] = '\n';
+        }
+        ssize_t w = write(2, line, (size_t)len);
+        (void)w;
+        warn_event("%s; running unpinned", wrong);
+        return;
+    }
+    cfg.enabled = 1;
+    pthread_atfork(NULL, NULL, after_fork_child);
+    if (cfg.nested_inherit && !cfg.ndomains)
+        warn_event("PINLAB_NESTED=inherit without PINLAB_DOMAINS: nested threads take plan slots");
+
+    /* The main thread: slot 0. */
+    int cpu = cfg.cpus[0];
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int planned = cpu;
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        warn_event("cannot pin the main thread to CPU %d: %s", cpu, strerror(errno));
+        planned = -1;
+    } else {
+        my_planned = cpu;
+        int node = node_of(cpu);
+        if (node >= 0 && bind_memory(node) != 0)
+            warn_event("cannot bind the memory of the main thread to node %d: %s", node, strerror(errno));
+    }
+    thread_event(0, gettid(), "main", 0, planned, 0, cfg.exe);
+}
+
+__attribute__((constructor)) static void pinlab_constructor(void)
+{
+    pthread_once(&init_once, pinlab_init);
+}
+
+static void pages_event(void)
+{
+    int fd = open("/proc/self/numa_maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    enum { MAXN = 1024 };
+    static unsigned long long pages[MAXN];
+    memset(pages, 0, sizeof pages);
+    int highest = -1;
+    static char buf[65536];
+    size_t have = 0;
+    int ok = 1;
+    for (;;) {
+        ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            ok = 0;
+            break;
+        }
+        have += (size_t)r;
+        buf[have] = '\0';
+        /* Scan the complete words; keep a partial last word for the next read. */
+        size_t keep_from = have;
+        if (r > 0) {
+            while (keep_from > 0 && buf[keep_from - 1] != ' ' && buf[keep_from - 1] != '\n')
+                keep_from--;
+        }
+        char saved = buf[keep_from];
+        buf[keep_from] = '\0';
+        for (char *p = buf; *p;) {
+            while (*p == ' ' || *p == '\n')
+                p++;
+            char *w = p;
+            while (*p && *p != ' ' && *p != '\n')
+                p++;
+            if (w[0] == 'N' && w[1] >= '0' && w[1] <= '9') {
+                char *eq;
+                long node = strtol(w + 1, &eq, 10);
+                if (*eq == '=' && node >= 0 && node < MAXN) {
+                    pages[node] += strtoull(eq + 1, NULL, 10);
+                    if (node > highest)
+                        highest = (int)node;
+                }
+            }
+        }
+        buf[keep_from] = saved;
+        memmove(buf, buf + keep_from, have - keep_from);
+        have -= keep_from;
+        if (r == 0)
+            break;
+        if (have >= sizeof buf - 1)
+            have = 0; /* an absurdly long word: drop it */
+    }
+    close(fd);
+    if (!ok || highest < 0)
+        return;
+    char line[EVENT_LINE_MAX];
+    size_t used = 0;
+    put_fmt(line, sizeof line, &used, "pages pid=%d", (int)getpid());
+    for (int n = 0; n <= highest; n++)
+        put_fmt(line, sizeof line, &used, " N%d=%llu", n, pages[n]);
+    emit_line(line, sizeof line, used);
+}
+
+__attribute__((destructor)) static void pinlab_destructor(void)
+{
+    if (!cfg.enabled || !cfg.has_events)
+        return;
+    pages_event();
+    char line[128];
+    size_t used = 0;
+    put_fmt(line, sizeof line, &used, "exit pid=%d threads=%ld", (int)getpid(), atomic_load(&created));
+    emit_line(line, sizeof line, used);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A helper thread, by where its start routine lives. */
+static int is_helper_routine(const char *file, const char *sym)
+{
+    static const char *const helper_libs[] = {
+        "libmpi", "libopen-pal", "libopen-rte", "libpmix", "libfabric", "libucs", "libucp", "libuct",
+        "libpsm", "libhcoll", "libibverbs", "librdmacm", "libcuda", "libnvidia", "libmlx",
+    };
+    const char *base = file ? base_name(file) : "";
+    for (size_t i = 0; i < sizeof helper_libs / sizeof *helper_libs; i++)
+        if (starts_with(base, helper_libs[i]))
+            return 1;
+    if (sym) {
+        if (!strcmp(sym, "__kmp_launch_monitor") || !strcmp(sym, "__kmp_reap_monitor"))
+            return 1;
+        if ((starts_with(base, "libomp") || starts_with(base, "libiomp5") || starts_with(base, "libgomp"))
+            && strstr(sym, "monitor"))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_skipped(long index)
+{
+    for (int i = 0; i < cfg.nskip; i++)
+        if (cfg.skip[i] == index)
+            return 1;
+    return 0;
+}
+
+/* The domain containing cpu and its position there, or -1. */
+static int find_domain(int cpu, int *pos)
+{
+    for (int d = 0; d < cfg.ndomains; d++)
+        for (int i = 0; i < cfg.domains[d].count; i++)
+            if (cfg.domains[d].cpus[i] == cpu) {
+                *pos = i;
+                return d;
+            }
+    return -1;
+}
+
+static void *trampoline(void *p)
+{
+    struct start *s = p;
+    void *(*fn)(void *) = s->fn;
+    void *arg = s->arg;
+    thread_event(s->index, gettid(), role_names[s->role], s->slot, s->planned, s->creator, s->lib);
+    my_planned = s->planned;
+    if (s->node >= 0 && bind_memory(s->node) != 0)
+        warn_event("cannot bind the memory of thread %ld to node %d: %s", s->index, s->node, strerror(errno));
+    free(s);
+    return fn(arg);
+}
+
+/* A copy of the caller's attributes, which are const and may be shared. */
+static int copy_attr(pthread_attr_t *dst, const pthread_attr_t *src)
+{
+    int rc = pthread_attr_init(dst);
+    if (rc || !src)
+        return rc;
+    int i;
+    size_t z;
+    struct sched_param sp;
+    sigset_t sigmask;
+    void *stackaddr = NULL;
+    if ((rc = pthread_attr_getdetachstate(src, &i)) || (rc = pthread_attr_setdetachstate(dst, i)))
+        goto fail;
+    if ((rc = pthread_attr_getguardsize(src, &z)) || (rc = pthread_attr_setguardsize(dst, z)))
+        goto fail;
+    if ((rc = pthread_attr_getinheritsched(src, &i)) || (rc = pthread_attr_setinheritsched(dst, i)))
+        goto fail;
+    if (i == PTHREAD_EXPLICIT_SCHED) {
+        if ((rc = pthread_attr_getschedpolicy(src, &i)) || (rc = pthread_attr_setschedpolicy(dst, i)))
+            goto fail;
+        if ((rc = pthread_attr_getschedparam(src, &sp)) || (rc = pthread_attr_setschedparam(dst, &sp)))
+            goto fail;
+    }
+    if ((rc = pthread_attr_getscope(src, &i)) || (rc = pthread_attr_setscope(dst, i)))
+        goto fail;
+    if ((rc = pthread_attr_getstacksize(src, &z)) || (rc = pthread_attr_setstacksize(dst, z)))
+        goto fail;
+    /* pthread_attr_getstack cannot tell "no stack given" from a stack at a computed address
+     * (it returns top - size even when only a size was set); getstackaddr gives the address
+     * the caller set (the top of the stack), NULL if none. */
+    if (!get_stackaddr || !set_stackaddr) {
+        rc = ENOSYS;
+        goto fail;
+    }
+    if ((rc = get_stackaddr(src, &stackaddr)))
+        goto fail;
+    if (stackaddr && (rc = set_stackaddr(dst, stackaddr)))
+        goto fail;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+    rc = pthread_attr_getsigmask_np(src, &sigmask);
+    if (rc == 0) {
+        if ((rc = pthread_attr_setsigmask_np(dst, &sigmask)))
+            goto fail;
+    } else if (rc == PTHREAD_ATTR_NO_SIGMASK_NP) {
+        rc = 0;
+    } else {
+        goto fail;
+    }
+#else
+    (void)sigmask;
+#endif
+    return 0;
+fail:
+    pthread_attr_destroy(dst);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- pthread_create */
+
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_routine)(void *), void *arg)
+{
+    pthread_once(&init_once, pinlab_init);
+    if (!real_create) {
+        find_real_create();
+        if (!real_create)
+            return EAGAIN;
+    }
+    if (!cfg.enabled)
+        return real_create(thread, attr, start_routine, arg);
+
+    long index = atomic_fetch_add(&creations, 1) + 1;
+    pid_t creator = gettid();
+
+    Dl_info info;
+    struct link_map *map = NULL;
+    const char *lib = NULL, *sym = NULL;
+    if (dladdr1((void *)start_routine, &info, (void **)&map, RTLD_DL_LINKMAP)) {
+        lib = info.dli_fname;
+        sym = info.dli_sname;
+        /* The main program's link map has an empty name; dladdr then gives argv[0]. */
+        if ((map && map->l_name && !map->l_name[0]) || (lib && !lib[0]))
+            lib = cfg.exe[0] ? cfg.exe : lib;
+    }
+
+    enum role role;
+    long slot = -1;
+    int planned = -1;
+    int use_helper_mask = 0;
+    if (is_skipped(index) || is_helper_routine(lib, sym)) {
+        role = ROLE_HELPER;
+        use_helper_mask = 1;
+    } else {
+        role = ROLE_WORKER;
+        int d = -1, pos = 0;
+        if (cfg.nested_inherit && creator != getpid() && my_planned >= 0)
+            d = find_domain(my_planned, &pos);
+        if (d >= 0) {
+            struct domain *dom = &cfg.domains[d];
+            unsigned step = atomic_fetch_add(&dom->next, 1);
+            role = ROLE_NESTED;
+            planned = dom->cpus[(unsigned)(pos + 1 + (int)(step % (unsigned)dom->count)) % (unsigned)dom->count];
+        } else {
+            slot = atomic_fetch_add(&next_slot, 1);
+            if (slot < cfg.ncpus || cfg.overflow == OVERFLOW_WRAP) {
+                planned = cfg.cpus[slot % cfg.ncpus];
+            } else if (cfg.overflow == OVERFLOW_UNPINNED) {
+                use_helper_mask = 1;
+            } else {
+                char line[256];
+                int len = snprintf(line, sizeof line,
+                                   "pinlab: thread %ld is past the end of the plan (%d CPUs) and --overflow error is set\n",
+                                   slot, cfg.ncpus);
+                ssize_t w = write(2, line, (size_t)len);
+                (void)w;
+                warn_event("thread %ld is past the end of the plan (%d CPUs) and --overflow error is set", slot, cfg.ncpus);
+                return EAGAIN;
+            }
+        }
+    }
+
+    struct start *s = malloc(sizeof *s);
+    if (!s) {
+        warn_event("out of memory: thread %ld created unpinned", index);
+        int rc = real_create(thread, attr, start_routine, arg);
+        if (rc == 0)
+            atomic_fetch_add(&created, 1);
+        return rc;
+    }
+    *s = (struct start){ .fn = start_routine, .arg = arg, .index = index, .role = role, .slot = slot,
+                         .planned = planned, .node = node_of(planned), .creator = creator, .lib = lib };
+
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const cpu_set_t *want = NULL;
+    if (planned >= 0) {
+        CPU_SET(planned, &set);
+        want = &set;
+    } else if (use_helper_mask && cfg.helper_mask_ok) {
+        want = &cfg.helper_mask;
+    }
+
+    pthread_attr_t copy;
+    int rc = want ? copy_attr(&copy, attr) : -1;
+    if (rc == 0) {
+        rc = pthread_attr_setaffinity_np(&copy, sizeof *want, want);
+        if (rc == 0)
+            rc = real_create(thread, &copy, trampoline, s);
+        pthread_attr_destroy(&copy);
+        if (rc == 0) {
+            atomic_fetch_add(&created, 1);
+            return 0;
+        }
+        char where[64];
+        if (planned >= 0)
+            snprintf(where, sizeof where, "CPU %d", planned);
+        else
+            snprintf(where, sizeof where, "the helper CPUs");
+        warn_event("cannot pin thread %ld to %s: %s; created unpinned", index, where, strerror(rc));
+    } else if (want) {
+        warn_event("cannot copy the attributes of thread %ld: %s; created unpinned", index, strerror(rc));
+    }
+    /* Unpinned: the caller's own attributes; the thread inherits its creator's mask. */
+    if (want) {
+        s->planned = -1;
+        s->node = -1;
+    }
+    rc = real_create(thread, attr, trampoline, s);
+    if (rc == 0)
+        atomic_fetch_add(&created, 1);
+    else
+        free(s);
+    return rc;
+}

@@ -1,0 +1,188 @@
+"""Launching programs pinned: ``pinlab run`` and its Python API :func:`run`.
+
+Kept light: nothing here imports hwloc-backed topology code unless the plan needs it (a
+strategy, a domain expression, nested cache domains), and nothing imports scipy, pandas or
+matplotlib.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pinlab.errors import UsageError
+from pinlab.launch import memory
+from pinlab.launch.record import RunRecord, ThreadRecord
+from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, check_cpus, parse_skip
+from pinlab.measure import linux
+
+if TYPE_CHECKING:
+    from pinlab.placement import Placement
+
+__all__ = ["LaunchSpec", "ProgramNotExecutable", "ProgramNotFound", "RunRecord", "ThreadRecord", "plan_spec", "run"]
+
+NESTED_DOMAINS = ("numa", "cache")
+
+
+def _load_plan_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as plan_file:
+            data = json.load(plan_file)
+    except OSError as exc:
+        raise UsageError(f"cannot read plan file {path!r}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"plan file {path!r} is not valid JSON ({exc}); write one with `pinlab place ... -f json`") from None
+    if not isinstance(data, dict) or data.get("pinlab_placement") != 1:
+        raise UsageError(f"plan file {path!r} is not a pinlab placement (version 1); write one with `pinlab place ... -f json`")
+    cpus = data.get("cpus")
+    if cpus is not None and (not isinstance(cpus, list) or not cpus or not all(isinstance(c, int) and c >= 0 for c in cpus)):
+        raise UsageError(f"plan file {path!r}: 'cpus' must be a non-empty list of CPU numbers (or null for no pinning)")
+    if not isinstance(data.get("threads"), int) or data["threads"] < 1:
+        raise UsageError(f"plan file {path!r}: 'threads' must be a positive integer")
+    return data
+
+
+def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
+    """The domains nested teams stay in: NUMA nodes (from sysfs) or last-level cache domains (hwloc)."""
+    if kind is None:
+        return None
+    if kind == "numa":
+        return [cpus for cpus in linux.numa_nodes().values() if cpus]
+    if kind == "cache":
+        from pinlab.topology import load_topology
+
+        topo = load_topology("this")
+        caches = topo.data_caches()
+        if not caches:
+            raise UsageError("--nested inherit:cache: hwloc reports no cache on this machine; use inherit:numa")
+        return [obj.cpus for obj in topo.objects(caches[0])]
+    raise UsageError(f"unknown nested domain {kind!r}: use --nested inherit (NUMA node) or inherit:cache")
+
+
+def plan_spec(
+    argv: Sequence[str],
+    *,
+    strategy: str | None = None,
+    threads: int | None = None,
+    cpus: str | Sequence[int] | None = None,
+    plan_file: str | None = None,
+    placement: Placement | None = None,
+    smt: bool = False,
+    oversubscribe: bool = False,
+    seed: int | None = None,
+    mem: str | None = None,
+    overflow: str = "wrap",
+    skip: str | Sequence[int] | None = None,
+    nested: str | None = None,
+    no_aslr: bool = False,
+    clean_env: bool = False,
+    thp: str | None = None,
+    sample_ms: float | None = 100.0,
+    env: dict[str, str] | None = None,
+) -> LaunchSpec:
+    """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs."""
+    chosen = [x for x in (strategy, cpus, plan_file, placement) if x is not None]
+    if len(chosen) > 1:
+        raise UsageError("give one placement: -s STRATEGY -n THREADS, -c CPUS, or --plan FILE")
+    if threads is not None and threads < 1:
+        raise UsageError(f"THREADS must be at least 1 (got {threads})")
+    if thp not in (None, "never", "always"):
+        raise UsageError(f"unknown --thp {thp!r}: use never or always")
+    plan: dict[str, Any] | None
+    if plan_file is not None:
+        plan = _load_plan_file(plan_file)
+        planned, threads = plan["cpus"], threads or plan["threads"]
+    elif isinstance(cpus, str) and cpus[:1].isdigit():
+        # A plain CPU list needs no topology: checked against the kernel's CPUs and our mask.
+        from pinlab.placement.strategies import take
+        from pinlab.topology.cpuset import parse_cpulist
+
+        listed = parse_cpulist(cpus)
+        threads = threads or len(listed)
+        planned = take(listed, threads, oversubscribe, UsageError(f"{threads} threads but {cpus!r} lists only {len(listed)} CPUs; list more or use --oversubscribe"))
+        plan = {"pinlab_placement": 1, "strategy": "explicit", "expression": cpus, "threads": threads, "cpus": planned}
+    elif cpus is not None and not isinstance(cpus, str):
+        planned = [int(c) for c in cpus]
+        if not planned:
+            raise UsageError("an explicit placement needs at least one CPU")
+        threads = threads or len(planned)
+        plan = {"pinlab_placement": 1, "strategy": "explicit", "expression": None, "threads": threads, "cpus": planned}
+    elif strategy is not None or cpus is not None or placement is not None:
+        if placement is None:
+            from pinlab.placement import make_placement
+            from pinlab.topology import load_topology
+
+            placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)
+        plan, planned, threads = placement.to_json(), placement.cpus, placement.threads
+    else:
+        plan, planned = None, None
+    if planned is not None:
+        check_cpus(planned)
+    policy = memory.parse_policy(mem)
+    follow_nodes = None
+    if policy.kind == "follow":
+        if planned is None:
+            raise UsageError("--mem follow binds each pinned thread's memory to its CPU's node: it needs a placement (-s, -c or --plan)")
+        node_of = {cpu: node for node, node_cpus in linux.numa_nodes().items() for cpu in node_cpus}
+        follow_nodes = [node_of.get(cpu, 0) for cpu in planned]
+    nested_kind = None
+    if nested not in (None, "off"):
+        head, _, domain = nested.partition(":")
+        if head != "inherit":
+            raise UsageError(f"unknown --nested {nested!r}: use inherit, inherit:numa or inherit:cache")
+        nested_kind = domain or "numa"
+        if planned is None:
+            raise UsageError("--nested inherit needs a placement (-s, -c or --plan)")
+    return LaunchSpec(
+        argv=list(argv),
+        cpus=planned,
+        threads=threads,
+        plan=plan,
+        mem=policy,
+        overflow=overflow,
+        skip=parse_skip(skip) if isinstance(skip, str) or skip is None else tuple(int(s) for s in skip),
+        nested_domains=_nested_domains(nested_kind),
+        follow_nodes=follow_nodes,
+        no_aslr=no_aslr,
+        clean_env=clean_env,
+        thp=thp,
+        sample_ms=sample_ms,
+        env=env,
+    )
+
+
+def run(argv: Sequence[str], placement: Placement | Sequence[int] | str | None = None, *, threads: int | None = None, mem: str | None = None, **options: Any) -> RunRecord:
+    """Run a program pinned and return its :class:`RunRecord` (its output passes through).
+
+    ``placement`` is a :class:`~pinlab.placement.Placement`, a list of CPUs, a CPU list or domain
+    expression (``"0,2"``, ``"S0:0-3"``), a strategy name (with ``threads``), or None for no
+    pinning. Other options are those of ``pinlab run`` (``overflow``, ``skip``, ``nested``,
+    ``no_aslr``, ``clean_env``, ``thp``, ``sample_ms``, ``env``). Raises
+    :class:`~pinlab.errors.UsageError` on bad input and :class:`ProgramNotFound` /
+    :class:`ProgramNotExecutable` when the program cannot be started.
+    """
+    from pinlab.launch.runner import run as launch
+
+    kwargs: dict[str, Any] = {}
+    if placement is None:
+        pass
+    elif isinstance(placement, str):
+        from pinlab.placement.strategies import ALIASES, STRATEGIES
+
+        key = "strategy" if placement in STRATEGIES or placement in ALIASES else "cpus"
+        kwargs[key] = placement
+    elif isinstance(placement, Sequence):
+        kwargs["cpus"] = list(placement)
+    else:
+        kwargs["placement"] = placement
+    return launch(plan_spec(argv, threads=threads, mem=mem, **kwargs, **options))
+
+
+def write_record(record: RunRecord, path: str) -> None:
+    """Write the record as JSON atomically (a crash never leaves half a file)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as out:
+        json.dump(record.to_json(), out, indent=1)
+        out.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,93 @@
+"""NUMA memory policies with numactl's words, applied with the real system call.
+
+| policy | meaning | numactl |
+|---|---|---|
+| ``first-touch`` | Linux's default: a page goes to the node of the CPU that first touches it | (none) |
+| ``local`` | allocate on the node of the CPU doing the allocation (MPOL_LOCAL) | ``--localalloc`` |
+| ``bind:NODES`` | strictly on these nodes, failing rather than spilling elsewhere (MPOL_BIND) | ``--membind`` |
+| ``interleave:NODES`` / ``interleave:all`` | round-robin page by page over the nodes (MPOL_INTERLEAVE) | ``--interleave`` |
+| ``preferred:NODE`` | on this node while it has room, elsewhere after (MPOL_PREFERRED) | ``--preferred`` |
+| ``follow`` | each pinned thread binds its own allocations to the node of its CPU | (none) |
+
+``bind`` is numactl's strict MPOL_BIND; hwloc's ``HWLOC_MEMBIND_BIND`` may fall back on other
+nodes, this does not. The policy is set in the child between fork and exec, so it holds from
+the program's first instruction and is inherited by every thread it creates.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from dataclasses import dataclass
+
+from pinlab.errors import UsageError
+from pinlab.measure.linux import mems_allowed, numa_nodes
+from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+
+MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_INTERLEAVE, MPOL_LOCAL = 0, 1, 2, 3, 4
+_MODES = {"local": MPOL_LOCAL, "bind": MPOL_BIND, "interleave": MPOL_INTERLEAVE, "preferred": MPOL_PREFERRED}
+_SYSCALL_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261, "s390x": 270, "riscv64": 237}
+POLICIES = "first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow"
+
+
+@dataclass(frozen=True)
+class MemPolicy:
+    """A parsed memory policy: ``kind`` is one of first-touch, local, bind, interleave, preferred, follow."""
+
+    kind: str
+    nodes: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{format_cpulist(self.nodes)}" if self.nodes else self.kind
+
+    @property
+    def mode(self) -> int | None:
+        """The MPOL_* mode set before exec, or None when nothing is set then (first-touch, follow)."""
+        return _MODES.get(self.kind)
+
+
+def parse_policy(text: str | None) -> MemPolicy:
+    """Parse a ``--mem`` value, checking the nodes exist and this process may use them."""
+    if text is None or text.strip() in ("", "first-touch", "default"):
+        return MemPolicy("first-touch")
+    kind, _, arg = text.strip().partition(":")
+    if kind in ("first-touch", "local", "follow"):
+        if arg:
+            raise UsageError(f"memory policy {kind} takes no nodes (got {text!r}); use one of: {POLICIES}")
+        return MemPolicy(kind)
+    if kind not in ("bind", "interleave", "preferred"):
+        raise UsageError(f"unknown memory policy {text!r}: use one of: {POLICIES}")
+    if not arg:
+        raise UsageError(f"memory policy {kind} needs nodes, e.g. {kind}:0{'' if kind == 'preferred' else ',1'}")
+    existing, allowed = frozenset(numa_nodes()), mems_allowed()
+    nodes = sorted(allowed) if arg == "all" and kind == "interleave" else parse_cpulist(arg, what=f"node list of --mem {kind}")
+    if kind == "preferred" and len(nodes) != 1:
+        raise UsageError(f"memory policy preferred takes exactly one node (got {arg!r})")
+    for node in nodes:
+        if node not in existing:
+            raise UsageError(f"NUMA node {node} does not exist (nodes: {format_cpulist(existing)}); see `pinlab topology`")
+        if node not in allowed:
+            raise UsageError(f"NUMA node {node} is not allowed for this process (Mems_allowed: {format_cpulist(allowed)})")
+    return MemPolicy(kind, tuple(dict.fromkeys(nodes)))
+
+
+def set_mempolicy(mode: int, nodes: tuple[int, ...] = ()) -> None:
+    """Set the calling thread's memory policy (inherited by children and kept across exec)."""
+    number = _SYSCALL_SET_MEMPOLICY.get(platform.machine())
+    if number is None:
+        raise OSError(f"set_mempolicy: unknown system call number on {platform.machine()}")
+    maxnode = max(nodes, default=0) + 2
+    words = (maxnode + 63) // 64
+    mask = (ctypes.c_ulong * words)()
+    for node in nodes:
+        mask[node // 64] |= 1 << (node % 64)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, mode, mask if nodes else None, ctypes.c_ulong(maxnode if nodes else 0)) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"set_mempolicy: {os.strerror(errno)}")
+
+
+def apply(policy: MemPolicy) -> None:
+    """Apply a policy to the calling process (used in the child, between fork and exec)."""
+    if policy.mode is not None:
+        set_mempolicy(policy.mode, policy.nodes)

@@ -1,0 +1,117 @@
+"""What really happened in one run: threads, where they ran over time, times, exit status, pages."""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pinlab.topology.cpuset import format_cpulist
+
+RECORD_FORMAT_VERSION = 1
+
+
+@dataclass
+class ThreadRecord:
+    """One thread of the program. ``index`` is its creation index (0 = main thread)."""
+
+    tid: int
+    pid: int
+    index: int | None = None
+    role: str = "unknown"  # main, worker, helper, nested, or unknown (never reported by the preload library)
+    slot: int | None = None
+    planned_cpu: int | None = None
+    cpu_at_start: int | None = None
+    mask_at_start: str | None = None
+    creator_tid: int | None = None
+    start_library: str | None = None
+    sample_times: list[float] = field(default_factory=list)
+    sample_cpus: list[int] = field(default_factory=list)
+    kernel_migrations: int | None = None
+
+    @property
+    def migrations(self) -> int:
+        """CPU changes seen between consecutive samples (a lower bound of the real count)."""
+        return sum(1 for a, b in zip(self.sample_cpus, self.sample_cpus[1:]) if a != b)
+
+    @property
+    def pinned_as_planned(self) -> bool | None:
+        if self.planned_cpu is None or self.planned_cpu < 0 or self.mask_at_start is None:
+            return None
+        return self.mask_at_start == str(self.planned_cpu)
+
+
+@dataclass
+class RunRecord:
+    """The record of one ``pinlab run``; :meth:`to_json` is the ``--record`` file."""
+
+    argv: list[str]
+    plan: dict[str, Any] | None
+    options: dict[str, Any]
+    started_at: float
+    wall_seconds: float = 0.0
+    user_seconds: float = 0.0
+    system_seconds: float = 0.0
+    max_rss_kib: int = 0
+    voluntary_context_switches: int = 0
+    involuntary_context_switches: int = 0
+    exit_status: int = 0
+    signal: int | None = None
+    pid: int | None = None
+    threads: list[ThreadRecord] = field(default_factory=list)
+    pages_per_node: dict[int, int] | None = None
+    warnings: list[str] = field(default_factory=list)
+    sample_ms: float | None = None
+
+    @property
+    def migrations(self) -> int:
+        return sum(t.migrations for t in self.threads)
+
+    def to_json(self) -> dict[str, Any]:
+        threads = []
+        for t in self.threads:
+            data = asdict(t)
+            data["migrations"] = t.migrations
+            data["pinned_as_planned"] = t.pinned_as_planned
+            threads.append(data)
+        return {
+            "pinlab_run": RECORD_FORMAT_VERSION,
+            "argv": self.argv,
+            "plan": self.plan,
+            "options": self.options,
+            "started_at": self.started_at,
+            "pid": self.pid,
+            "wall_seconds": self.wall_seconds,
+            "user_seconds": self.user_seconds,
+            "system_seconds": self.system_seconds,
+            "max_rss_kib": self.max_rss_kib,
+            "voluntary_context_switches": self.voluntary_context_switches,
+            "involuntary_context_switches": self.involuntary_context_switches,
+            "exit_status": self.exit_status,
+            "signal": self.signal,
+            "sample_ms": self.sample_ms,
+            "migrations": self.migrations,
+            "threads": threads,
+            "pages_per_node": None if self.pages_per_node is None else {str(k): v for k, v in sorted(self.pages_per_node.items())},
+            "warnings": self.warnings,
+        }
+
+    def summary(self) -> str:
+        """The one line ``pinlab run`` prints on stderr."""
+        program = os.path.basename(self.argv[0]) if self.argv else "program"
+        if self.signal is not None:
+            ending = f"was killed by signal {self.signal} (exit status {self.exit_status})"
+        else:
+            ending = f"exited with status {self.exit_status}"
+        text = f"pinlab: {program} {ending} after {self.wall_seconds:.3f} s (user {self.user_seconds:.3f} s, sys {self.system_seconds:.3f} s)"
+        pinned = [t for t in self.threads if t.planned_cpu is not None and t.planned_cpu >= 0]
+        if pinned:
+            wrong = [t for t in pinned if t.pinned_as_planned is False]
+            cpus = format_cpulist({t.planned_cpu for t in pinned})
+            text += f"; {len(pinned)} threads pinned on CPUs {cpus}"
+            if wrong:
+                text += f", {len(wrong)} NOT on their planned CPU"
+        elif self.plan is None:
+            text += "; not pinned"
+        if self.sample_ms:
+            text += f"; {self.migrations} migrations seen"
+        return text

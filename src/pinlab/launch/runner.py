@@ -1,0 +1,344 @@
+"""Start a program with every thread pinned from its first instruction, and record what happened.
+
+The parent (pinlab) forks; the child sets its own CPU mask (the plan's first CPU: the main
+thread), memory policy, personality and THP setting, then executes the program with the preload
+library in ``LD_PRELOAD``, which pins every thread the program creates as it is created. The
+parent forwards signals, samples where each thread runs from /proc, and waits.
+
+Protocol with the preload library (environment variables, all read by native/preload):
+``PINLAB_CPUS`` plan CPUs (slot 0 = main thread), ``PINLAB_OVERFLOW`` wrap|unpinned|error,
+``PINLAB_SKIP`` creation indexes treated as helpers, ``PINLAB_ALLOWED`` the CPUs helpers get,
+``PINLAB_NESTED`` off|inherit with ``PINLAB_DOMAINS`` (``;``-separated CPU lists),
+``PINLAB_MEM_FOLLOW`` the node of each plan CPU, ``PINLAB_EVENTS`` the file it appends events to.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from pinlab.errors import UsageError
+from pinlab.launch import controls, memory
+from pinlab.launch.record import RunRecord, ThreadRecord
+from pinlab.measure import linux
+from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+SI_KERNEL = 0x80  # si_code of a signal the kernel sent (Ctrl-C at a terminal), not kill()
+OVERFLOW_MODES = ("wrap", "unpinned", "error")
+
+
+class ProgramNotFound(Exception):
+    """The program does not exist (exit status 127, as env and timeout use)."""
+
+
+class ProgramNotExecutable(Exception):
+    """The program exists but cannot be executed (exit status 126)."""
+
+
+@dataclass
+class LaunchSpec:
+    """Everything `pinlab run` needs; ``cpus`` is None for an unpinned run."""
+
+    argv: list[str]
+    cpus: list[int] | None = None
+    threads: int | None = None
+    plan: dict | None = None
+    mem: memory.MemPolicy = field(default_factory=lambda: memory.MemPolicy("first-touch"))
+    overflow: str = "wrap"
+    skip: tuple[int, ...] = ()
+    nested_domains: list[frozenset[int]] | None = None
+    follow_nodes: list[int] | None = None
+    no_aslr: bool = False
+    clean_env: bool = False
+    thp: str | None = None
+    sample_ms: float | None = 100.0
+    env: dict[str, str] | None = None
+
+
+def resolve_program(name: str, path: str | None) -> str:
+    """The executable ``name`` designates, as execvp would find it; errors as env(1) reports them."""
+    if "/" in name:
+        candidate = name
+    else:
+        found = shutil.which(name, path=path)
+        if found is None:
+            raise ProgramNotFound(f"{name}: command not found")
+        candidate = found
+    if not os.path.exists(candidate):
+        raise ProgramNotFound(f"{name}: no such file")
+    if os.path.isdir(candidate) or not os.access(candidate, os.X_OK):
+        raise ProgramNotExecutable(f"{name}: permission denied (not an executable file)")
+    return candidate
+
+
+def preload_blocker(path: str) -> str | None:
+    """Why the dynamic loader would not run the preload library for this program, or None.
+
+    A statically linked program has no loader at all; a setuid/setgid program whose owner is
+    not us runs in secure-execution mode, where the loader ignores LD_PRELOAD.
+    """
+    try:
+        info = os.stat(path)
+        with open(path, "rb") as exe:
+            head = exe.read(64)
+            if head[:4] != b"\x7fELF":
+                return None  # a script: its interpreter is dynamically linked
+            if (info.st_mode & stat.S_ISUID and info.st_uid != os.getuid()) or (info.st_mode & stat.S_ISGID and info.st_gid != os.getgid()):
+                return "setuid/setgid (the loader ignores LD_PRELOAD)"
+            little = head[5] == 1
+            order = "little" if little else "big"
+            if head[4] == 2:
+                phoff, phentsize, phnum = int.from_bytes(head[32:40], order), int.from_bytes(head[54:56], order), int.from_bytes(head[56:58], order)
+            else:
+                phoff, phentsize, phnum = int.from_bytes(head[28:32], order), int.from_bytes(head[42:44], order), int.from_bytes(head[44:46], order)
+            exe.seek(phoff)
+            table = exe.read(phentsize * phnum)
+    except OSError:
+        return None
+    PT_INTERP = 3
+    if all(int.from_bytes(table[i * phentsize:i * phentsize + 4], order) != PT_INTERP for i in range(phnum)):
+        return "statically linked (no dynamic loader to run the preload library)"
+    return None
+
+
+def _preload_library() -> str:
+    from pinlab.native import native_path
+
+    return str(native_path("libpinlab-preload.so"))
+
+
+def _openmp_environment(spec: LaunchSpec, env: dict[str, str], warnings: list[str]) -> dict[str, str]:
+    """OpenMP variables so the runtime agrees with the plan and does not re-bind threads elsewhere.
+
+    The preload library has already pinned every thread at its creation, so the runtime's own
+    binding stays off. Asking the runtime to bind as well does not work: both libgomp and LLVM's
+    libomp take the initial thread's mask (already one CPU) as the whole machine, and libomp then
+    moves its workers back onto that CPU. libgomp binds nothing unless OMP_PROC_BIND, OMP_PLACES
+    or GOMP_CPU_AFFINITY ask it to; libomp needs KMP_AFFINITY=disabled (OMP_PROC_BIND=false as
+    well would only make it print a warning).
+    """
+    extra: dict[str, str] = {}
+    if "OMP_NUM_THREADS" not in env and spec.threads:
+        # Also needed because the runtimes size their default team from the initial thread's mask.
+        extra["OMP_NUM_THREADS"] = str(spec.threads)
+    if "KMP_AFFINITY" not in env:
+        extra["KMP_AFFINITY"] = "disabled"
+    for name in ("KMP_AFFINITY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
+        if name in env and not (name == "KMP_AFFINITY" and env[name] == "disabled") and not (name == "OMP_PROC_BIND" and env[name] == "false"):
+            warnings.append(f"{name}={env[name]} is set by the user and kept: the OpenMP runtime may move threads away from the plan")
+    return extra
+
+
+def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None, warnings: list[str]) -> dict[str, str]:
+    env = dict(os.environ if spec.env is None else spec.env)
+    env.update(controls.thp_environment(spec.thp))
+    if spec.cpus is None and spec.threads and "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(spec.threads)  # unpinned ('none'), but with the thread count asked for
+    if spec.cpus is not None and blocker is None:
+        allowed = frozenset(os.sched_getaffinity(0))
+        env.update(_openmp_environment(spec, env, warnings))
+        env["LD_PRELOAD"] = " ".join(p for p in (_preload_library(), env.get("LD_PRELOAD", "")) if p)
+        env["PINLAB_CPUS"] = ",".join(map(str, spec.cpus))
+        env["PINLAB_OVERFLOW"] = spec.overflow
+        env["PINLAB_ALLOWED"] = format_cpulist(allowed)
+        if spec.skip:
+            env["PINLAB_SKIP"] = ",".join(map(str, spec.skip))
+        if spec.nested_domains is not None:
+            env["PINLAB_NESTED"] = "inherit"
+            env["PINLAB_DOMAINS"] = ";".join(format_cpulist(d) for d in spec.nested_domains)
+        if spec.follow_nodes is not None:
+            env["PINLAB_MEM_FOLLOW"] = ",".join(map(str, spec.follow_nodes))
+        if events:
+            env["PINLAB_EVENTS"] = events
+    if spec.clean_env:
+        env = controls.clean_environment(env)
+    return env
+
+
+def _child_setup(mask: frozenset[int] | None, spec: LaunchSpec, old_mask: set[int]):
+    """What the child does between fork and exec; failures become one line and exit status 2."""
+
+    def setup() -> None:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            if mask is not None:
+                os.sched_setaffinity(0, mask)
+            memory.apply(spec.mem)
+            if spec.follow_nodes is not None and spec.cpus:
+                memory.set_mempolicy(memory.MPOL_BIND, (spec.follow_nodes[0],))
+            if spec.no_aslr:
+                controls.disable_aslr()
+            if spec.thp == "never":
+                controls.disable_thp()
+        except OSError as exc:
+            os.write(2, f"pinlab: error: could not prepare the program: {exc}\n".encode())
+            os._exit(2)
+
+    return setup
+
+
+def _read_events(path: str, record: RunRecord) -> None:
+    """Fill the record's threads, pages and warnings from the preload library's event file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as events:
+            lines = events.read().splitlines()
+    except OSError:
+        return
+    by_tid = {t.tid: t for t in record.threads}
+    pages: dict[int, int] = {}
+    for line in lines:
+        kind, *words = line.split(" ")
+        fields = dict(w.split("=", 1) for w in words if "=" in w)
+        if kind == "thread" and "tid" in fields:
+            tid = int(fields["tid"])
+            thread = by_tid.get(tid) or ThreadRecord(tid=tid, pid=int(fields.get("pid", 0)))
+            thread.index = int(fields.get("index", -1))
+            thread.role = fields.get("role", "unknown")
+            thread.slot = int(fields["slot"]) if fields.get("slot", "-1") != "-1" else None
+            thread.planned_cpu = int(fields["planned"]) if fields.get("planned", "-1") != "-1" else None
+            thread.cpu_at_start = int(fields["cpu"]) if "cpu" in fields else None
+            thread.mask_at_start = fields.get("mask")
+            thread.creator_tid = int(fields["creator"]) if fields.get("creator", "0") != "0" else None
+            thread.start_library = None if fields.get("lib") in (None, "-") else fields["lib"]
+            if tid not in by_tid:
+                by_tid[tid] = thread
+                record.threads.append(thread)
+        elif kind == "pages" and int(fields.get("pid", -1)) == record.pid:
+            for key, value in fields.items():
+                if key.startswith("N") and key[1:].isdigit():
+                    pages[int(key[1:])] = int(value)
+            record.pages_per_node = pages
+        elif kind == "warning":
+            record.warnings.append(fields.get("text", "").replace("_", " "))
+    record.threads.sort(key=lambda t: (t.pid != record.pid, t.index if t.index is not None else 1 << 30, t.tid))
+
+
+class _Sampler:
+    """Where each thread of the program is, every ``sample_ms`` (from /proc)."""
+
+    def __init__(self, pid: int, record: RunRecord, start: float) -> None:
+        self.pid, self.record, self.start = pid, record, start
+        self.threads: dict[int, ThreadRecord] = {}
+
+    def sample(self) -> None:
+        now = time.monotonic() - self.start
+        for tid, cpu in linux.task_cpus(self.pid).items():
+            thread = self.threads.get(tid)
+            if thread is None:
+                thread = self.threads[tid] = ThreadRecord(tid=tid, pid=self.pid)
+                self.record.threads.append(thread)
+            thread.sample_times.append(round(now, 4))
+            thread.sample_cpus.append(cpu)
+            migrations = linux.task_migrations(self.pid, tid)
+            if migrations is not None:
+                thread.kernel_migrations = migrations
+
+
+def run(spec: LaunchSpec) -> RunRecord:
+    """Run the program as the spec says and return its record (the program's output passes through)."""
+    if not spec.argv:
+        raise UsageError("no program given: pinlab run [OPTIONS] -- PROGRAM [ARGS...]")
+    if spec.overflow not in OVERFLOW_MODES:
+        raise UsageError(f"unknown --overflow {spec.overflow!r}: use wrap, unpinned or error")
+    base_env = os.environ if spec.env is None else spec.env
+    program = resolve_program(spec.argv[0], base_env.get("PATH", os.defpath))
+    options = {
+        "mem": str(spec.mem), "overflow": spec.overflow, "skip": list(spec.skip), "nested": spec.nested_domains is not None,
+        "no_aslr": spec.no_aslr, "clean_env": spec.clean_env, "thp": spec.thp, "sample_ms": spec.sample_ms,
+    }
+    record = RunRecord(argv=list(spec.argv), plan=spec.plan, options=options, started_at=time.time(), sample_ms=spec.sample_ms)
+    blocker = preload_blocker(program) if spec.cpus is not None else None
+    mask: frozenset[int] | None = None
+    if spec.cpus is not None:
+        mask = frozenset(spec.cpus[:1])
+        if blocker is not None:
+            # Threads cannot be pinned one by one: restrict the whole program to the plan's CPUs.
+            mask = frozenset(spec.cpus)
+            record.warnings.append(f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}")
+    fd, events = tempfile.mkstemp(prefix="pinlab-events-", suffix=".txt") if spec.cpus is not None else (None, None)
+    if fd is not None:
+        os.close(fd)
+    try:
+        env = build_environment(spec, events, blocker, record.warnings)
+        return _run_and_wait(spec, program, env, mask, record, events)
+    finally:
+        if events:
+            try:
+                os.unlink(events)
+            except OSError:
+                pass
+
+
+def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, record: RunRecord, events: str | None) -> RunRecord:
+    waited = set(FORWARDED) | {signal.SIGCHLD}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    start = time.monotonic()
+    try:
+        try:
+            child = subprocess.Popen([program, *spec.argv[1:]], executable=program, env=env, preexec_fn=_child_setup(mask, spec, old_mask), close_fds=False)
+        except FileNotFoundError:
+            raise ProgramNotFound(f"{spec.argv[0]}: no such file") from None
+        except PermissionError:
+            raise ProgramNotExecutable(f"{spec.argv[0]}: permission denied") from None
+        except OSError as exc:  # ENOEXEC and friends
+            raise ProgramNotExecutable(f"{spec.argv[0]}: cannot execute: {exc.strerror}") from None
+        record.pid = child.pid
+        sampler = _Sampler(child.pid, record, start) if spec.sample_ms else None
+        timeout = spec.sample_ms / 1000 if spec.sample_ms else None
+        status = rusage = None
+        while status is None:
+            if sampler is not None:
+                sampler.sample()
+            info = signal.sigtimedwait(waited, timeout) if timeout else signal.sigwaitinfo(waited)
+            if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
+                try:
+                    os.kill(child.pid, info.si_signo)  # sent to pinlab by a process: pass it on
+                except ProcessLookupError:
+                    pass
+            pid, wstatus, rusage = os.wait4(child.pid, os.WNOHANG)
+            if pid == child.pid:
+                status = wstatus
+        child.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    record.wall_seconds = round(time.monotonic() - start, 6)
+    record.user_seconds, record.system_seconds = rusage.ru_utime, rusage.ru_stime
+    record.max_rss_kib = rusage.ru_maxrss
+    record.voluntary_context_switches, record.involuntary_context_switches = rusage.ru_nvcsw, rusage.ru_nivcsw
+    if os.WIFSIGNALED(status):
+        record.signal = os.WTERMSIG(status)
+        record.exit_status = 128 + record.signal
+    else:
+        record.exit_status = os.WEXITSTATUS(status)
+    if events:
+        _read_events(events, record)
+    return record
+
+
+def allowed_cpus() -> frozenset[int]:
+    return frozenset(os.sched_getaffinity(0))
+
+
+def check_cpus(cpus: list[int]) -> None:
+    """Every CPU of an explicit list must exist and be allowed (no hwloc needed for this)."""
+    present, allowed = linux.present_cpus(), allowed_cpus()
+    for cpu in cpus:
+        if cpu not in present:
+            raise UsageError(f"CPU {cpu} does not exist on this machine (CPUs: {format_cpulist(present)})")
+        if cpu not in allowed:
+            raise UsageError(f"CPU {cpu} is not allowed for this process (allowed: {format_cpulist(allowed)}); check taskset/cgroup limits")
+
+
+def parse_skip(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    values = parse_cpulist(text, what="--skip list")
+    if 0 in values:
+        raise UsageError("--skip counts created threads from 1 (0 is the main thread, which is always pinned)")
+    return tuple(values)

@@ -1,0 +1,85 @@
+"""Small readers of /proc and /sys, kept free of heavy imports (they are on the launch path)."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pinlab.topology.cpuset import parse_cpulist
+
+NODE_DIR = Path("/sys/devices/system/node")
+_NUMA_PAGES = re.compile(r"\bN(\d+)=(\d+)")
+
+
+def present_cpus() -> frozenset[int]:
+    """CPUs the kernel knows (``/sys/devices/system/cpu/present``)."""
+    try:
+        return frozenset(parse_cpulist(Path("/sys/devices/system/cpu/present").read_text()))
+    except OSError:
+        return frozenset(range(os.cpu_count() or 1))
+
+
+def numa_nodes() -> dict[int, frozenset[int]]:
+    """NUMA node number -> its CPUs, from sysfs; a machine without NUMA support is one node 0."""
+    nodes: dict[int, frozenset[int]] = {}
+    for path in sorted(NODE_DIR.glob("node[0-9]*")):
+        text = (path / "cpulist").read_text().strip()
+        nodes[int(path.name[4:])] = frozenset(parse_cpulist(text)) if text else frozenset()
+    return nodes or {0: present_cpus()}
+
+
+def mems_allowed(pid: int | str = "self") -> frozenset[int]:
+    """NUMA nodes a process may allocate on (``Mems_allowed_list``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Mems_allowed_list:"):
+            return frozenset(parse_cpulist(line.split(":", 1)[1]))
+    return frozenset(numa_nodes())
+
+
+def task_cpus(pid: int) -> dict[int, int]:
+    """tid -> the CPU each thread of a process last ran on (field 39 of /proc/PID/task/TID/stat)."""
+    found: dict[int, int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:
+            continue  # the thread ended between listdir and open
+        # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+        fields = data[data.rfind(b")") + 2:].split()
+        found[int(tid)] = int(fields[36])
+    return found
+
+
+def task_migrations(pid: int, tid: int) -> int | None:
+    """The scheduler's own count of a thread's migrations (``se.nr_migrations``), where the kernel shows it."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/sched", "rb") as sched:
+            for line in sched:
+                if line.startswith(b"se.nr_migrations"):
+                    return int(line.split(b":")[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def numa_pages(numa_maps_text: str) -> dict[int, int]:
+    """Pages per NUMA node summed over the mappings of a ``/proc/PID/numa_maps`` text."""
+    pages: dict[int, int] = {}
+    for node, count in _NUMA_PAGES.findall(numa_maps_text):
+        pages[int(node)] = pages.get(int(node), 0) + int(count)
+    return pages
+
+
+def thp_mode() -> str | None:
+    """The system's transparent huge page mode (always, madvise or never), if readable."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return None
+    m = re.search(r"\[(\w+)\]", text)
+    return m.group(1) if m else None

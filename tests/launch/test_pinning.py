@@ -1,0 +1,278 @@
+"""Every thread on its planned CPU from its first instruction: pthreads, libgomp, LLVM libomp,
+helper threads, nested teams, overflow, programs the loader cannot preload, and the record.
+
+Plans are built from the CPUs this process may use, so the tests hold on 2 CPUs and use more
+where there are more (reversed orders make sure the plan, not the default, decides)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import pinlab
+from pinlab.native import native_path
+from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+from tests.conftest import run_pinlab
+
+ALLOWED = sorted(os.sched_getaffinity(0))
+ALLOWED_LIST = format_cpulist(ALLOWED)
+PLANS = {
+    "in-order": ALLOWED,
+    "reversed": ALLOWED[::-1],
+    "first-only": ALLOWED[:1],
+}
+
+
+def probe_rows(stdout: str) -> list[dict]:
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith("thread="):
+            fields = dict(f.split("=", 1) for f in line.split())
+            rows.append({k: (set(parse_cpulist(v)) if k == "mask" else v) for k, v in fields.items()})
+    return rows
+
+
+def threads_probe(*args: str, plan: list[int], extra: list[str] = (), expect: int = 0) -> list[dict]:
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), *extra, "--", str(native_path("pinlab-threads-probe")), *args)
+    assert result.returncode == expect, result.stderr
+    return probe_rows(result.stdout)
+
+
+@pytest.mark.parametrize("plan", PLANS.values(), ids=PLANS.keys())
+def test_pthreads_each_thread_on_its_plan_cpu_from_its_first_instruction(plan):
+    n = max(3, len(plan) + 1)  # past the end of the plan too: wrap by default
+    rows = threads_probe("--threads", str(n), plan=plan)
+    assert len(rows) == n + 1
+    for row in rows:
+        slot = int(row["thread"])
+        assert row["mask"] == {plan[slot % len(plan)]}, row
+        assert int(row["cpu"]) == plan[slot % len(plan)], row
+
+
+@pytest.mark.parametrize("probe", ["pinlab-probe", "pinlab-probe-llvm"], ids=["libgomp", "libomp"])
+@pytest.mark.parametrize("plan", PLANS.values(), ids=PLANS.keys())
+def test_openmp_threads_on_their_plan_cpus(probe, plan):
+    try:
+        exe = native_path(probe)
+    except Exception:
+        pytest.skip(f"{probe} was not built (LLVM OpenMP runtime missing)")
+    threads = max(2, len(plan))
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "-n", str(threads), "--oversubscribe", "--", str(exe), "40")
+    assert result.returncode == 0, result.stderr
+    rows = probe_rows(result.stdout)
+    assert [int(r["thread"]) for r in rows] == list(range(threads))  # OMP_NUM_THREADS set from the plan
+    for row in rows:
+        cpu = plan[int(row["thread"]) % len(plan)]
+        assert row["mask"] == {cpu} and int(row["cpu"]) == cpu, row
+    assert "OMP: Warning" not in result.stderr
+
+
+def test_strategy_plans_through_the_cli_agree_with_pinlab_place():
+    for strategy in ("compact", "scatter", "random"):
+        planned = run_pinlab("place", "-s", strategy, "-n", str(len(ALLOWED)), "--seed", "4").stdout.strip()
+        rows = threads_probe("--threads", str(len(ALLOWED) - 1), plan=[int(c) for c in planned.split(",")])
+        assert [min(r["mask"]) for r in rows] == [int(c) for c in planned.split(",")]
+
+
+def test_skip_leaves_helpers_unpinned_without_shifting_workers():
+    plan = ALLOWED[::-1]
+    rows = threads_probe("--threads", "3", plan=plan, extra=["--skip", "1"])
+    by_thread = {int(r["thread"]): r for r in rows}
+    assert by_thread[1]["mask"] == set(ALLOWED)  # the helper gets the whole allowed set
+    assert by_thread[2]["mask"] == {plan[1 % len(plan)]}  # the first worker still gets slot 1
+    assert by_thread[3]["mask"] == {plan[2 % len(plan)]}
+
+
+@pytest.fixture(scope="module")
+def fake_mpi(tmp_path_factory):
+    """A program that, like an MPI library, starts a progress thread from inside a libmpi*.so
+    before creating its own workers; recognised by where the start routine lives."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    d = tmp_path_factory.mktemp("fakempi")
+    (d / "mpi.c").write_text(textwrap.dedent("""
+        #define _GNU_SOURCE
+        #include <pthread.h>
+        #include <sched.h>
+        #include <stdio.h>
+        #include <unistd.h>
+        static void *progress(void *arg) { (void)arg; cpu_set_t s; sched_getaffinity(0, sizeof s, &s);
+            printf("progress mask_count=%d\\n", CPU_COUNT(&s)); fflush(stdout); return NULL; }
+        void start_progress(void) { pthread_t t; pthread_create(&t, NULL, progress, NULL); pthread_join(t, NULL); }
+    """))
+    (d / "main.c").write_text(textwrap.dedent("""
+        #define _GNU_SOURCE
+        #include <pthread.h>
+        #include <sched.h>
+        #include <stdio.h>
+        void start_progress(void);
+        static void *work(void *arg) { cpu_set_t s; sched_getaffinity(0, sizeof s, &s);
+            for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &s)) printf("worker %ld cpu %d count %d\\n", (long)arg, c, CPU_COUNT(&s));
+            fflush(stdout); return NULL; }
+        int main(void) { start_progress(); pthread_t t[2];
+            for (long i = 0; i < 2; i++) { pthread_create(&t[i], NULL, work, (void *)(i + 1)); pthread_join(t[i], NULL); }
+            return 0; }
+    """))
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", str(d / "mpi.c"), "-o", str(d / "libmpi-pinlabtest.so"), "-pthread"], check=True)
+    subprocess.run([cc, "-O2", str(d / "main.c"), "-o", str(d / "app"), f"-L{d}", "-lmpi-pinlabtest", f"-Wl,-rpath,{d}", "-pthread"], check=True)
+    return d / "app"
+
+
+def test_helper_threads_of_mpi_like_libraries_do_not_shift_workers(fake_mpi, tmp_path):
+    plan = ALLOWED[::-1]
+    record = tmp_path / "r.json"
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "--record", str(record), "--", str(fake_mpi))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"progress mask_count={len(ALLOWED)}"
+    assert lines[1] == f"worker 1 cpu {plan[1 % len(plan)]} count 1"
+    assert lines[2] == f"worker 2 cpu {plan[2 % len(plan)]} count 1"
+    threads = json.loads(record.read_text())["threads"]
+    roles = [(t["index"], t["role"], t["slot"]) for t in threads]
+    assert roles == [(0, "main", 0), (1, "helper", None), (2, "worker", 1), (3, "worker", 2)]
+    assert threads[1]["start_library"].endswith("libmpi-pinlabtest.so")
+
+
+def test_nested_threads_stay_in_their_creators_domain(tmp_path):
+    record = tmp_path / "r.json"
+    plan = ALLOWED[::-1]
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "--nested", "inherit", "--record", str(record), "--",
+                        str(native_path("pinlab-threads-probe")), "--threads", "2", "--nested", "2")
+    assert result.returncode == 0, result.stderr
+    from pinlab.measure.linux import numa_nodes
+
+    node_of = {cpu: node for node, cpus in numa_nodes().items() for cpu in cpus}
+    data = json.loads(record.read_text())
+    by_tid = {t["tid"]: t for t in data["threads"]}
+    nested = [t for t in data["threads"] if t["role"] == "nested"]
+    assert len(nested) == 4
+    for thread in nested:
+        creator = by_tid[thread["creator_tid"]]
+        assert creator["role"] == "worker"
+        assert node_of[thread["cpu_at_start"]] == node_of[creator["planned_cpu"]]
+        assert thread["mask_at_start"] == str(thread["planned_cpu"])
+    assert data["options"]["nested"] is True
+
+
+def test_overflow_modes():
+    plan = ALLOWED[:1]
+    rows = threads_probe("--threads", "2", plan=plan, extra=["--overflow", "unpinned"])
+    assert rows[0]["mask"] == {plan[0]}
+    assert all(r["mask"] == set(ALLOWED) for r in rows[1:])
+    result = run_pinlab("run", "-q", "-c", str(plan[0]), "--overflow", "error", "--", str(native_path("pinlab-threads-probe")), "--threads", "2")
+    assert result.returncode != 0
+    assert "is past the end of the plan (1 CPUs) and --overflow error is set" in result.stderr
+
+
+def test_the_record_says_what_happened(tmp_path):
+    record = tmp_path / "run.json"
+    plan = ALLOWED[::-1]
+    result = run_pinlab("run", "-c", ",".join(map(str, plan)), "--record", str(record), "--sample-ms", "20", "--",
+                        str(native_path("pinlab-threads-probe")), "--threads", str(len(plan)), "--spin-ms", "150")
+    assert result.returncode == 0
+    data = json.loads(record.read_text())
+    assert data["pinlab_run"] == 1 and data["exit_status"] == 0 and data["signal"] is None
+    assert data["argv"][0].endswith("pinlab-threads-probe")
+    assert data["plan"]["cpus"] == plan and data["plan"]["strategy"] == "explicit"
+    for key in ("wall_seconds", "user_seconds", "system_seconds"):
+        assert isinstance(data[key], float) and data[key] >= 0
+    assert data["wall_seconds"] >= 0.15 and data["max_rss_kib"] > 0
+    assert data["voluntary_context_switches"] >= 0 and data["involuntary_context_switches"] >= 0
+    threads = data["threads"]
+    assert [t["index"] for t in threads] == list(range(len(plan) + 1))
+    assert threads[0]["role"] == "main" and all(t["role"] == "worker" for t in threads[1:])
+    for t in threads:
+        assert t["pinned_as_planned"] is True
+        assert t["mask_at_start"] == str(t["planned_cpu"])
+        assert len(t["sample_times"]) == len(t["sample_cpus"]) >= 2  # sampled over 150 ms every 20 ms
+        assert set(t["sample_cpus"]) == {t["planned_cpu"]} and t["migrations"] == 0
+    assert data["migrations"] == 0
+    pages = data["pages_per_node"]
+    assert pages and all(int(node) >= 0 and count > 0 for node, count in pages.items())
+    # Without --record, one summary line; with --quiet, nothing.
+    assert f"{len(plan) + 1} threads pinned on CPUs {ALLOWED_LIST}; 0 migrations seen" in result.stderr
+
+
+def test_unpinned_threads_are_sampled_too(tmp_path):
+    record = tmp_path / "r.json"
+    run_pinlab("run", "-q", "--record", str(record), "--sample-ms", "10", "--", str(native_path("pinlab-threads-probe")), "--threads", "2", "--spin-ms", "100")
+    data = json.loads(record.read_text())
+    assert data["plan"] is None
+    assert len(data["threads"]) >= 1 and all(t["role"] == "unknown" for t in data["threads"])
+    assert all(set(t["sample_cpus"]) <= set(ALLOWED) for t in data["threads"])
+
+
+@pytest.fixture(scope="module")
+def static_program(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    d = tmp_path_factory.mktemp("static")
+    (d / "s.c").write_text(textwrap.dedent("""
+        #define _GNU_SOURCE
+        #include <pthread.h>
+        #include <sched.h>
+        #include <stdio.h>
+        static void *work(void *a) { (void)a; cpu_set_t s; sched_getaffinity(0, sizeof s, &s); printf("thread count=%d\\n", CPU_COUNT(&s)); return NULL; }
+        int main(void) { pthread_t t; pthread_create(&t, NULL, work, NULL); pthread_join(t, NULL); work(NULL); return 0; }
+    """))
+    built = subprocess.run([cc, "-static", "-O2", str(d / "s.c"), "-o", str(d / "static"), "-pthread"], capture_output=True)
+    if built.returncode != 0:
+        pytest.skip("no static C library to build a static test program")
+    return d / "static"
+
+
+def test_statically_linked_program_is_detected_and_restricted_to_the_plan(static_program):
+    result = run_pinlab("run", "-c", ALLOWED_LIST, "--", str(static_program))
+    assert result.returncode == 0
+    assert "statically linked" in result.stderr and "cannot be pinned one by one" in result.stderr
+    assert result.stdout.splitlines() == [f"thread count={len(ALLOWED)}"] * 2
+
+
+def test_setuid_program_is_detected(tmp_path):
+    if os.getuid() != 0:
+        pytest.skip("needs root to make a setuid program owned by another user")
+    exe = tmp_path / "probe-setuid"
+    shutil.copy(native_path("pinlab-threads-probe"), exe)
+    os.chown(exe, 65534, 65534)
+    os.chmod(tmp_path, 0o755)
+    exe.chmod(0o4755)
+    result = run_pinlab("run", "-c", str(ALLOWED[-1]), "--", str(exe), "--threads", "1")
+    assert "setuid/setgid (the loader ignores LD_PRELOAD)" in result.stderr
+    assert result.returncode == 0
+    assert all(r["mask"] == {ALLOWED[-1]} for r in probe_rows(result.stdout))
+
+
+def test_preload_library_with_a_malformed_environment_warns_once_and_runs_unpinned():
+    env = dict(os.environ, LD_PRELOAD=str(native_path("libpinlab-preload.so")), PINLAB_CPUS="zero,one")
+    result = subprocess.run([str(native_path("pinlab-threads-probe")), "--threads", "2"], capture_output=True, text=True, env=env)
+    assert result.returncode == 0
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("pinlab: warning:") and "running unpinned" in result.stderr
+    assert all(r["mask"] == set(ALLOWED) for r in probe_rows(result.stdout))
+
+
+def test_python_api_returns_the_record(tmp_path):
+    out = tmp_path / "out.txt"
+    record = pinlab.run(["sh", "-c", f"{native_path('pinlab-threads-probe')} --threads 1 > {out}"], ALLOWED[::-1], sample_ms=10)
+    assert record.exit_status == 0 and record.plan["cpus"] == ALLOWED[::-1]
+    probe = probe_rows(out.read_text())
+    assert probe[0]["mask"] == {ALLOWED[::-1][0]}
+    # sh and the probe it starts are both preloaded: each process pins its main thread to slot 0,
+    # and the probe's worker takes slot 1 (wrapper scripts keep the plan).
+    plan = ALLOWED[::-1]
+    seen = [(t.pid == record.pid, t.index, t.role, t.planned_cpu) for t in record.threads]
+    assert seen == [(True, 0, "main", plan[0]), (False, 0, "main", plan[0]), (False, 1, "worker", plan[1 % len(plan)])]
+    compact = pinlab.run(["true"], "compact", threads=1)
+    assert compact.plan["strategy"] == "compact" and compact.exit_status == 0
+    with pytest.raises(pinlab.launch.ProgramNotFound):
+        pinlab.run(["no-such-program-xyz"])
+
+
+def test_launch_path_does_not_import_heavy_modules():
+    code = "import sys; from pinlab.cli import main; main(['run', '-q', '-c', '0', '--', 'true']); print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'pandas', 'matplotlib', 'numpy', 'rich')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

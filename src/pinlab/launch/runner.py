@@ -18,7 +18,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -183,6 +182,19 @@ def _child_setup(mask: frozenset[int] | None, spec: LaunchSpec, old_mask: set[in
     return setup
 
 
+def _new_events_file() -> str:
+    """A new, empty, private file for the preload library's events (tempfile costs an import of random)."""
+    directory = os.environ.get("TMPDIR", "/tmp")
+    for attempt in range(100):
+        path = os.path.join(directory, f"pinlab-events-{os.getpid()}-{time.monotonic_ns()}-{attempt}.txt")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            return path
+        except FileExistsError:
+            continue
+    raise UsageError(f"cannot create a file for thread events in {directory}")
+
+
 def _read_events(path: str, record: RunRecord) -> None:
     """Fill the record's threads, pages and warnings from the preload library's event file."""
     try:
@@ -261,9 +273,7 @@ def run(spec: LaunchSpec) -> RunRecord:
             # Threads cannot be pinned one by one: restrict the whole program to the plan's CPUs.
             mask = frozenset(spec.cpus)
             record.warnings.append(f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}")
-    fd, events = tempfile.mkstemp(prefix="pinlab-events-", suffix=".txt") if spec.cpus is not None else (None, None)
-    if fd is not None:
-        os.close(fd)
+    events = _new_events_file() if spec.cpus is not None else None
     try:
         env = build_environment(spec, events, blocker, record.warnings)
         return _run_and_wait(spec, program, env, mask, record, events)

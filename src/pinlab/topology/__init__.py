@@ -1,5 +1,22 @@
-"""The machine model: hwloc's object tree, loaded from this machine, a file, a synthetic string or a preset."""
-from pinlab.topology.model import CpuKind, NumaDistances, Topology, TopoObject
-from pinlab.topology.sources import load_topology, preset_names
+"""The machine model: hwloc's object tree, loaded from this machine, a file, a synthetic string or a preset.
+
+Names are imported on first use, so that ``import pinlab.topology.cpuset`` (on the launch path)
+does not pull in the hwloc loader.
+"""
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["CpuKind", "NumaDistances", "Topology", "TopoObject", "load_topology", "preset_names"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("CpuKind", "NumaDistances", "Topology", "TopoObject"):
+        from pinlab.topology import model
+
+        return getattr(model, name)
+    if name in ("load_topology", "preset_names"):
+        from pinlab.topology import sources
+
+        return getattr(sources, name)
+    raise AttributeError(f"module 'pinlab.topology' has no attribute {name!r}")

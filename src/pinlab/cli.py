@@ -151,6 +151,87 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overf
     return record.exit_status
 
 
+@cli.group()
+def workload() -> None:
+    """Built-in workloads: STREAM family, mb, primes, pairs."""
+
+
+@workload.command("list")
+def workload_list() -> None:
+    """List the built-in workloads."""
+    from pinlab.workloads import WORKLOADS
+
+    for w in WORKLOADS.values():
+        click.echo(f"{w.name:18} {w.kind:26} {w.summary}")
+
+
+@workload.command("path")
+@click.argument("name")
+def workload_path_command(name: str) -> None:
+    """Print the executable of workload NAME (to run it under taskset, likwid-pin, perf...)."""
+    from pinlab.workloads import workload_path
+
+    click.echo(workload_path(name))
+
+
+@workload.command("run")
+@click.argument("name")
+@click.option("--threads", "-n", type=int, help="Number of OpenMP threads.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object with the results.")
+@click.option("--strategy", "-s", help="Run pinned with this strategy (through pinlab run).")
+@click.option("--cpus", "-c", help="Run pinned on these CPUs (through pinlab run).")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
+    """Run workload NAME; its own options go after --, e.g. pinlab workload run stream -n 2 -- --size 10M"""
+    from pinlab.workloads import workload_argv
+
+    argv = workload_argv(name, threads, args, json=as_json)
+    if strategy is None and cpus is None:
+        import subprocess
+
+        return subprocess.call(argv)
+    from pinlab.launch import plan_spec
+    from pinlab.launch.runner import run as launch
+
+    if strategy is not None and threads is None:
+        raise UsageError(f"running {name} with strategy {strategy} needs a thread count: add -n THREADS")
+    record = launch(plan_spec(argv, strategy=strategy, threads=threads, cpus=cpus, sample_ms=None))
+    for warning in record.warnings:
+        click.echo(f"pinlab: warning: {warning}", err=True)
+    return record.exit_status
+
+
+@cli.command(context_settings={"show_default": True})
+@click.argument("kind")
+@click.option("--count", "-n", type=int, default=1, help="Number of co-runner processes.")
+@click.option("--cpus", "-c", help="CPUs to load, one co-runner per CPU in turn (default: all allowed).")
+@click.option("--period-us", type=int, help="sleep kind: period of busy + sleep, 10 to 10000 us (default 1000).")
+@click.option("--duty", type=int, help="sleep kind: percent of each period spent busy (default 50).")
+@click.option("--size", help="memory kind: buffer size (default 4x the last-level cache).")
+@click.option("--duration", type=float, help="Stop after this many seconds (default: run until Ctrl-C or SIGTERM).")
+def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
+    """Run co-runners of KIND (cpu, sleep, memory) until stopped, to load CPUs during a measurement."""
+    import signal
+    import time
+
+    from pinlab.workloads.corun import CoRunners
+
+    runners = CoRunners(kind, count, cpus, period_us=period_us, duty=duty, size=size)
+    waited = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    try:
+        with runners:
+            click.echo(f"pinlab: {count} {kind} co-runner(s) on CPUs {','.join(str(runners.cpus[i % len(runners.cpus)]) for i in range(count))}, pids {' '.join(map(str, runners.pids))}", err=True)
+            if duration is None:
+                signal.sigwaitinfo(waited)
+            else:
+                signal.sigtimedwait(waited, duration)
+            time.sleep(0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
     try:

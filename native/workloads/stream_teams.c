@@ -1,0 +1,133 @@
+/*
+ * Team code of the nested STREAM variants; see stream_teams.h.
+ */
+#define _GNU_SOURCE
+#include "stream_teams.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#define SCALAR 3.0
+#define EPSILON 1e-13
+#define A0 1.0
+#define B0 2.0
+#define C0 0.5
+
+uint64_t pl_vectors_bytes(uint64_t n)
+{
+    return pl_mul_sat(pl_mul_sat(n, sizeof(double)), 3);
+}
+
+void pl_vectors_alloc(pl_vectors *v, uint64_t n)
+{
+    uint64_t bytes = pl_mul_sat(n, sizeof(double));
+    v->n = n;
+    v->a = pl_alloc(bytes, "a triad vector");
+    v->b = pl_alloc(bytes, "a triad vector");
+    v->c = pl_alloc(bytes, "a triad vector");
+}
+
+void pl_vectors_free(pl_vectors *v)
+{
+    free(v->a);
+    free(v->b);
+    free(v->c);
+    v->a = v->b = v->c = NULL;
+}
+
+int pl_vectors_init(pl_vectors *v, int k)
+{
+    double *a = v->a, *b = v->b, *c = v->c;
+    uint64_t n = v->n;
+    int team = 0;
+#pragma omp parallel num_threads(k)
+    {
+#pragma omp master
+        team = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (uint64_t j = 0; j < n; j++) {
+            a[j] = A0;
+            b[j] = B0;
+            c[j] = C0;
+        }
+    }
+    return team;
+}
+
+int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times)
+{
+    double *a = v->a;
+    const double *b = v->b, *c = v->c;
+    const double q = SCALAR;
+    uint64_t n = v->n;
+    int team = 0;
+#pragma omp parallel num_threads(k)
+    {
+        int me = omp_get_thread_num();
+        if (me == 0)
+            team = omp_get_num_threads();
+        for (int r = 0; r < reps; r++) {
+#pragma omp barrier
+            double t0 = pl_now();
+#pragma omp for schedule(static)
+            for (uint64_t j = 0; j < n; j++)
+                a[j] = b[j] + q * c[j];
+            if (times && me == 0)
+                times[r] = pl_now() - t0;
+        }
+    }
+    return team;
+}
+
+/* Average relative error of x against `expected`, and the elements off by more than EPSILON. */
+static double check_array(const double *x, uint64_t n, double expected, uint64_t *wrong)
+{
+    double sum = 0.0;
+    uint64_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum, bad)
+    for (uint64_t j = 0; j < n; j++) {
+        double err = fabs(x[j] - expected);
+        sum += err;
+        if (!(err / fabs(expected) <= EPSILON))
+            bad++;
+    }
+    *wrong = bad;
+    return sum / (double)n / fabs(expected);
+}
+
+void pl_vectors_check(pl_vectors *v, const char *label, int corrupt)
+{
+    if (corrupt)
+        v->a[v->n / 2] = v->a[v->n / 2] * 1000.0 + 1.0;
+    const double q = SCALAR;
+    const struct { const char *name; const double *x; double expected; } arrays[3] = {
+        {"a", v->a, B0 + q * C0}, {"b", v->b, B0}, {"c", v->c, C0}};
+    for (int i = 0; i < 3; i++) {
+        uint64_t wrong;
+        double err = check_array(arrays[i].x, v->n, arrays[i].expected, &wrong);
+        if (!(err <= EPSILON))
+            pl_fail("%s, vector %s: average relative error %.3g exceeds %.0e (%llu of %llu elements differ "
+                    "from the expected %g)", label, arrays[i].name, err, EPSILON, (unsigned long long)wrong,
+                    (unsigned long long)v->n, arrays[i].expected);
+    }
+}
+
+void pl_triad_rates(const double *times, int ntimes, uint64_t n, double *best_mbs, double *avg_mbs)
+{
+    int first = ntimes >= 2 ? 1 : 0;
+    double sum = 0.0, lo = INFINITY;
+    for (int r = first; r < ntimes; r++) {
+        sum += times[r];
+        lo = fmin(lo, times[r]);
+    }
+    double bytes = 3.0 * (double)sizeof(double) * (double)n;
+    *best_mbs = 1e-6 * bytes / lo;
+    *avg_mbs = 1e-6 * bytes / (sum / (ntimes - first));
+}
+
+void pl_teams_enable_nesting(void)
+{
+    if (omp_get_max_active_levels() < 2)
+        omp_set_max_active_levels(2);
+}

@@ -1,0 +1,43 @@
+/*
+ * Team code of the nested STREAM variants (pinlab-nested-stream, pinlab-twisted-stream,
+ * pinlab-imbalanced-stream): one set of triad vectors per team, first touched and worked on by
+ * a nested OpenMP parallel region of the team's threads.
+ *
+ * The vectors start as a = 1, b = 2, c = 0.5; the triad a = b + q*c (q = 3) leaves a = 3.5 however
+ * often and by whichever team it runs, which is what pl_vectors_check verifies.
+ */
+#ifndef PINLAB_WORKLOADS_STREAM_TEAMS_H
+#define PINLAB_WORKLOADS_STREAM_TEAMS_H
+
+#include "common.h"
+
+#define PL_TEAMS_MAX 4096
+
+typedef struct {
+    uint64_t n; /* elements per vector */
+    double *a, *b, *c;
+} pl_vectors;
+
+/* Bytes of one team's three vectors of n doubles (saturating). */
+uint64_t pl_vectors_bytes(uint64_t n);
+/* Allocates (does not touch) the vectors; exits 2 when memory is short. */
+void pl_vectors_alloc(pl_vectors *v, uint64_t n);
+void pl_vectors_free(pl_vectors *v);
+/* First touch by a parallel region of k threads (nested when called inside a parallel region),
+ * with the same static schedule as the triad. Returns the size of the team that ran it. */
+int pl_vectors_init(pl_vectors *v, int k);
+/* The triad `reps` times on v by a parallel region of k threads; times[r] receives the time of
+ * repetition r when times is not NULL. Returns the size of the team that ran it. */
+int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times);
+/* Checks the values; records a failure (pl_fail) naming `label` when they are wrong. Also the
+ * place where --corrupt damages one value (corrupt != 0). */
+void pl_vectors_check(pl_vectors *v, const char *label, int corrupt);
+
+/* Best and average triad rate in MB/s (1 MB = 1e6 B) of times[1..ntimes-1] (the first
+ * repetition is not counted when there are at least two). */
+void pl_triad_rates(const double *times, int ntimes, uint64_t n, double *best_mbs, double *avg_mbs);
+
+/* Allows two active levels of parallelism (outer team masters, inner team threads). */
+void pl_teams_enable_nesting(void);
+
+#endif

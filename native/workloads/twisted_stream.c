@@ -1,0 +1,211 @@
+/*
+ * pinlab-twisted-stream: nested STREAM triad in two phases.
+ *
+ * As pinlab-nested-stream, one team per NUMA node, each team's vectors first touched by the
+ * team's own inner parallel region. Phase 1: every team runs the triad --ntimes times on its own
+ * vectors. Phase 2: team t runs it on the vectors of team (t+1) mod T, i.e. on data another team
+ * placed (remote under first touch when the teams sit on different nodes). The phases are
+ * separated by a barrier of all teams. Per phase and team: best and average triad MB/s (first
+ * repetition not counted), and the sum of the team bests.
+ */
+#define _GNU_SOURCE
+#include "stream_teams.h"
+
+#include <getopt.h>
+#include <omp.h>
+#include <stdlib.h>
+
+enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_NTIMES };
+
+#define PHASES 2
+
+static void usage(void)
+{
+    printf(
+        "Usage: pinlab-twisted-stream [OPTIONS]\n"
+        "STREAM's triad (a=b+q*c) with nested OpenMP in two phases: in phase 1 each team works on the\n"
+        "vectors it first touched itself, in phase 2 team t works on the vectors of team (t+1) mod T.\n"
+        "Reports per phase and team the best and average triad MB/s (1 MB = 1e6 B) and the sum of\n"
+        "the team bests.\n"
+        "\n"
+        "Options:\n"
+        "  --teams T             number of teams (default: NUMA nodes with CPUs, here %d)\n"
+        "  --threads-per-team K  threads of each team (default: threads / T, at least 1)\n"
+        "  --threads N           total threads, used for the default K (default: OMP_NUM_THREADS or\n"
+        "                        the CPUs of the process)\n"
+        "  --size SIZE           length of each vector of each team: elements (20M; k/M/G/T x1000) or\n"
+        "                        bytes (B/KB/MB/GB/TB x1000, KiB/MiB/GiB/TiB x1024). Default: 4x the total\n"
+        "                        last-level cache divided by T, and at least 10M elements\n"
+        "  --ntimes N            triad repetitions per team and phase, 2..1000000 (default 10); the\n"
+        "                        first of each phase is not counted\n"
+        "  --json                print one JSON object on stdout instead of the table\n"
+        "  -h, --help            this help\n"
+        "\n"
+        "Exit status: 0 results valid, 1 results wrong, 2 bad input.\n",
+        pl_numa_nodes());
+}
+
+int main(int argc, char **argv)
+{
+    pl_init("twisted-stream");
+    pl_common com = {0};
+    int teams = 0, per_team = 0, ntimes = 10;
+    uint64_t n = 0;
+    static const struct option options[] = {
+        PL_COMMON_LONG_OPTIONS,
+        {"teams", required_argument, NULL, OPT_TEAMS},
+        {"threads-per-team", required_argument, NULL, OPT_PER_TEAM},
+        {"size", required_argument, NULL, OPT_SIZE},
+        {"ntimes", required_argument, NULL, OPT_NTIMES},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, PL_SHORT_OPTIONS, options, NULL)) != -1) {
+        if (pl_common_option(&com, opt, argv))
+            continue;
+        switch (opt) {
+        case OPT_TEAMS: teams = pl_parse_int("--teams", optarg, 1, PL_TEAMS_MAX); break;
+        case OPT_PER_TEAM: per_team = pl_parse_int("--threads-per-team", optarg, 1, PL_MAX_THREADS); break;
+        case OPT_SIZE: n = pl_parse_size("--size", optarg, sizeof(double)); break;
+        case OPT_NTIMES: ntimes = (int)pl_parse_count("--ntimes", optarg, 2, 1000000); break;
+        default: pl_usage_error("unhandled option (see --help)");
+        }
+    }
+    pl_no_positional(argc, argv);
+    if (com.help) {
+        usage();
+        return 0;
+    }
+    int threads = com.threads ? com.threads : omp_get_max_threads();
+    if (!teams)
+        teams = pl_numa_nodes();
+    if (!per_team)
+        per_team = threads / teams > 0 ? threads / teams : 1;
+    if (!n)
+        n = pl_stream_default_elements(sizeof(double), teams);
+    pl_check_memory(pl_mul_sat(pl_vectors_bytes(n), (uint64_t)teams), "--size or --teams");
+    omp_set_num_threads(threads);
+    pl_teams_enable_nesting();
+
+    pl_vectors *vec = calloc((size_t)teams, sizeof *vec);
+    int *team_threads = calloc((size_t)PHASES * teams, sizeof *team_threads);
+    double *times = calloc((size_t)PHASES * teams * ntimes, sizeof *times);
+    double *best = calloc((size_t)PHASES * teams, sizeof *best);
+    double *avg = calloc((size_t)PHASES * teams, sizeof *avg);
+    if (!vec || !team_threads || !times || !best || !avg)
+        pl_usage_error("out of memory");
+    for (int t = 0; t < teams; t++)
+        pl_vectors_alloc(&vec[t], n);
+
+    int outer = 0;
+    double mark[PHASES + 1] = {0};
+#pragma omp parallel num_threads(teams)
+    {
+        int me = omp_get_thread_num(), nout = omp_get_num_threads();
+        if (me == 0)
+            outer = nout;
+        for (int t = me; t < teams; t += nout)
+            pl_vectors_init(&vec[t], per_team);
+        for (int p = 0; p < PHASES; p++) {
+#pragma omp barrier
+#pragma omp master
+            mark[p] = pl_now();
+            for (int t = me; t < teams; t += nout) {
+                int data = p == 0 ? t : (t + 1) % teams;
+                size_t slot = (size_t)p * teams + t;
+                team_threads[slot] = pl_vectors_triad(&vec[data], per_team, ntimes, &times[slot * ntimes]);
+            }
+        }
+#pragma omp barrier
+#pragma omp master
+        mark[PHASES] = pl_now();
+    }
+    double elapsed = mark[PHASES] - mark[0];
+    if (outer < teams)
+        pl_warn("OpenMP gave %d outer threads for %d teams; some teams ran one after the other", outer, teams);
+
+    int used = 0;
+    double total[PHASES] = {0};
+    for (int p = 0; p < PHASES; p++) {
+        for (int t = 0; t < teams; t++) {
+            size_t slot = (size_t)p * teams + t;
+            if (team_threads[slot] != per_team)
+                pl_warn("team %d ran phase %d with %d threads instead of %d (nested parallelism limited?)", t,
+                        p + 1, team_threads[slot], per_team);
+            if (team_threads[slot] > 0 && p == 0)
+                used += team_threads[slot];
+            pl_triad_rates(&times[slot * ntimes], ntimes, n, &best[slot], &avg[slot]);
+            total[p] += best[slot];
+        }
+    }
+    for (int t = 0; t < teams; t++) {
+        char label[48];
+        snprintf(label, sizeof label, "vectors of team %d", t);
+        pl_vectors_check(&vec[t], label, com.corrupt && t == 0);
+    }
+
+    uint64_t array_bytes = pl_mul_sat(n, sizeof(double));
+    if (com.json) {
+        pl_json j;
+        pl_json_start(&j, stdout);
+        pl_json_head(&j, used);
+        pl_json_begin_object(&j, "parameters");
+        pl_json_int(&j, "teams", teams);
+        pl_json_int(&j, "threads_per_team", per_team);
+        pl_json_uint(&j, "size_elements", n);
+        pl_json_uint(&j, "bytes_per_array", array_bytes);
+        pl_json_int(&j, "ntimes", ntimes);
+        pl_json_end_object(&j);
+        pl_json_double(&j, "elapsed_seconds", elapsed);
+        pl_json_begin_object(&j, "results");
+        pl_json_begin_array(&j, "phases");
+        for (int p = 0; p < PHASES; p++) {
+            pl_json_begin_object(&j, NULL);
+            pl_json_int(&j, "phase", p + 1);
+            pl_json_double(&j, "seconds", mark[p + 1] - mark[p]);
+            pl_json_begin_array(&j, "teams");
+            for (int t = 0; t < teams; t++) {
+                size_t slot = (size_t)p * teams + t;
+                pl_json_begin_object(&j, NULL);
+                pl_json_int(&j, "team", t);
+                pl_json_int(&j, "threads", team_threads[slot]);
+                pl_json_int(&j, "vectors_of_team", p == 0 ? t : (t + 1) % teams);
+                pl_json_double(&j, "triad_best_mbs", best[slot]);
+                pl_json_double(&j, "triad_avg_mbs", avg[slot]);
+                pl_json_end_object(&j);
+            }
+            pl_json_end_array(&j);
+            pl_json_double(&j, "total_triad_best_mbs", total[p]);
+            pl_json_end_object(&j);
+        }
+        pl_json_end_array(&j);
+        pl_json_end_object(&j);
+        pl_json_tail(&j);
+    } else {
+        printf("pinlab-twisted-stream: %d teams x %d threads, 3 vectors of %llu doubles (%s each) per team, "
+               "%d triads per phase (the first not counted)\n",
+               teams, per_team, (unsigned long long)n, pl_fmt_bytes(array_bytes, 0), ntimes);
+        printf("%-6s %-6s %8s %10s %16s %16s\n", "Phase", "Team", "Threads", "Vectors of", "Triad best MB/s",
+               "Triad avg MB/s");
+        for (int p = 0; p < PHASES; p++) {
+            for (int t = 0; t < teams; t++) {
+                size_t slot = (size_t)p * teams + t;
+                printf("%-6d %-6d %8d %10d %16.1f %16.1f\n", p + 1, t, team_threads[slot],
+                       p == 0 ? t : (t + 1) % teams, best[slot], avg[slot]);
+            }
+            printf("Phase %d: total of the team bests %.1f MB/s, %.6f s\n", p + 1, total[p], mark[p + 1] - mark[p]);
+        }
+        printf("Timed part: %.6f s\n", elapsed);
+        if (!pl_failed())
+            printf("Validation: every team's vectors hold the expected values\n");
+    }
+    for (int t = 0; t < teams; t++)
+        pl_vectors_free(&vec[t]);
+    free(vec);
+    free(team_threads);
+    free(times);
+    free(best);
+    free(avg);
+    return pl_exit_status(com.json);
+}

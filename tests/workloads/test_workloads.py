@@ -1,0 +1,130 @@
+"""Every built-in workload at a tiny size: its JSON, its own result check, its bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from pinlab.workloads import WORKLOADS, workload_path
+from tests.conftest import run_pinlab
+
+THREADS = min(2, len(os.sched_getaffinity(0)))
+TINY = {
+    "stream": ["--size", "100k", "--ntimes", "3"],
+    "nested-stream": ["--teams", "2", "--threads-per-team", "1", "--size", "50k", "--ntimes", "3"],
+    "twisted-stream": ["--teams", "2", "--threads-per-team", "1", "--size", "50k", "--ntimes", "3"],
+    "imbalanced-stream": ["--teams", "2", "--size", "50k", "--work", "2,1"],
+    "mb": ["--n", "4", "--m", "1000", "--reps", "10"],
+    "primes": ["--limit", "100000"],
+    "pairs": ["--groups", "2", "--size", "1000", "--reps", "10"],
+}
+
+
+def run_json(name: str, *args: str, threads: int = THREADS) -> tuple[int, dict, str]:
+    out = subprocess.run([workload_path(name), "--threads", str(threads), "--json", *args], capture_output=True, text=True, timeout=300)
+    data = json.loads(out.stdout)  # exactly one JSON object and nothing else on stdout
+    return out.returncode, data, out.stderr
+
+
+def test_every_workload_has_a_tiny_case():
+    assert set(TINY) == set(WORKLOADS)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_workload_json_is_valid_and_complete(name):
+    rc, data, _ = run_json(name, *TINY[name], threads=2 if name in ("nested-stream", "twisted-stream", "pairs") else THREADS)
+    assert rc == 0 and data["valid"] is True, data
+    assert data["workload"] == name
+    assert isinstance(data["parameters"], dict) and data["parameters"]
+    assert data["elapsed_seconds"] > 0 and isinstance(data["results"], dict)
+    if name not in ("nested-stream", "twisted-stream", "imbalanced-stream"):
+        assert data["threads"] == (2 if name == "pairs" else THREADS)
+
+
+def test_stream_reports_every_kernel_as_stream_does():
+    _, data, _ = run_json("stream", *TINY["stream"])
+    for kernel in ("copy", "scale", "add", "triad"):
+        figures = data["results"][kernel]
+        assert figures["best_mbs"] >= figures["avg_mbs"] >= figures["min_mbs"] > 0
+        assert figures["max_mbs"] == pytest.approx(figures["best_mbs"])
+        assert figures["min_time"] <= figures["avg_time"] <= figures["max_time"]
+    assert data["parameters"]["size_elements"] == 100_000 and data["parameters"]["ntimes"] == 3
+
+
+def test_stream_size_units():
+    _, data, _ = run_json("stream", "--size", "8MiB", "--ntimes", "2")
+    assert data["parameters"]["size_elements"] == 8 * 1024 * 1024 // 8
+
+
+def test_primes_count_is_checked_against_the_known_value():
+    _, data, _ = run_json("primes", "--limit", "100000")
+    assert data["results"]["count"] == data["results"]["expected"] == 9592  # pi(10^5)
+
+
+def test_mb_sweep_keeps_the_working_set_per_thread_constant():
+    _, data, _ = run_json("mb", "--sweep", "--ws-per-thread", "64KiB", "--reps", "5", threads=THREADS)
+    runs = data["results"]["runs"]
+    assert runs[0]["n"] == THREADS and runs[-1]["m"] == 1
+    assert all(r["n"] * r["m"] * 8 == THREADS * 64 * 1024 for r in runs)
+
+
+def test_team_workloads_report_every_team():
+    _, nested, _ = run_json("nested-stream", *TINY["nested-stream"], threads=2)
+    assert [t["team"] for t in nested["results"]["teams"]] == [0, 1]
+    _, twisted, _ = run_json("twisted-stream", *TINY["twisted-stream"], threads=2)
+    assert [p["phase"] for p in twisted["results"]["phases"]] == [1, 2]
+    _, imbalanced, _ = run_json("imbalanced-stream", *TINY["imbalanced-stream"])
+    assert [t["repetitions"] for t in imbalanced["results"]["teams"]] == [2, 1]
+    assert imbalanced["results"]["overall_seconds"] >= max(t["seconds"] for t in imbalanced["results"]["teams"])
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_a_corrupted_result_is_caught(name):
+    rc, data, _ = run_json(name, *TINY[name], "--corrupt", threads=2 if name in ("nested-stream", "twisted-stream", "pairs") else THREADS)
+    assert rc == 1 and data["valid"] is False and data.get("error")
+
+
+@pytest.mark.parametrize(
+    "name, args, message",
+    [
+        ("stream", ["--size", "0"], "error"),
+        ("stream", ["--size", "100TiB"], "available"),
+        ("stream", ["--ntimes", "-1"], "error"),
+        ("stream", ["--size", "12parsecs"], "error"),
+        ("mb", ["--reps", "0"], "error"),
+        ("primes", ["--limit", "-5"], "error"),
+        ("pairs", ["--groups", "0"], "error"),
+        ("stream", ["--no-such-option"], "error"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(name, args, message):
+    out = subprocess.run([workload_path(name), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and message in out.stderr and out.stderr.startswith(f"pinlab-{name}: ")
+
+
+def test_pairs_needs_whole_groups():
+    out = subprocess.run([workload_path("pairs"), "--threads", "3", "--groups", "2"], capture_output=True, text=True)
+    assert out.returncode == 2 and "multiple" in out.stderr
+
+
+def test_cli_list_path_and_run():
+    listed = run_pinlab("workload", "list").stdout
+    assert all(name in listed for name in WORKLOADS)
+    path = run_pinlab("workload", "path", "stream").stdout.strip()
+    assert os.access(path, os.X_OK)
+    result = run_pinlab("workload", "run", "stream", "-n", str(THREADS), "--json", "--", *TINY["stream"])
+    assert result.returncode == 0 and json.loads(result.stdout)["valid"] is True
+    unknown = run_pinlab("workload", "run", "nope")
+    assert unknown.returncode == 2 and "unknown workload 'nope'" in unknown.stderr
+
+
+def test_a_workload_runs_under_other_tools_and_pinned():
+    path = run_pinlab("workload", "path", "primes").stdout.strip()
+    cpu = str(sorted(os.sched_getaffinity(0))[0])
+    under_taskset = subprocess.run(["taskset", "-c", cpu, path, "--json", "--limit", "10000"], capture_output=True, text=True)
+    assert json.loads(under_taskset.stdout)["threads"] == 1  # OpenMP sees one CPU
+    pinned = run_pinlab("workload", "run", "primes", "-n", str(THREADS), "-s", "compact", "--json", "--", "--limit", "10000")
+    assert pinned.returncode == 0 and json.loads(pinned.stdout)["threads"] == THREADS

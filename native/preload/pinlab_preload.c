@@ -16,7 +16,9 @@
  *   PINLAB_ALLOWED      CPU list: the program's original allowed set
  *   PINLAB_NESTED       off (default) | inherit, with PINLAB_DOMAINS "0-3;4-7"
  *   PINLAB_MEM_FOLLOW   "n0,n1,...": NUMA node of each plan CPU (aligned with PINLAB_CPUS)
- *   PINLAB_EVENTS       file the events are appended to, one write() per line
+ *   PINLAB_EVENTS       file the events go to: an event ring prepared by pinlab run (a header
+ *                       page, then lines appended through a shared mapping, no system call
+ *                       per event), or any other file, appended to with one write() per line
  *
  * Events (key=value words, first word the type; values never contain spaces):
  *   thread pid= index= tid= role=main|worker|helper|nested slot= planned= cpu= mask= creator= lib=
@@ -42,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -165,8 +169,113 @@ static void put_cpulist(char *buf, size_t size, size_t *used, const cpu_set_t *s
         put_str(buf, size, used, "-");
 }
 
-/* Append one line to the events file: opened for each line (the program may close or dup2
- * over any descriptor we would keep), O_APPEND and a single write() so lines never mix. */
+/* The events file stays open on a high descriptor (close-on-exec). Before each line its identity
+ * is checked with fstat, so a program that closed the descriptor or put another file on that
+ * number cannot make us write elsewhere: we reopen instead. Opening the file for every line
+ * cost a path lookup per thread (about 4 us); fstat is one cheap system call. */
+#define EVENTS_FD_MIN 900
+static int events_fd = -1;
+static dev_t events_dev;
+static ino_t events_ino;
+static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* This process's pid and each thread's tid, asked of the kernel once (reset after fork). */
+static pid_t cached_pid;
+static __thread pid_t cached_tid;
+
+static pid_t my_pid(void)
+{
+    if (!cached_pid)
+        cached_pid = getpid();
+    return cached_pid;
+}
+
+static pid_t my_tid(void)
+{
+    if (!cached_tid)
+        cached_tid = gettid();
+    return cached_tid;
+}
+
+static int events_fd_is_ours(int fd)
+{
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == events_dev && st.st_ino == events_ino;
+}
+
+static void events_reopen(void)
+{
+    if (events_fd >= 0 && !events_fd_is_ours(events_fd))
+        events_fd = -1; /* not ours any more: leave that descriptor alone */
+    else if (events_fd >= 0)
+        return;
+    int fd = open(cfg.events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, EVENTS_FD_MIN);
+    if (high >= 0) {
+        close(fd);
+        fd = high;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return;
+    }
+    events_dev = st.st_dev;
+    events_ino = st.st_ino;
+    events_fd = fd;
+}
+
+/* The fast path: an event ring prepared by pinlab run. The file starts with this header (one
+ * page); lines are appended after it by reserving space with one atomic add on `used`, then
+ * copying the line: no system call per event, no lock, shared by every process of the program
+ * (MAP_SHARED survives fork; after exec the new image maps the file again). A reader stops at
+ * `used` and skips any stretch a killed process reserved but never filled (zero bytes). */
+#define RING_MAGIC 0x314542414c4e4950ULL /* the bytes "PINLABE1" read as a little-endian uint64 */
+#define RING_HEADER 4096
+struct ring_header {
+    uint64_t magic;
+    uint64_t capacity; /* bytes of line data after the header */
+    _Atomic uint64_t used;
+    _Atomic uint64_t dropped; /* lines that did not fit */
+};
+static struct ring_header *ring;
+
+static void ring_open(void)
+{
+    int fd = open(cfg.events, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size > RING_HEADER) {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map != MAP_FAILED) {
+            struct ring_header *h = map;
+            if (h->magic == RING_MAGIC && h->capacity + RING_HEADER <= (uint64_t)st.st_size)
+                ring = h;
+            else
+                munmap(map, (size_t)st.st_size);
+        }
+    }
+    close(fd); /* the mapping stays valid without the descriptor */
+}
+
+static int ring_append(const char *line, size_t len)
+{
+    if (!ring)
+        return 0;
+    uint64_t at = atomic_fetch_add(&ring->used, len);
+    if (at + len > ring->capacity) {
+        atomic_fetch_add(&ring->dropped, 1);
+        return 1;
+    }
+    memcpy((char *)ring + RING_HEADER + at, line, len);
+    return 1;
+}
+
+/* Append one line: to the ring when there is one, else with O_APPEND and a single write() so
+ * lines from threads and processes never mix. */
 static void emit_line(char *buf, size_t size, size_t used)
 {
     if (!cfg.has_events)
@@ -174,13 +283,17 @@ static void emit_line(char *buf, size_t size, size_t used)
     if (used + 1 >= size)
         used = size - 2;
     buf[used++] = '\n';
+    if (ring_append(buf, used))
+        return;
     int saved = errno;
-    int fd = open(cfg.events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        ssize_t w = write(fd, buf, used);
+    pthread_mutex_lock(&events_lock);
+    if (!events_fd_is_ours(events_fd))
+        events_reopen();
+    if (events_fd >= 0) {
+        ssize_t w = write(events_fd, buf, used);
         (void)w;
-        close(fd);
     }
+    pthread_mutex_unlock(&events_lock);
     errno = saved;
 }
 
@@ -196,7 +309,7 @@ static void warn_event(const char *fmt, ...)
     va_end(ap);
     char line[1200];
     size_t used = 0;
-    put_fmt(line, sizeof line, &used, "warning pid=%d text=", (int)getpid());
+    put_fmt(line, sizeof line, &used, "warning pid=%d text=", (int)my_pid());
     put_word(line, sizeof line, &used, text);
     emit_line(line, sizeof line, used);
 }
@@ -213,7 +326,7 @@ static void thread_event(long index, pid_t tid, const char *role, long slot, int
     CPU_ZERO(&mask);
     int mask_ok = sched_getaffinity(0, sizeof mask, &mask) == 0;
     put_fmt(line, sizeof line, &used, "thread pid=%d index=%ld tid=%d role=%s slot=%ld planned=%d cpu=%d mask=",
-            (int)getpid(), index, (int)tid, role, slot, planned, cpu);
+            (int)my_pid(), index, (int)tid, role, slot, planned, cpu);
     if (mask_ok)
         put_cpulist(line, sizeof line, &used, &mask);
     else
@@ -476,7 +589,11 @@ static int node_of(int cpu)
 
 static void after_fork_child(void)
 {
-    /* A new process: its own creation indexes and slots. */
+    /* A new process: its own pid and tid, creation indexes and slots. The events descriptor is
+     * inherited and stays valid; the lock may have been held by a thread that is gone. */
+    cached_pid = 0;
+    cached_tid = 0;
+    pthread_mutex_init(&events_lock, NULL);
     atomic_store(&creations, 0);
     atomic_store(&next_slot, 1);
     atomic_store(&created, 0);
@@ -489,6 +606,7 @@ static void pinlab_init(void)
     if (events && strlen(events) < sizeof cfg.events) {
         strcpy(cfg.events, events);
         cfg.has_events = 1;
+        ring_open();
     }
     ssize_t n = readlink("/proc/self/exe", cfg.exe, sizeof cfg.exe - 1);
     cfg.exe[n > 0 ? n : 0] = '\0';
@@ -529,7 +647,7 @@ static void pinlab_init(void)
         if (node >= 0 && bind_memory(node) != 0)
             warn_event("cannot bind the memory of the main thread to node %d: %s", node, strerror(errno));
     }
-    thread_event(0, gettid(), "main", 0, planned, 0, cfg.exe);
+    thread_event(0, my_tid(), "main", 0, planned, 0, cfg.exe);
 }
 
 __attribute__((constructor)) static void pinlab_constructor(void)
@@ -596,7 +714,7 @@ static void pages_event(void)
         return;
     char line[EVENT_LINE_MAX];
     size_t used = 0;
-    put_fmt(line, sizeof line, &used, "pages pid=%d", (int)getpid());
+    put_fmt(line, sizeof line, &used, "pages pid=%d", (int)my_pid());
     for (int n = 0; n <= highest; n++)
         put_fmt(line, sizeof line, &used, " N%d=%llu", n, pages[n]);
     emit_line(line, sizeof line, used);
@@ -609,7 +727,7 @@ __attribute__((destructor)) static void pinlab_destructor(void)
     pages_event();
     char line[128];
     size_t used = 0;
-    put_fmt(line, sizeof line, &used, "exit pid=%d threads=%ld", (int)getpid(), atomic_load(&created));
+    put_fmt(line, sizeof line, &used, "exit pid=%d threads=%ld", (int)my_pid(), atomic_load(&created));
     emit_line(line, sizeof line, used);
 }
 
@@ -672,7 +790,7 @@ static void *trampoline(void *p)
     struct start *s = p;
     void *(*fn)(void *) = s->fn;
     void *arg = s->arg;
-    thread_event(s->index, gettid(), role_names[s->role], s->slot, s->planned, s->creator, s->lib);
+    thread_event(s->index, my_tid(), role_names[s->role], s->slot, s->planned, s->creator, s->lib);
     my_planned = s->planned;
     if (s->node >= 0 && bind_memory(s->node) != 0)
         warn_event("cannot bind the memory of thread %ld to node %d: %s", s->index, s->node, strerror(errno));
@@ -751,7 +869,7 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
         return real_create(thread, attr, start_routine, arg);
 
     long index = atomic_fetch_add(&creations, 1) + 1;
-    pid_t creator = gettid();
+    pid_t creator = my_tid();
 
     Dl_info info;
     struct link_map *map = NULL;
@@ -774,7 +892,7 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
     } else {
         role = ROLE_WORKER;
         int d = -1, pos = 0;
-        if (cfg.nested_inherit && creator != getpid() && my_planned >= 0)
+        if (cfg.nested_inherit && creator != my_pid() && my_planned >= 0)
             d = find_domain(my_planned, &pos);
         if (d >= 0) {
             struct domain *dom = &cfg.domains[d];

@@ -10,11 +10,9 @@
 #define _GNU_SOURCE
 #include "stream_teams.h"
 
-#include <getopt.h>
 #include <omp.h>
 #include <stdlib.h>
 
-enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_NTIMES };
 
 static void usage(void)
 {
@@ -43,45 +41,10 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     pl_init("nested-stream");
-    pl_common com = {0};
-    int teams = 0, per_team = 0, ntimes = 10;
-    uint64_t n = 0;
-    static const struct option options[] = {
-        PL_COMMON_LONG_OPTIONS,
-        {"teams", required_argument, NULL, OPT_TEAMS},
-        {"threads-per-team", required_argument, NULL, OPT_PER_TEAM},
-        {"size", required_argument, NULL, OPT_SIZE},
-        {"ntimes", required_argument, NULL, OPT_NTIMES},
-        {NULL, 0, NULL, 0},
-    };
-    opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, PL_SHORT_OPTIONS, options, NULL)) != -1) {
-        if (pl_common_option(&com, opt, argv))
-            continue;
-        switch (opt) {
-        case OPT_TEAMS: teams = pl_parse_int("--teams", optarg, 1, PL_TEAMS_MAX); break;
-        case OPT_PER_TEAM: per_team = pl_parse_int("--threads-per-team", optarg, 1, PL_MAX_THREADS); break;
-        case OPT_SIZE: n = pl_parse_size("--size", optarg, sizeof(double)); break;
-        case OPT_NTIMES: ntimes = (int)pl_parse_count("--ntimes", optarg, 2, 1000000); break;
-        default: pl_usage_error("unhandled option (see --help)");
-        }
-    }
-    pl_no_positional(argc, argv);
-    if (com.help) {
-        usage();
-        return 0;
-    }
-    int threads = com.threads ? com.threads : omp_get_max_threads();
-    if (!teams)
-        teams = pl_numa_nodes();
-    if (!per_team)
-        per_team = threads / teams > 0 ? threads / teams : 1;
-    if (!n)
-        n = pl_stream_default_elements(sizeof(double), teams);
-    pl_check_memory(pl_mul_sat(pl_vectors_bytes(n), (uint64_t)teams), "--size or --teams");
-    omp_set_num_threads(threads);
-    pl_teams_enable_nesting();
+    pl_team_args args = pl_parse_team_args(argc, argv, usage);
+    pl_common com = args.com;
+    int teams = args.teams, per_team = args.per_team, ntimes = args.ntimes, threads = args.threads;
+    uint64_t n = args.n;
 
     pl_vectors *vec = calloc((size_t)teams, sizeof *vec);
     int *team_threads = calloc((size_t)teams, sizeof *team_threads);

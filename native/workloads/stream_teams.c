@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "stream_teams.h"
 
+#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -130,4 +131,48 @@ void pl_teams_enable_nesting(void)
 {
     if (omp_get_max_active_levels() < 2)
         omp_set_max_active_levels(2);
+}
+
+enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_NTIMES };
+
+pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
+{
+    pl_team_args a = {.ntimes = 10};
+    static const struct option options[] = {
+        PL_COMMON_LONG_OPTIONS,
+        {"teams", required_argument, NULL, OPT_TEAMS},
+        {"threads-per-team", required_argument, NULL, OPT_PER_TEAM},
+        {"size", required_argument, NULL, OPT_SIZE},
+        {"ntimes", required_argument, NULL, OPT_NTIMES},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, PL_SHORT_OPTIONS, options, NULL)) != -1) {
+        if (pl_common_option(&a.com, opt, argv))
+            continue;
+        switch (opt) {
+        case OPT_TEAMS: a.teams = pl_parse_int("--teams", optarg, 1, PL_TEAMS_MAX); break;
+        case OPT_PER_TEAM: a.per_team = pl_parse_int("--threads-per-team", optarg, 1, PL_MAX_THREADS); break;
+        case OPT_SIZE: a.n = pl_parse_size("--size", optarg, sizeof(double)); break;
+        case OPT_NTIMES: a.ntimes = (int)pl_parse_count("--ntimes", optarg, 2, 1000000); break;
+        default: pl_usage_error("unhandled option (see --help)");
+        }
+    }
+    pl_no_positional(argc, argv);
+    if (a.com.help) {
+        usage();
+        exit(0);
+    }
+    a.threads = a.com.threads ? a.com.threads : omp_get_max_threads();
+    if (!a.teams)
+        a.teams = pl_numa_nodes();
+    if (!a.per_team)
+        a.per_team = a.threads / a.teams > 0 ? a.threads / a.teams : 1;
+    if (!a.n)
+        a.n = pl_stream_default_elements(sizeof(double), a.teams);
+    pl_check_memory(pl_mul_sat(pl_vectors_bytes(a.n), (uint64_t)a.teams), "--size or --teams");
+    omp_set_num_threads(a.threads);
+    pl_teams_enable_nesting();
+    return a;
 }

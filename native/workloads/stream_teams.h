@@ -40,4 +40,18 @@ void pl_triad_rates(const double *times, int ntimes, uint64_t n, double *best_mb
 /* Allows two active levels of parallelism (outer team masters, inner team threads). */
 void pl_teams_enable_nesting(void);
 
+/* The options nested-stream and twisted-stream share, parsed and completed with defaults. */
+typedef struct {
+    pl_common com;
+    int teams;    /* --teams, default: NUMA nodes with CPUs */
+    int per_team; /* --threads-per-team, default: threads / teams, at least 1 */
+    int threads;  /* --threads, default: OpenMP's */
+    int ntimes;   /* --ntimes, default 10 */
+    uint64_t n;   /* --size per team, in elements */
+} pl_team_args;
+
+/* Parses argv (exits 2 on bad input; calls usage() and exits 0 on --help), then applies the
+ * defaults, checks the memory needed and sets OpenMP up for nested teams. */
+pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void));
+
 #endif

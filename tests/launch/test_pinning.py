@@ -276,3 +276,18 @@ def test_launch_path_does_not_import_heavy_modules():
     code = "import sys; from pinlab.cli import main; main(['run', '-q', '-c', '0', '--', 'true']); print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'pandas', 'matplotlib', 'numpy', 'rich')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_event_ring_reader_skips_what_a_killed_process_left_unfilled(tmp_path):
+    from pinlab.launch.runner import RING_HEADER, RING_MAGIC, _event_lines
+
+    lines = b"thread pid=1 index=0\n" + b"\0" * 17 + b"thread pid=1 index=1\n"
+    ring = tmp_path / "ring.bin"
+    ring.write_bytes(RING_MAGIC + (1 << 20).to_bytes(8, "little") + len(lines).to_bytes(8, "little") + (2).to_bytes(8, "little")
+                     + bytes(RING_HEADER - 32) + lines + b"garbage past used")
+    warnings: list[str] = []
+    assert _event_lines(str(ring), warnings) == ["thread pid=1 index=0", "thread pid=1 index=1"]
+    assert warnings == ["2 thread events did not fit in the event file and are missing from the record"]
+    plain = tmp_path / "plain.txt"
+    plain.write_text("thread pid=1 index=0\nexit pid=1 threads=0\n")
+    assert _event_lines(str(plain), []) == ["thread pid=1 index=0", "exit pid=1 threads=0"]

@@ -3,7 +3,6 @@ no address-space randomisation, an environment of constant size, and a chosen pa
 """
 from __future__ import annotations
 
-import ctypes
 import os
 
 from pinlab.errors import UsageError
@@ -38,6 +37,8 @@ def pad_environment(env: dict[str, str], size: int = CLEAN_ENV_SIZE) -> dict[str
 
 def disable_aslr() -> None:
     """Turn address-space randomisation off for this process and what it executes (personality)."""
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     current = libc.personality(0xFFFFFFFF)
     if current == -1 or libc.personality(current | ADDR_NO_RANDOMIZE) == -1:
@@ -46,6 +47,8 @@ def disable_aslr() -> None:
 
 def disable_thp() -> None:
     """No transparent huge pages for this process and its children (prctl, kept across exec)."""
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE) failed")

@@ -15,9 +15,7 @@ the program's first instruction and is inherited by every thread it creates.
 """
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 from dataclasses import dataclass
 
 from pinlab.errors import UsageError
@@ -73,9 +71,12 @@ def parse_policy(text: str | None) -> MemPolicy:
 
 def set_mempolicy(mode: int, nodes: tuple[int, ...] = ()) -> None:
     """Set the calling thread's memory policy (inherited by children and kept across exec)."""
-    number = _SYSCALL_SET_MEMPOLICY.get(platform.machine())
+    import ctypes  # only where a policy is really set (keeps the launch path's imports small)
+
+    machine = os.uname().machine
+    number = _SYSCALL_SET_MEMPOLICY.get(machine)
     if number is None:
-        raise OSError(f"set_mempolicy: unknown system call number on {platform.machine()}")
+        raise OSError(f"set_mempolicy: unknown system call number on {machine}")
     maxnode = max(nodes, default=0) + 2
     words = (maxnode + 63) // 64
     mask = (ctypes.c_ulong * words)()

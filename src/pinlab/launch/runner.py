@@ -182,24 +182,54 @@ def _child_setup(mask: frozenset[int] | None, spec: LaunchSpec, old_mask: set[in
     return setup
 
 
+#: The event ring shared with the preload library (see native/preload): a header page, then lines.
+RING_MAGIC = b"PINLABE1"
+RING_HEADER = 4096
+RING_CAPACITY = 64 << 20  # sparse: only the pages written take space (about 150 bytes per thread)
+
+
 def _new_events_file() -> str:
-    """A new, empty, private file for the preload library's events (tempfile costs an import of random)."""
+    """A new, private event ring: header (magic, capacity, used, dropped) and sparse room for lines.
+
+    (Not tempfile, which costs an import of random on the launch path.)
+    """
     directory = os.environ.get("TMPDIR", "/tmp")
     for attempt in range(100):
-        path = os.path.join(directory, f"pinlab-events-{os.getpid()}-{time.monotonic_ns()}-{attempt}.txt")
+        path = os.path.join(directory, f"pinlab-events-{os.getpid()}-{time.monotonic_ns()}-{attempt}.bin")
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            return path
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             continue
+        try:
+            os.write(fd, RING_MAGIC + RING_CAPACITY.to_bytes(8, "little") + bytes(16))
+            os.ftruncate(fd, RING_HEADER + RING_CAPACITY)
+        finally:
+            os.close(fd)
+        return path
     raise UsageError(f"cannot create a file for thread events in {directory}")
+
+
+def _event_lines(path: str, warnings: list[str]) -> list[str]:
+    """The lines of an event ring (or of a plain event file)."""
+    with open(path, "rb") as events:
+        head = events.read(RING_HEADER)
+        if head[:8] != RING_MAGIC:
+            return (head + events.read()).decode("utf-8", "replace").splitlines()
+        used = int.from_bytes(head[16:24], "little")
+        dropped = int.from_bytes(head[24:32], "little")
+        data = events.read(min(used, RING_CAPACITY))
+    if dropped:
+        warnings.append(f"{dropped} thread events did not fit in the event file and are missing from the record")
+    # A process killed between reserving room and copying its line leaves zero bytes (and no
+    # newline) before the next line: keep what follows the last zero byte of each segment.
+    lines = (segment.rsplit("\0", 1)[-1] for segment in data.decode("utf-8", "replace").split("\n"))
+    return [line for line in lines if line]
 
 
 def _read_events(path: str, record: RunRecord) -> None:
     """Fill the record's threads, pages and warnings from the preload library's event file."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as events:
-            lines = events.read().splitlines()
+        lines = _event_lines(path, record.warnings)
     except OSError:
         return
     by_tid = {t.tid: t for t in record.threads}

@@ -110,6 +110,15 @@ def preload_env(cpus: str, allowed: str, events: str | None) -> dict[str, str]:
     return env
 
 
+def reset_ring(path: str) -> None:
+    """An empty event ring at ``path``, laid out as pinlab run makes it (header page + sparse room)."""
+    from pinlab.launch.runner import RING_CAPACITY, RING_HEADER, RING_MAGIC
+
+    with open(path, "wb") as ring:
+        ring.write(RING_MAGIC + RING_CAPACITY.to_bytes(8, "little") + bytes(16))
+        ring.truncate(RING_HEADER + RING_CAPACITY)
+
+
 def per_thread(args, exe: str) -> dict:
     allowed = sorted(int(c) for c in args.cpus.split(",")) if args.cpus else sorted(os.sched_getaffinity(0))
     listed = ",".join(map(str, allowed))
@@ -147,8 +156,8 @@ def per_thread(args, exe: str) -> dict:
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
             command, env, _ = configs[name]
-            if os.path.exists(events):
-                os.unlink(events)
+            if env and env.get("PINLAB_EVENTS") == events:
+                reset_ring(events)  # a fresh event ring, as pinlab run prepares one
             value = churn_once(command, env)
             if value is not None:
                 samples[name].append(value)

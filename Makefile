@@ -39,9 +39,16 @@ demo: install
 		$(VENV)/bin/pinlab place -t clovertown -s $$s -n 4 -f omp --picture $(DEMO_DIR)/clovertown-$$s.png || exit 1; \
 	done
 	@echo "pictures: $$(ls $(DEMO_DIR)/*.svg $(DEMO_DIR)/*.png | tr '\n' ' ')"
+	@n=$$($(VENV)/bin/pinlab topology -f json | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["summary"]["cores"])'); \
+	echo "== STREAM with $$n threads, unpinned, then pinned with scatter (record in $(DEMO_DIR)/stream-scatter.json)"; \
+	$(VENV)/bin/pinlab workload run stream -n $$n -- --size 20M --ntimes 5 | grep -E "^(Kernel|triad)" && \
+	$(VENV)/bin/pinlab run -s scatter -n $$n --record $(DEMO_DIR)/stream-scatter.json -- $$($(VENV)/bin/pinlab workload path stream) --size 20M --ntimes 5 | grep -E "^(Kernel|triad)"
 
 bench: install
 	$(PY) bench/bench_placement.py
+	$(PY) bench/bench_run.py
+	$(PY) bench/bench_run.py --cpus 0 --no-startup
+	$(PY) bench/bench_stream.py
 
 clean:
 	rm -rf $(VENV) build $(DEMO_DIR)

@@ -232,6 +232,32 @@ def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
     return 0
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def check(as_json: bool) -> None:
+    """Tell what on this machine will add noise or bias to measurements, and how to change it."""
+    from pinlab.measure.noise import WARNING, check as run_checks
+
+    findings = run_checks()
+    if as_json:
+        import json
+
+        click.echo(json.dumps([f.to_dict() for f in findings], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="pinlab check: what will add noise or bias to measurements here", show_lines=True)
+    for column in ("check", "status", "found", "what it means", "how to change it"):
+        table.add_column(column, overflow="fold")
+    colours = {"ok": "green", "info": "cyan", "warning": "yellow"}
+    for f in findings:
+        table.add_row(f.name, f"[{colours[f.status]}]{f.status}[/]", f.found, f.meaning, f.fix)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped: do not wrap at 80
+    warnings = sum(1 for f in findings if f.status == WARNING)
+    click.echo(f"{warnings} warning(s)." if warnings else "No warnings.")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
     try:

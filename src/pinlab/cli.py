@@ -258,6 +258,89 @@ def check(as_json: bool) -> None:
     click.echo(f"{warnings} warning(s)." if warnings else "No warnings.")
 
 
+@cli.command()
+@click.option("--name", help="Name of the study (default: study-<date-time>).")
+@click.option("--db", default="pinlab.db", show_default=True, help="SQLite file the runs are stored in.")
+@click.option("--strategies", "-s", default="none,compact,scatter", show_default=True, help="Placements to compare; none is the baseline.")
+@click.option("--threads", "-n", default=None, help="Thread counts, e.g. 1,2 (default: the number of cores).")
+@click.option("--runs", default="35", show_default=True, help="Measured runs per configuration.")
+@click.option("--order", type=click.Choice(["interleaved", "blocked", "shuffled"]), default="interleaved", show_default=True)
+@click.option("--warmup", type=int, default=1, show_default=True, help="Warm-up runs per configuration, not counted.")
+@click.option("--mem", default="first-touch", show_default=True, help="Memory policies, comma-separated (see pinlab run).")
+@click.option("--corun", default="none", show_default=True, help="Co-runner configurations, comma-separated: none, cpu:1, sleep:2+cpu:1...")
+@click.option("--metric", default="time", show_default=True, help="time, json:KEY, or a regular expression with one group.")
+@click.option("--timeout", type=float, help="Seconds after which a run is killed and stored as timed out.")
+@click.option("--max-failures", type=int, default=10, show_default=True, help="Stop after this many failed runs.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random placements and of the shuffled order.")
+@click.option("--workload", "-w", "workloads", multiple=True, help="A built-in workload with its options, e.g. stream:--size 10M (repeatable).")
+@click.option("--resume", help="Continue the study NAME where it stopped.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.argument("program", nargs=-1, type=click.UNPROCESSED)
+def study(name, db, strategies, threads, runs, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program) -> int:
+    """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS"""
+    from pinlab.study.engine import StudyInterrupted
+
+    try:
+        return _study(name, db, strategies, threads, runs, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program)
+    except StudyInterrupted as exc:
+        click.echo(f"pinlab: {exc}", err=True)
+        return 128 + exc.signum
+    except KeyboardInterrupt:
+        click.echo(f"pinlab: study interrupted; every finished run is stored; continue with --resume {resume or name or 'NAME'}", err=True)
+        return 130
+
+
+def _study(name, db, strategies, threads, runs, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program) -> int:
+    from pinlab.study.engine import StudyPlan, check_metric, parse_coruns, parse_program, run_study
+
+    if max_failures < 1:
+        raise UsageError(f"--max-failures must be at least 1 (got {max_failures})")
+    if resume:
+        if program or workloads:
+            raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
+        summary = run_study(None, db, resume=resume, max_failures=max_failures, progress=not quiet)
+    else:
+        from pinlab.placement.strategies import canonical_strategy
+        from pinlab.topology.cpuset import parse_cpulist
+
+        programs = [parse_program(w) for w in workloads]
+        if program:
+            programs.append(parse_program(shlex_join(program)))
+        if not programs:
+            raise UsageError("no program to study: give -- PROGRAM ARGS or --workload NAME[:OPTIONS]")
+        if not runs.isdigit() or int(runs) < 1:
+            raise UsageError(f"--runs must be a positive number of runs (got {runs!r})")
+        if warmup < 0:
+            raise UsageError(f"--warmup cannot be negative (got {warmup})")
+        placements = [canonical_strategy(s) for s in strategies.split(",")]
+        if threads is None:
+            import os
+
+            threads = str(len(os.sched_getaffinity(0)))
+        counts = parse_cpulist(threads, what="--threads list")
+        if 0 in counts:
+            raise UsageError("--threads must be at least 1")
+        check_metric(metric)
+        from pinlab.launch.memory import parse_policy
+
+        policies = [str(parse_policy(m)) for m in mem.split(",")]
+        coruns = [parse_coruns(c) for c in corun.split(",")]
+        import datetime
+
+        plan = StudyPlan(name=name or datetime.datetime.now().strftime("study-%Y%m%d-%H%M%S"), programs=programs, strategies=placements,
+                         threads=counts, runs=int(runs), order=order, warmup=warmup, mem=policies, coruns=coruns, metric=metric,
+                         timeout=timeout, max_failures=max_failures, seed=seed)
+        summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
+    click.echo(f"pinlab: study {summary['study']}: {summary['runs']} runs stored in {summary['db']} ({summary['new_runs']} new, {summary['failures']} failed)", err=True)
+    return 0
+
+
+def shlex_join(argv) -> str:
+    import shlex
+
+    return shlex.join(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
     try:

@@ -61,6 +61,8 @@ class RunRecord:
     pages_per_node: dict[int, int] | None = None
     warnings: list[str] = field(default_factory=list)
     sample_ms: float | None = None
+    timed_out: bool = False
+    interrupted: int | None = None  # a stopping signal (INT, TERM, HUP, QUIT) pinlab received while the program ran
 
     @property
     def migrations(self) -> int:
@@ -89,6 +91,8 @@ class RunRecord:
             "exit_status": self.exit_status,
             "signal": self.signal,
             "sample_ms": self.sample_ms,
+            "timed_out": self.timed_out,
+            "interrupted": self.interrupted,
             "migrations": self.migrations,
             "threads": threads,
             "pages_per_node": None if self.pages_per_node is None else {str(k): v for k, v in sorted(self.pages_per_node.items())},

@@ -28,6 +28,7 @@ from pinlab.measure import linux
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent (Ctrl-C at a terminal), not kill()
 OVERFLOW_MODES = ("wrap", "unpinned", "error")
 
@@ -58,6 +59,9 @@ class LaunchSpec:
     thp: str | None = None
     sample_ms: float | None = 100.0
     env: dict[str, str] | None = None
+    timeout: float | None = None  # seconds; the program is killed (SIGKILL) past it
+    stdout: int | None = None  # file descriptors for the program's output (default: pinlab's own)
+    stderr: int | None = None
 
 
 def resolve_program(name: str, path: str | None) -> str:
@@ -321,7 +325,8 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
     start = time.monotonic()
     try:
         try:
-            child = subprocess.Popen([program, *spec.argv[1:]], executable=program, env=env, preexec_fn=_child_setup(mask, spec, old_mask), close_fds=False)
+            child = subprocess.Popen([program, *spec.argv[1:]], executable=program, env=env, preexec_fn=_child_setup(mask, spec, old_mask),
+                                     close_fds=False, stdout=spec.stdout, stderr=spec.stderr)
         except FileNotFoundError:
             raise ProgramNotFound(f"{spec.argv[0]}: no such file") from None
         except PermissionError:
@@ -331,11 +336,21 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         record.pid = child.pid
         sampler = _Sampler(child.pid, record, start) if spec.sample_ms else None
         timeout = spec.sample_ms / 1000 if spec.sample_ms else None
+        deadline = start + spec.timeout if spec.timeout else None
         status = rusage = None
         while status is None:
             if sampler is not None:
                 sampler.sample()
-            info = signal.sigtimedwait(waited, timeout) if timeout else signal.sigwaitinfo(waited)
+            wait = timeout
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 and not record.timed_out:
+                    record.timed_out = True
+                    os.kill(child.pid, signal.SIGKILL)
+                wait = max(0.001, min(left, timeout) if timeout else left)
+            info = signal.sigtimedwait(waited, wait) if wait else signal.sigwaitinfo(waited)
+            if info is not None and info.si_signo in STOPPING:
+                record.interrupted = info.si_signo  # a caller running many programs (a study) stops after this one
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
                 try:
                     os.kill(child.pid, info.si_signo)  # sent to pinlab by a process: pass it on

@@ -1,0 +1,310 @@
+"""Planning and running a study: every configuration run many times, each run stored as it ends.
+
+A configuration is (program, threads, placement, memory policy, co-runners). Runs go through
+the launcher of ``pinlab run`` with the controlled environment on (no ASLR, clean environment
+of constant size). ``random`` draws a new placement for every run, from the study's seed and
+the run's position, so a study is reproducible and the placement of each run is stored.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import shlex
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from pinlab.errors import UsageError
+
+ORDERS = ("interleaved", "blocked", "shuffled")
+
+
+class StudyInterrupted(Exception):
+    """The study was asked to stop (Ctrl-C, SIGTERM...); every finished run is stored."""
+
+    def __init__(self, signum: int, stored: int, name: str) -> None:
+        super().__init__(f"study {name} interrupted by signal {signum}; {stored} runs are stored; continue with --resume {name}")
+        self.signum = signum
+METRIC_HELP = "time (wall seconds), json:KEY (a number in the program's JSON output, KEY dotted) or a regular expression with one group"
+
+
+@dataclass
+class Program:
+    """A program of the study: its argv, and a short name for tables."""
+
+    name: str
+    argv: list[str]
+
+
+@dataclass
+class StudyPlan:
+    name: str
+    programs: list[Program]
+    strategies: list[str]
+    threads: list[int]
+    runs: int
+    order: str = "interleaved"
+    warmup: int = 1
+    mem: list[str] = field(default_factory=lambda: ["first-touch"])
+    coruns: list[str] = field(default_factory=lambda: ["none"])
+    metric: str = "time"
+    timeout: float | None = None
+    max_failures: int = 10
+    seed: int = 0
+
+    def parameters(self) -> dict[str, Any]:
+        """What defines the study (a resumed study must match it)."""
+        return {"programs": [[p.name, p.argv] for p in self.programs], "strategies": self.strategies, "threads": self.threads,
+                "runs": self.runs, "order": self.order, "warmup": self.warmup, "mem": self.mem, "coruns": self.coruns,
+                "metric": self.metric, "timeout": self.timeout}
+
+    def configs(self) -> list[dict[str, Any]]:
+        return [{"program": p.name, "argv": p.argv, "threads": n, "placement": s, "mem": m, "corun": c}
+                for p in self.programs for n in self.threads for s in self.strategies for m in self.mem for c in self.coruns]
+
+
+def parse_program(text: str) -> Program:
+    """``stream`` / ``stream:--size 10M`` (a built-in workload with its options) or a command line."""
+    from pinlab.workloads import WORKLOADS, workload_path
+
+    head, _, options = text.partition(":")
+    if head in WORKLOADS:
+        # Always with --json: the output is captured, and the JSON holds every figure (json:KEY metrics).
+        return Program(name=head, argv=[workload_path(head), "--json", *shlex.split(options)])
+    argv = shlex.split(text)
+    if not argv:
+        raise UsageError("empty program: give a workload name (stream, mb, primes...) or a command line")
+    return Program(name=os.path.basename(argv[0]), argv=argv)
+
+
+def parse_coruns(text: str) -> str:
+    """``none`` or ``KIND:COUNT[,KIND:COUNT...]`` (cpu, sleep, memory), checked now."""
+    from pinlab.workloads.corun import KINDS
+
+    if text == "none":
+        return text
+    for part in text.split("+"):
+        kind, _, count = part.partition(":")
+        if kind not in KINDS or not count.isdigit() or int(count) < 1:
+            raise UsageError(f"malformed co-runner configuration {text!r}: use none or KIND:COUNT (KIND one of {', '.join(KINDS)}), e.g. cpu:1 or sleep:2+cpu:1")
+    return text
+
+
+def check_metric(metric: str) -> None:
+    if metric == "time" or metric.startswith("json:"):
+        return
+    try:
+        pattern = re.compile(metric)
+    except re.error as exc:
+        raise UsageError(f"--metric {metric!r} is not a regular expression ({exc}); use {METRIC_HELP}") from None
+    if pattern.groups != 1:
+        raise UsageError(f"--metric {metric!r} must have exactly one group (the number), e.g. 'Triad: ([0-9.]+)'")
+
+
+def extract_metric(metric: str, stdout: str, wall: float) -> float | None:
+    """The run's value of the study's metric (None when the output does not contain it)."""
+    if metric == "time":
+        return wall
+    if metric.startswith("json:"):
+        import json
+
+        try:
+            value: Any = json.loads(stdout)
+            for key in metric[5:].split("."):
+                value = value[int(key)] if isinstance(value, list) else value[key]
+            return float(value)
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None
+    m = re.search(metric, stdout)
+    try:
+        return float(m.group(1)) if m else None
+    except ValueError:
+        return None
+
+
+def run_seed(study_seed: int, position: int, index: int) -> int:
+    """The seed of one run's random placement: a function of the study seed and the run's place only."""
+    digest = hashlib.sha256(f"{study_seed}:{position}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def schedule(plan: StudyPlan, n_configs: int) -> list[tuple[int, int, bool]]:
+    """(config position, run index, warm-up?) in the order the runs happen.
+
+    Warm-up runs come first (one round over the configurations), then the measured runs:
+    interleaved (one run of each configuration in turn, so drift spreads evenly), blocked (all
+    runs of a configuration together) or shuffled (a random order from the study's seed).
+    """
+    warm = [(c, r, True) for r in range(plan.warmup) for c in range(n_configs)]
+    if plan.order == "blocked":
+        measured = [(c, r, False) for c in range(n_configs) for r in range(plan.runs)]
+    else:
+        measured = [(c, r, False) for r in range(plan.runs) for c in range(n_configs)]
+        if plan.order == "shuffled":
+            random.Random(plan.seed).shuffle(measured)
+    return warm + measured
+
+
+def machine_description() -> dict[str, Any]:
+    """Where the study ran: topology summary, kernel, CPU model, governor, tool version."""
+    import platform
+
+    from pinlab.measure.noise import governor
+
+    described: dict[str, Any] = {"hostname": platform.node(), "kernel": platform.release(), "machine": platform.machine()}
+    try:
+        from pinlab.topology import load_topology
+        from pinlab.topology.render import topology_to_json
+
+        topo = load_topology("this")
+        described["topology"] = topology_to_json(topo)["summary"]
+        described["cpu_model"] = next((p.infos.get("CPUModel") for p in topo.packages if p.infos.get("CPUModel")), None)
+        described["topology_xml"] = topo.xml
+    except UsageError as exc:
+        described["topology_error"] = str(exc)
+    described["governor"] = governor(__import__("pathlib").Path("/")).found
+    return described
+
+
+def _tail(path: str, limit: int = 4000) -> str:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - limit))
+        return f.read().decode("utf-8", "replace")
+
+
+def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: bool) -> dict[str, Any]:
+    """One run of one configuration; returns the store's run fields (never raises for a failing program)."""
+    from pinlab.launch import ProgramNotExecutable, ProgramNotFound, plan_spec
+    from pinlab.launch.runner import run as launch
+    from pinlab.study.store import fields_from_record
+    from pinlab.workloads.corun import CoRunners
+
+    placement = config["placement"]
+    spec = plan_spec(
+        config["argv"],
+        strategy=None if placement == "none" else placement,
+        threads=config["threads"] if placement != "none" else None,
+        seed=run_seed(plan.seed, config["position"], index) if placement == "random" else None,
+        mem=config["mem"],
+        no_aslr=True,
+        clean_env=True,
+        sample_ms=100.0,
+    )
+    if placement == "none":
+        spec.threads = config["threads"]  # OMP_NUM_THREADS for the unpinned baseline
+    spec.timeout = plan.timeout
+    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile(prefix="pinlab-stderr-") as err:
+        spec.stdout, spec.stderr = out.fileno(), err.fileno()
+        coruns = []
+        if config["corun"] != "none":
+            for part in config["corun"].split("+"):
+                kind, _, count = part.partition(":")
+                coruns.append(CoRunners(kind, int(count)).start())
+        try:
+            record = launch(spec)
+            if record.interrupted is not None:
+                return {"interrupted": record.interrupted}
+        except (ProgramNotFound, ProgramNotExecutable) as exc:
+            return {"status": "failed", "exit_status": 127 if isinstance(exc, ProgramNotFound) else 126, "stderr_tail": str(exc)}
+        finally:
+            for group in coruns:
+                group.stop()
+        out.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        fields = fields_from_record(record.to_json())
+        fields["status"] = "timeout" if record.timed_out else ("ok" if record.exit_status == 0 else "failed")
+        fields["metric"] = extract_metric(plan.metric, stdout, record.wall_seconds)
+        if fields["status"] == "ok" and fields["metric"] is None:
+            fields["status"] = "failed"
+            fields["stderr_tail"] = f"the metric {plan.metric!r} was not found in the program's output"
+        if fields["status"] != "ok" and "stderr_tail" not in fields:
+            fields["stderr_tail"] = _tail(err.name)
+        return fields
+
+
+def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_failures: int) -> StudyPlan:
+    """The plan of a stored study (for --resume)."""
+    p = parameters
+    return StudyPlan(name=name, programs=[Program(n, a) for n, a in p["programs"]], strategies=p["strategies"], threads=p["threads"],
+                     runs=p["runs"], order=p["order"], warmup=p["warmup"], mem=p["mem"], coruns=p["coruns"], metric=p["metric"],
+                     timeout=p["timeout"], max_failures=max_failures, seed=seed)
+
+
+def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max_failures: int = 10, progress: bool = True) -> dict[str, Any]:
+    """Run (or resume) a study, storing every run as soon as it ends; returns a short summary.
+
+    Ctrl-C or a kill leaves every finished run stored; ``resume`` continues with the runs not
+    stored yet. Past ``max_failures`` failed runs the study stops with a UsageError.
+    """
+    from pinlab import __version__
+    from pinlab.measure.noise import WARNING, check
+    from pinlab.study.store import Store
+
+    with Store.open(db) as store:
+        if resume is not None:
+            study = store.study(resume)
+            if study is None:
+                names = ", ".join(s.name for s in store.studies()) or "none"
+                raise UsageError(f"no study named {resume!r} in {db} (studies there: {names})")
+            plan = plan_from_parameters(study.name, study.parameters, study.seed or 0, max_failures)
+        else:
+            warnings = [f"{f.name}: {f.found}" for f in check() if f.status == WARNING]
+            study = store.create_study(plan.name, plan.parameters(), plan.configs(), plan.seed, machine_description(), __version__, warnings)
+        configs = store.configs(study.id)
+        stored = store.runs(study.id)
+        done = {(r["config_id"], r["run_index"], r["warmup"]) for r in stored}
+        order = schedule(plan, len(configs))
+        todo = [(c, r, w) for c, r, w in order if (configs[c]["id"], r, w) not in done]
+        failures = sum(1 for r in stored if r["status"] != "ok" and not r["warmup"])
+        bar = _progress(progress, len(order), len(order) - len(todo))
+        try:
+            for c, r, w in todo:
+                config = configs[c]
+                bar.describe(f"{config['program']} {config['placement']} x{config['threads']}" + (" (warm-up)" if w else f" run {r + 1}/{plan.runs}"))
+                try:
+                    fields = execute_run(plan, config, r, w)
+                except KeyboardInterrupt:
+                    fields = {"interrupted": 2}
+                if "interrupted" in fields:  # the program was stopped with the study: not a run to keep
+                    raise StudyInterrupted(fields["interrupted"], len(store.runs(study.id)), study.name)
+                store.add_run(config["id"], r, w, **fields)
+                bar.advance()
+                if fields["status"] != "ok" and not w:
+                    failures += 1
+                    if failures >= max_failures:
+                        tail = (fields.get("stderr_tail") or "").strip().splitlines()[-1:] or ["(no output)"]
+                        raise UsageError(f"study {study.name} stopped after {failures} failed runs (last: {config['program']}, {fields['status']}, "
+                                         f"exit status {fields.get('exit_status')}: {tail[0][:200]}); the runs are stored; fix the program and --resume {study.name}")
+        finally:
+            bar.close()
+        store.finish(study.id)
+        return {"study": study.name, "db": db, "runs": len(order), "new_runs": len(todo), "failures": failures}
+
+
+class _progress:
+    """A rich progress bar (configuration, runs done, time left), or nothing when not wanted."""
+
+    def __init__(self, enabled: bool, total: int, done: int) -> None:
+        self.bar = None
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=False)
+            self.task = self.bar.add_task("starting", total=total, completed=done)
+            self.bar.start()
+
+    def describe(self, text: str) -> None:
+        if self.bar:
+            self.bar.update(self.task, description=text)
+
+    def advance(self) -> None:
+        if self.bar:
+            self.bar.advance(self.task)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.stop()

@@ -1,0 +1,32 @@
+"""Statistics on run times: variability, speedups and the Speedup-Test protocol's verdicts.
+
+Pure functions on plain sequences of run times (seconds) that return small frozen records with
+``to_dict()`` (JSON-able, NaN as None). Every statistical test is scipy's.
+
+- :func:`describe` — one sample: mean, median, variance, AV, RV, unstable, confidence intervals.
+- :func:`compare` — a placement against the baseline: speedups, tests, verdicts.
+- :func:`overall` — the seed tables: one row per placement over a suite of programs.
+- :func:`decided` — whether a comparison needs more runs (adaptive studies).
+"""
+from __future__ import annotations
+
+from pinlab.stats._base import InvalidSample
+from pinlab.stats.speedup import (
+    FASTER,
+    LARGE_SAMPLE,
+    MORE_RUNS,
+    NO_DIFFERENCE,
+    SLOWER,
+    Comparison,
+    OverallRow,
+    compare,
+    decided,
+    overall,
+)
+from pinlab.stats.variability import AV_LIMIT_S, RV_LIMIT, Description, describe, median_ci_ranks
+
+__all__ = [
+    "AV_LIMIT_S", "FASTER", "LARGE_SAMPLE", "MORE_RUNS", "NO_DIFFERENCE", "RV_LIMIT", "SLOWER",
+    "Comparison", "Description", "InvalidSample", "OverallRow",
+    "compare", "decided", "describe", "median_ci_ranks", "overall",
+]

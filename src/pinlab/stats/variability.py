@@ -1,0 +1,111 @@
+"""One sample of run times: centre, spread, variability (AV, RV, unstable) and confidence intervals."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from pinlab.stats._base import Record, as_sample, check_level, num
+
+#: A program has non-negligible variability when AV > 1 s or RV > 1 % (seed 004, section 2.4).
+AV_LIMIT_S = 1.0
+RV_LIMIT = 0.01
+#: A value within one part in a billion of a threshold counts as *at* the threshold, so that
+#: decimal inputs are judged as written (0.99 s and 1.0 s give RV = 1 %, not 1 % + 1 ulp).
+_AT_THRESHOLD = 1e-9
+
+
+@dataclass(frozen=True)
+class Description(Record):
+    """Summary of one sample of run times (seconds).
+
+    ``variance`` is the sample variance (ddof=1) and ``std`` its square root, NaN when n < 2.
+    ``av`` = max - min (seconds) and ``rv`` = (max - min) / max are the absolute and relative
+    variability of seed 004; ``unstable`` is ``av > 1 s or rv > 1 %``.
+    ``mean_ci`` is the Student-t interval of the mean at ``confidence`` (None when n < 2).
+    ``median_ci`` is the distribution-free interval of the median between the order statistics
+    of 1-based ranks ``median_ci_ranks`` = (j, n + 1 - j); ``median_ci_coverage`` is its exact
+    coverage, at least ``confidence`` (all three None when even (min, max) covers less).
+    """
+
+    n: int
+    mean: float
+    median: float
+    min: float
+    max: float
+    variance: float
+    std: float
+    av: float
+    rv: float
+    unstable: bool
+    confidence: float
+    mean_ci: tuple[float, float] | None
+    median_ci: tuple[float, float] | None
+    median_ci_ranks: tuple[int, int] | None
+    median_ci_coverage: float | None
+
+
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[tuple[int, int], float] | None:
+    """The narrowest symmetric order-statistic interval for the median with coverage >= confidence.
+
+    With B ~ Binomial(n, 1/2) the number of runs below the true median, the interval
+    [X_(j), X_(n+1-j)] holds the median with probability P(j <= B <= n - j)
+    = 1 - 2 * P(B <= j - 1), whatever the (continuous) distribution. Returns ((j, n + 1 - j),
+    coverage) for the largest such j, or None when even j = 1 (min, max) covers less than asked.
+    """
+    check_level(confidence, "confidence")
+    if n < 2:
+        return None
+    js = np.arange(1, n // 2 + 1)
+    coverage = stats.binom.cdf(n - js, n, 0.5) - stats.binom.cdf(js - 1, n, 0.5)
+    ok = np.flatnonzero(coverage >= confidence)
+    if ok.size == 0:
+        return None
+    # coverage falls as j grows: the last j that still reaches the confidence is the narrowest
+    i = int(ok[-1])
+    j = int(js[i])
+    return (j, n + 1 - j), float(coverage[i])
+
+
+def is_unstable(av: float, rv: float) -> bool:
+    """Seed 004's rule: AV > 1 s or RV > 1 % (values at a threshold are stable)."""
+    return bool(av > AV_LIMIT_S * (1 + _AT_THRESHOLD) or rv > RV_LIMIT * (1 + _AT_THRESHOLD))
+
+
+def describe(sample: Sequence[float], confidence: float = 0.95) -> Description:
+    """Describe one sample of run times (seconds, finite, > 0; n >= 1).
+
+    Never fails on small samples: what n does not allow is NaN (numbers) or None (intervals).
+    """
+    x = as_sample(sample)
+    confidence = check_level(confidence, "confidence")
+    n = int(x.size)
+    mean = num(np.mean(x))
+    lo, hi = num(np.min(x)), num(np.max(x))
+    variance = num(np.var(x, ddof=1)) if n >= 2 else math.nan
+    std = math.sqrt(variance) if n >= 2 else math.nan
+    av = hi - lo
+    rv = av / hi
+
+    mean_ci = None
+    if n >= 2:
+        q = num(stats.t.ppf((1 + confidence) / 2, n - 1))
+        half = q * std / math.sqrt(n)
+        mean_ci = (mean - half, mean + half)
+
+    med_ci = ranks = coverage = None
+    found = median_ci_ranks(n, confidence)
+    if found is not None:
+        ranks, coverage = found
+        ordered = np.sort(x)
+        med_ci = (num(ordered[ranks[0] - 1]), num(ordered[ranks[1] - 1]))
+
+    median = num(np.median(x))
+    return Description(
+        n=n, mean=mean, median=median, min=lo, max=hi, variance=variance, std=std,
+        av=av, rv=rv, unstable=is_unstable(av, rv), confidence=confidence,
+        mean_ci=mean_ci, median_ci=med_ci, median_ci_ranks=ranks, median_ci_coverage=coverage,
+    )

@@ -53,7 +53,8 @@
 #define PINLAB_MAX_DOMAINS 1024
 #define PINLAB_MAX_NODES 1024 /* node numbers accepted in PINLAB_MEM_FOLLOW */
 #define PINLAB_MPOL_BIND 2    /* MPOL_BIND from <linux/mempolicy.h> */
-#define EVENT_LINE_MAX 16384
+#define EVENT_LINE_MAX 16384 /* the exit-time pages line, on the main thread's stack */
+#define THREAD_LINE_MAX 768   /* thread lines, written on the new thread's own stack */
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int (*getstackaddr_fn)(const pthread_attr_t *, void **);
@@ -209,7 +210,9 @@ static void events_reopen(void)
         events_fd = -1; /* not ours any more: leave that descriptor alone */
     else if (events_fd >= 0)
         return;
-    int fd = open(cfg.events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    /* Never created here: pinlab made the file, and a program outliving pinlab (which removed
+     * it) must not leave a new one behind. */
+    int fd = open(cfg.events, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0)
         return;
     int high = fcntl(fd, F_DUPFD_CLOEXEC, EVENTS_FD_MIN);
@@ -302,12 +305,12 @@ static void warn_event(const char *fmt, ...)
 {
     if (!cfg.has_events)
         return;
-    char text[1024];
+    char text[256]; /* small: this may run on a new thread's (possibly tiny) stack */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    char line[1200];
+    char line[400];
     size_t used = 0;
     put_fmt(line, sizeof line, &used, "warning pid=%d text=", (int)my_pid());
     put_word(line, sizeof line, &used, text);
@@ -319,7 +322,9 @@ static void thread_event(long index, pid_t tid, const char *role, long slot, int
 {
     if (!cfg.has_events)
         return;
-    char line[EVENT_LINE_MAX];
+    /* Runs first thing on the new thread, whose stack may be as small as PTHREAD_STACK_MIN
+     * (16 KiB): keep the line small; a very long mask is cut (put_* functions are bounded). */
+    char line[THREAD_LINE_MAX];
     size_t used = 0;
     int cpu = sched_getcpu();
     cpu_set_t mask;

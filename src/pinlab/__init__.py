@@ -7,3 +7,10 @@ def run(argv, placement=None, **options):
     from pinlab.launch import run as _run
 
     return _run(argv, placement, **options)
+
+
+def load_study(db, name=None, **options):
+    """A stored study as pandas DataFrames ``(runs, stats)``; see :func:`pinlab.report.data.load_study`."""
+    from pinlab.report.data import load_study as _load
+
+    return _load(db, name, **options)

@@ -122,13 +122,18 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overf
     from pinlab.launch import ProgramNotExecutable, ProgramNotFound, plan_spec, write_record
     from pinlab.launch.runner import run as launch
 
-    if sample_ms is not None and sample_ms <= 0:
-        raise UsageError(f"--sample-ms must be positive (got {sample_ms})")
+    if sample_ms is not None and not 0 < sample_ms <= 3_600_000:
+        raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {sample_ms})")
     if record_path:
         from pathlib import Path
 
         if not Path(record_path).resolve().parent.is_dir():
             raise UsageError(f"cannot write the record {record_path!r}: its directory does not exist")
+        try:  # find out now, not after the program ran, that the record cannot be written
+            with open(record_path, "a"):
+                pass
+        except OSError as exc:
+            raise UsageError(f"cannot write the record {record_path!r}: {exc.strerror}") from None
     spec = plan_spec(
         list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
         seed=seed, mem=mem, overflow=overflow, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
@@ -186,15 +191,12 @@ def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
     from pinlab.workloads import workload_argv
 
     argv = workload_argv(name, threads, args, json=as_json)
-    if strategy is None and cpus is None:
-        import subprocess
-
-        return subprocess.call(argv)
     from pinlab.launch import plan_spec
     from pinlab.launch.runner import run as launch
 
     if strategy is not None and threads is None:
         raise UsageError(f"running {name} with strategy {strategy} needs a thread count: add -n THREADS")
+    # Through the launcher even unpinned: signals forwarded, exit status 128+N, nothing orphaned.
     record = launch(plan_spec(argv, strategy=strategy, threads=threads, cpus=cpus, sample_ms=None))
     for warning in record.warnings:
         click.echo(f"pinlab: warning: {warning}", err=True)
@@ -216,6 +218,10 @@ def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
 
     from pinlab.workloads.corun import CoRunners
 
+    if duration is not None and not 0 < duration < 1e9:
+        raise UsageError(f"--duration must be a positive number of seconds (got {duration})")
+    if count > 4096:
+        raise UsageError(f"--count {count} is more co-runners than any machine needs (4096 at most)")
     runners = CoRunners(kind, count, cpus, period_us=period_us, duty=duty, size=size)
     waited = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
@@ -333,6 +339,37 @@ def _study(name, db, strategies, threads, runs, order, warmup, mem, corun, metri
         summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
     click.echo(f"pinlab: study {summary['study']}: {summary['runs']} runs stored in {summary['db']} ({summary['new_runs']} new, {summary['failures']} failed)", err=True)
     return 0
+
+
+@cli.command()
+@click.argument("name", required=False)
+@click.option("--db", default="pinlab.db", show_default=True, help="The study database.")
+@click.option("--baseline", default="none", show_default=True, help="The placement others are compared with.")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Risk level of the statistical tests.")
+@click.option("--html", "html_dir", type=click.Path(file_okay=False), help="Write a self-contained HTML report into DIR.")
+@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write runs.csv and stats.csv into DIR.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
+def report(name, db, baseline, alpha, html_dir, csv_dir, as_json) -> None:
+    """Statistics of a stored study (NAME, default the latest): tables, CSV, JSON, HTML."""
+    from pathlib import Path
+
+    from pinlab.report.data import study_report
+    from pinlab.report.tables import dump_json, print_report, write_csv
+
+    if not Path(db).exists():
+        raise UsageError(f"no study database at {db!r}: run `pinlab study --db {db} ...` first")
+    rep = study_report(db, name, baseline=baseline, alpha=alpha)
+    if as_json:
+        click.echo(dump_json(rep))
+    else:
+        print_report(rep)
+    if csv_dir:
+        runs_csv, stats_csv = write_csv(rep, csv_dir)
+        click.echo(f"pinlab: wrote {runs_csv} and {stats_csv}", err=True)
+    if html_dir:
+        from pinlab.report.html import write_html
+
+        click.echo(f"pinlab: HTML report: {write_html(rep, html_dir)}", err=True)
 
 
 def shlex_join(argv) -> str:

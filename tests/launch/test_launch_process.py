@@ -172,7 +172,7 @@ def test_memory_policies_are_applied_before_the_program_starts():
         (["--plan", "/no/such/plan.json"], "cannot read plan file"),
         (["--skip", "0"], "--skip counts created threads from 1"),
         (["--nested", "sideways", "-c", "0"], "unknown --nested"),
-        (["--sample-ms", "0"], "--sample-ms must be positive"),
+        (["--sample-ms", "0"], "--sample-ms must be a positive number"),
         (["--record", "/no/such/dir/r.json"], "its directory does not exist"),
         ([], "no program given"),
     ],

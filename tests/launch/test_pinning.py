@@ -291,3 +291,59 @@ def test_event_ring_reader_skips_what_a_killed_process_left_unfilled(tmp_path):
     plain = tmp_path / "plain.txt"
     plain.write_text("thread pid=1 index=0\nexit pid=1 threads=0\n")
     assert _event_lines(str(plain), []) == ["thread pid=1 index=0", "exit pid=1 threads=0"]
+
+
+def test_clean_env_keeps_the_pinning():
+    rows = threads_probe("--threads", str(len(ALLOWED)), plan=ALLOWED[::-1], extra=["--clean-env"])
+    assert [min(r["mask"]) for r in rows] == [ALLOWED[::-1][i % len(ALLOWED)] for i in range(len(rows))]
+    assert all(len(r["mask"]) == 1 for r in rows)
+
+
+def test_threads_with_the_smallest_stacks_are_pinned_without_crashing():
+    for args in (["--stack-kb", "16"], ["--stack-kb", "64", "--user-stack"], ["--detached"]):
+        rows = threads_probe("--threads", "2", *args, plan=ALLOWED[::-1])
+        assert all(r["mask"] == {ALLOWED[::-1][int(r["thread"]) % len(ALLOWED)]} for r in rows), args
+
+
+def test_nested_threads_never_leave_the_allowed_cpus(tmp_path):
+    if len(ALLOWED) < 2:
+        pytest.skip("needs two CPUs")
+    record = tmp_path / "r.json"
+    first = str(ALLOWED[0])
+    result = run_pinlab("run", "-q", "-c", first, "--nested", "inherit", "--record", str(record), "--",
+                        str(native_path("pinlab-threads-probe")), "--threads", "1", "--nested", "2", prefix=["taskset", "-c", first])
+    assert result.returncode == 0, result.stderr
+    nested = [t for t in json.loads(record.read_text())["threads"] if t["role"] == "nested"]
+    assert len(nested) == 2 and all(t["mask_at_start"] == first for t in nested)
+
+
+def test_argv0_reaches_the_program_as_given():
+    assert run_pinlab("run", "-q", "-c", str(ALLOWED[0]), "--", "cat", "/proc/self/cmdline").stdout == "cat\0/proc/self/cmdline\0"
+
+
+def test_no_event_file_is_left_behind_by_a_program_that_outlives_pinlab(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    run_pinlab("run", "-q", "-c", str(ALLOWED[0]), "--", "sh", "-c", "(sleep 0.5; /bin/true) &", env=env)
+    import time
+
+    time.sleep(1.5)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args, env_extra, message",
+    [
+        (["run", "-c", "0", "--", "true"], {"TMPDIR": "/no/such/dir"}, "not a writable directory"),
+        (["run", "-c", "0,0", "--", "true"], {}, "CPU 0 is listed twice"),
+        (["run", "--sample-ms", "nan", "--", "true"], {}, "--sample-ms must be"),
+        (["run", "--record", "/proc/x.json", "--", "true"], {}, "cannot write the record"),
+        (["place", "-c", "\u00b2"], {}, "unknown domain"),
+        (["place", "-c", "S0:\u00b2"], {}, "malformed"),
+        (["place", "-c", "0-99999999999"], {}, "larger than any machine"),
+        (["corun", "cpu", "--duration", "-1"], {}, "--duration must be"),
+    ],
+)
+def test_more_bad_input_is_one_line(args, env_extra, message):
+    result = run_pinlab(*args, env=dict(os.environ, **env_extra))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -16,6 +16,7 @@ from pinlab.launch import memory
 from pinlab.launch.record import RunRecord, ThreadRecord
 from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, check_cpus, parse_skip
 from pinlab.measure import linux
+from pinlab.placement.expressions import is_cpulist
 
 if TYPE_CHECKING:
     from pinlab.placement import Placement
@@ -47,8 +48,10 @@ def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
     """The domains nested teams stay in: NUMA nodes (from sysfs) or last-level cache domains (hwloc)."""
     if kind is None:
         return None
+    allowed = frozenset(os.sched_getaffinity(0))
     if kind == "numa":
-        return [cpus for cpus in linux.numa_nodes().values() if cpus]
+        # Only the CPUs this process may use: a nested thread must never land outside them.
+        return [cpus & allowed for cpus in linux.numa_nodes().values() if cpus & allowed]
     if kind == "cache":
         from pinlab.topology import load_topology
 
@@ -56,7 +59,7 @@ def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
         caches = topo.data_caches()
         if not caches:
             raise UsageError("--nested inherit:cache: hwloc reports no cache on this machine; use inherit:numa")
-        return [obj.cpus for obj in topo.objects(caches[0])]
+        return [obj.cpus & allowed for obj in topo.objects(caches[0]) if obj.cpus & allowed]
     raise UsageError(f"unknown nested domain {kind!r}: use --nested inherit (NUMA node) or inherit:cache")
 
 
@@ -93,12 +96,15 @@ def plan_spec(
     if plan_file is not None:
         plan = _load_plan_file(plan_file)
         planned, threads = plan["cpus"], threads or plan["threads"]
-    elif isinstance(cpus, str) and cpus[:1].isdigit():
+    elif isinstance(cpus, str) and is_cpulist(cpus.strip()):
         # A plain CPU list needs no topology: checked against the kernel's CPUs and our mask.
         from pinlab.placement.strategies import take
         from pinlab.topology.cpuset import parse_cpulist
 
         listed = parse_cpulist(cpus)
+        if not oversubscribe and len(set(listed)) != len(listed):
+            repeated = next(c for c in listed if listed.count(c) > 1)
+            raise UsageError(f"CPU {repeated} is listed twice in {cpus!r}; use --oversubscribe to let threads share it")
         threads = threads or len(listed)
         planned = take(listed, threads, oversubscribe, UsageError(f"{threads} threads but {cpus!r} lists only {len(listed)} CPUs; list more or use --oversubscribe"))
         plan = {"pinlab_placement": 1, "strategy": "explicit", "expression": cpus, "threads": threads, "cpus": planned}

@@ -14,7 +14,7 @@ PR_SET_THP_DISABLE = 41
 CLEAN_ENV_SIZE = 4096
 _PAD = "PINLAB_ENV_PAD"
 #: Variables a program needs to run as the user expects; everything else is dropped by --clean-env.
-KEEP = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ", "LD_LIBRARY_PATH", "PWD")
+KEEP = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ", "LD_LIBRARY_PATH", "LD_PRELOAD", "PWD")
 KEEP_PREFIXES = ("LC_", "OMP_", "KMP_", "GOMP_", "PINLAB_", "GLIBC_TUNABLES")
 
 

@@ -197,7 +197,9 @@ def _new_events_file() -> str:
 
     (Not tempfile, which costs an import of random on the launch path.)
     """
-    directory = os.environ.get("TMPDIR", "/tmp")
+    directory = os.path.abspath(os.environ.get("TMPDIR") or "/tmp")  # absolute: the program may change directory
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise UsageError(f"cannot create the thread event file in {directory} (TMPDIR): not a writable directory")
     for attempt in range(100):
         path = os.path.join(directory, f"pinlab-events-{os.getpid()}-{time.monotonic_ns()}-{attempt}.bin")
         try:
@@ -325,7 +327,7 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
     start = time.monotonic()
     try:
         try:
-            child = subprocess.Popen([program, *spec.argv[1:]], executable=program, env=env, preexec_fn=_child_setup(mask, spec, old_mask),
+            child = subprocess.Popen(list(spec.argv), executable=program, env=env, preexec_fn=_child_setup(mask, spec, old_mask),
                                      close_fds=False, stdout=spec.stdout, stderr=spec.stderr)
         except FileNotFoundError:
             raise ProgramNotFound(f"{spec.argv[0]}: no such file") from None

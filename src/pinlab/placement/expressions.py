@@ -19,7 +19,7 @@ from pinlab.errors import UsageError
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 from pinlab.topology.model import Topology, TopoObject
 
-_DOMAIN = re.compile(r"^(N|S(\d+)|D(\d+)|M(\d+)|C(\d+)|G(\d+)|L(\d)_(\d+))$")
+_DOMAIN = re.compile(r"^(N|S([0-9]+)|D([0-9]+)|M([0-9]+)|C([0-9]+)|G([0-9]+)|L([0-9])_([0-9]+))$", re.ASCII)
 
 
 def domain_object(topo: Topology, name: str) -> TopoObject:
@@ -89,7 +89,7 @@ def _one_per_core(topo: Topology, cpus: list[int]) -> list[int]:
 def _select(topo: Topology, part: str, smt: bool) -> list[int]:
     if part.startswith("E:"):
         fields = part.split(":")
-        if len(fields) not in (3, 5) or not all(f.isdigit() for f in fields[2:]):
+        if len(fields) not in (3, 5) or not all(re.fullmatch(r"[0-9]+", f) for f in fields[2:]):
             raise UsageError(f"malformed expression {part!r}: use E:DOMAIN:COUNT or E:DOMAIN:COUNT:CHUNK:STRIDE, e.g. E:S0:4:1:2")
         cpus = _allowed_domain_cpus(topo, fields[1])
         count = int(fields[2])
@@ -119,7 +119,7 @@ def _select(topo: Topology, part: str, smt: bool) -> list[int]:
 
 def is_cpulist(text: str) -> bool:
     """Domain expressions start with a domain letter; anything starting with a digit is a CPU list."""
-    return text[:1].isdigit()
+    return bool(text) and text[0] in "0123456789"
 
 
 def resolve(topo: Topology, text: str, smt: bool = False) -> list[int]:

@@ -10,9 +10,15 @@ Sets are plain ``frozenset[int]`` so that every other module can use set algebra
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from pinlab.errors import UsageError
+
+
+_DIGITS = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also accepts '²', which int() refuses
+#: A range longer than this is refused before it is expanded (no machine has that many CPUs).
+MAX_RANGE = 1 << 20
 
 
 def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
@@ -29,15 +35,17 @@ def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
         stride = 1
         if ":" in part:
             part, _, stride_text = part.partition(":")
-            if not stride_text.isdigit() or int(stride_text) == 0:
+            if not _DIGITS.fullmatch(stride_text) or int(stride_text) == 0:
                 raise UsageError(f"malformed {what} {text!r}: the stride after ':' must be a positive integer")
             stride = int(stride_text)
         lo, dash, hi = part.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
+        if not _DIGITS.fullmatch(lo) or (dash and not _DIGITS.fullmatch(hi)):
             raise UsageError(f"malformed {what} {text!r}: expected numbers and ranges such as 0,2,4-7")
         first, last = int(lo), int(hi) if dash else int(lo)
         if last < first:
             raise UsageError(f"malformed {what} {text!r}: range {first}-{last} goes backwards")
+        if last - first > MAX_RANGE:
+            raise UsageError(f"{what} {text!r}: range {first}-{last} is larger than any machine ({MAX_RANGE} numbers at most)")
         result.extend(range(first, last + 1, stride))
     return result
 

@@ -1,0 +1,112 @@
+"""A study's runs and statistics, assembled from the store (never kept only in memory).
+
+For every configuration (program x threads x placement x memory policy x co-runners) the
+variability statistics of its measured, successful runs; for every configuration that is not
+the baseline, the comparison with the baseline configuration of the same program, threads,
+memory policy and co-runners; and the overall table across programs, per placement.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pinlab.errors import UsageError
+
+GROUP = ["program", "threads", "mem", "corun"]
+
+
+@dataclass
+class StudyReport:
+    study: Any
+    runs: Any  # pandas DataFrame, one row per measured run
+    stats: Any  # pandas DataFrame, one row per configuration
+    overall: list[dict[str, Any]]
+    baseline: str
+    alpha: float
+    metric: str
+
+
+def _config_label(row) -> str:
+    label = f"{row['program']} x{row['threads']} {row['placement']}"
+    if row["mem"] not in (None, "first-touch"):
+        label += f" mem={row['mem']}"
+    if row["corun"] not in (None, "none"):
+        label += f" corun={row['corun']}"
+    return label
+
+
+def load_runs(db: str, name: str | None = None, record: bool = True):
+    """(study, DataFrame of its measured runs). Without a name, the study most recently created."""
+    import pandas
+
+    from pinlab.study.store import Store
+
+    with Store.open(db, create=False, readonly=True) as store:
+        studies = store.studies()
+        if not studies:
+            raise UsageError(f"{db} holds no study yet: run `pinlab study` first")
+        if name is None:
+            study = max(studies, key=lambda s: s.created_at)
+        else:
+            study = store.study(name)
+            if study is None:
+                raise UsageError(f"no study named {name!r} in {db} (studies there: {', '.join(s.name for s in studies)})")
+        rows = store.runs_frame(study.name, warmup=False, record=record)
+    frame = pandas.DataFrame(rows)
+    if frame.empty:
+        raise UsageError(f"study {study.name} has no measured run yet: continue it with `pinlab study --db {db} --resume {study.name}`")
+    frame["config"] = frame.apply(_config_label, axis=1)
+    return study, frame
+
+
+def study_report(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05) -> StudyReport:
+    """Everything a report shows, computed from the stored runs."""
+    import pandas
+
+    from pinlab.stats import compare, describe, overall
+
+    if not 0 < alpha < 0.5:
+        raise UsageError(f"--alpha must be between 0 and 0.5 (got {alpha})")
+    study, runs = load_runs(db, name)
+    metric = study.parameters.get("metric", "time")
+    ok = runs[(runs["status"] == "ok") & runs["metric"].notna()]
+    if metric != "time":
+        # Larger is better for a throughput metric (MB/s...): speedups compare the inverse.
+        ok = ok.assign(value=1.0 / ok["metric"])
+    else:
+        ok = ok.assign(value=ok["metric"])
+    placements = list(dict.fromkeys(runs["placement"]))
+    if baseline not in placements:
+        raise UsageError(f"baseline {baseline!r} is not a placement of study {study.name} (placements: {', '.join(placements)})")
+    rows: list[dict[str, Any]] = []
+    suite: dict[str, dict[str, list[float]]] = {}
+    for key, group in runs.groupby(GROUP + ["placement"], sort=False, dropna=False):
+        program, threads, mem, corun, placement = key
+        sample = ok[(ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == placement)]
+        row: dict[str, Any] = {"program": program, "threads": threads, "placement": placement, "mem": mem, "corun": corun,
+                               "config": group["config"].iloc[0], "runs": len(group), "failed": int((group["status"] != "ok").sum())}
+        if len(sample) == 0:
+            rows.append(row)
+            continue
+        d = describe(list(sample["metric"]), confidence=1 - alpha)
+        row.update(n=d.n, mean=d.mean, median=d.median, min=d.min, max=d.max, variance=d.variance, std=d.std, av=d.av, rv=d.rv,
+                   unstable=d.unstable, mean_ci_low=d.mean_ci[0] if d.mean_ci else None, mean_ci_high=d.mean_ci[1] if d.mean_ci else None,
+                   median_ci_low=d.median_ci[0] if d.median_ci else None, median_ci_high=d.median_ci[1] if d.median_ci else None)
+        if placement != baseline:
+            base = ok[(ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == baseline)]
+            if len(base):
+                c = compare(list(base["value"]), list(sample["value"]), alpha=alpha)
+                row.update(mean_speedup=c.mean_speedup, median_speedup=c.median_speedup, mean_verdict=c.mean_verdict,
+                           median_verdict=c.median_verdict, verdict=c.verdict, mean_p=c.mean_p_faster, median_p=c.median_p_faster,
+                           shapiro_p=c.candidate_shapiro_p, mean_test=c.mean_test)
+        suite.setdefault(f"{program} x{threads} {mem} {corun}", {})[placement] = list(sample["value"])
+        rows.append(row)
+    complete = {k: v for k, v in suite.items() if baseline in v}
+    overall_rows = [r.to_dict() for r in overall(complete, baseline=baseline, alpha=alpha)] if complete else []
+    return StudyReport(study=study, runs=runs, stats=pandas.DataFrame(rows), overall=overall_rows, baseline=baseline, alpha=alpha, metric=metric)
+
+
+def load_study(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05):
+    """For notebooks: (runs, stats) as pandas DataFrames."""
+    report = study_report(db, name, baseline=baseline, alpha=alpha)
+    return report.runs, report.stats

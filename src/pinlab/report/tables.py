@@ -1,0 +1,111 @@
+"""The report as terminal tables, CSV files and JSON."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pinlab.report.data import StudyReport
+
+RUN_COLUMNS = ["study", "program", "threads", "placement", "mem", "corun", "run_index", "status", "wall_seconds", "user_seconds",
+               "system_seconds", "metric", "exit_status", "signal", "migrations", "voluntary_context_switches",
+               "involuntary_context_switches", "max_rss_kib", "placement_cpus", "stored_at"]
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+def _records(frame) -> list[dict[str, Any]]:
+    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def runs_table(report: StudyReport):
+    columns = [c for c in RUN_COLUMNS if c in report.runs.columns]
+    return report.runs[columns]
+
+
+def write_csv(report: StudyReport, directory: str | Path) -> tuple[Path, Path]:
+    """``runs.csv`` (one row per stored measured run) and ``stats.csv`` (one row per configuration)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = runs_table(report).copy()
+    runs["placement_cpus"] = runs["placement_cpus"].map(lambda v: "" if v is None else ",".join(map(str, v)))
+    runs.to_csv(out / "runs.csv", index=False)
+    report.stats.to_csv(out / "stats.csv", index=False)
+    return out / "runs.csv", out / "stats.csv"
+
+
+def to_json(report: StudyReport) -> dict[str, Any]:
+    return {
+        "study": report.study.name,
+        "parameters": report.study.parameters,
+        "machine": {k: v for k, v in report.study.machine.items() if k != "topology_xml"},
+        "warnings": report.study.warnings,
+        "baseline": report.baseline,
+        "alpha": report.alpha,
+        "metric": report.metric,
+        "runs": _records(runs_table(report)),
+        "stats": _records(report.stats),
+        "overall": [{k: _clean(v) for k, v in row.items()} for row in report.overall],
+    }
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def print_report(report: StudyReport, console=None) -> None:
+    """Readable tables: per configuration, then overall; the check warnings recorded with the study."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=None if sys.stdout.isatty() else 180)
+    study = report.study
+    console.print(f"[bold]Study {study.name}[/]: metric {report.metric}, baseline {report.baseline}, risk alpha = {report.alpha}; "
+                  f"{len(report.runs)} measured runs on {study.machine.get('hostname', '?')} ({study.machine.get('cpu_model') or 'CPU model unknown'})")
+    for warning in study.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    table = Table(title="Per configuration (successful runs; speedups against the baseline)", show_lines=False)
+    for column in ("configuration", "n", "failed", "mean", "median", "min", "max", "variance", "RV", "stable", "mean speedup", "median speedup", "verdict"):
+        table.add_column(column, justify="left" if column in ("configuration", "verdict") else "right")
+    colours = {"faster": "green", "slower": "red", "more runs needed": "yellow"}
+    for row in report.stats.to_dict(orient="records"):
+        verdict = row.get("verdict") if isinstance(row.get("verdict"), str) else ("baseline" if row["placement"] == report.baseline else "-")
+        if isinstance(row.get("mean_verdict"), str) and row["mean_verdict"] == "more runs needed" and verdict != "baseline":
+            verdict += " (mean: more runs needed)"
+        colour = colours.get(str(row.get("verdict")), "")
+        table.add_row(row["config"], _fmt(row.get("n")), _fmt(row.get("failed")), _fmt(row.get("mean")), _fmt(row.get("median")),
+                      _fmt(row.get("min")), _fmt(row.get("max")), _fmt(row.get("variance")),
+                      "-" if row.get("rv") is None or (isinstance(row.get("rv"), float) and math.isnan(row["rv"])) else f"{row['rv']:.2%}",
+                      "-" if row.get("unstable") is None or row.get("unstable") != row.get("unstable") else ("no" if row["unstable"] else "yes"),
+                      _fmt(row.get("mean_speedup")), _fmt(row.get("median_speedup")),
+                      f"[{colour}]{verdict}[/]" if colour else verdict)
+    console.print(table)
+    if report.overall:
+        overall = Table(title=f"Overall, across programs (as the seed tables: speedup of total mean and median time against {report.baseline})")
+        for column in ("placement", "programs", "mean speedup", "median speedup", "geometric mean", "min variance", "max variance", "significantly faster"):
+            overall.add_column(column, justify="left" if column == "placement" else "right")
+        for row in report.overall:
+            low, high = row["share_faster_ci"] or (None, None)
+            share = f"{row['n_faster']}/{row['n_programs']} ({row['share_faster']:.0%}, CI {_fmt(low, 2)}-{_fmt(high, 2)})"
+            overall.add_row(row["placement"], str(row["n_programs"]), _fmt(row["mean_speedup"]), _fmt(row["median_speedup"]),
+                            _fmt(row["geomean_speedup"]), _fmt(row["min_variance"]), _fmt(row["max_variance"]), share)
+        console.print(overall)
+    console.print("Speedup > 1: faster than the baseline. Verdicts: one-sided Mann-Whitney on the medians, and the one-sided t-test on the "
+                  "means where valid (n > 30 or both samples normal by Shapiro-Wilk). Unstable: AV > 1 s or RV > 1%.")
+
+
+def dump_json(report: StudyReport) -> str:
+    return json.dumps(to_json(report), indent=1)

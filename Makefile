@@ -30,6 +30,7 @@ test: install
 
 demo: install
 	@mkdir -p $(DEMO_DIR)
+	$(VENV)/bin/pinlab check
 	$(VENV)/bin/pinlab topology
 	@n=$$($(VENV)/bin/pinlab topology -f json | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["summary"]["cores"])'); \
 	for s in compact scatter; do \
@@ -37,12 +38,15 @@ demo: install
 		$(VENV)/bin/pinlab place -s $$s -n $$n --picture $(DEMO_DIR)/this-$$s.svg || exit 1; \
 		echo "== $$s, 4 threads on the bundled clovertown (2 sockets x 2 L2 pairs), as OpenMP variables"; \
 		$(VENV)/bin/pinlab place -t clovertown -s $$s -n 4 -f omp --picture $(DEMO_DIR)/clovertown-$$s.png || exit 1; \
-	done
+	done; \
+	rm -f $(DEMO_DIR)/demo.db $(DEMO_DIR)/demo.db-wal $(DEMO_DIR)/demo.db-shm; \
+	echo "== study: stream, mb and primes, none/compact/scatter/random, alone and with a busy co-runner, $$n threads"; \
+	$(VENV)/bin/pinlab study --db $(DEMO_DIR)/demo.db --name demo -s none,compact,scatter,random -n $$n --runs 8 \
+		--corun none,cpu:1 --workload "stream:--size 2M --ntimes 3" --workload "mb:--n $$n --m 20000 --reps 100" \
+		--workload "primes:--limit 300000" || exit 1; \
+	$(VENV)/bin/pinlab report demo --db $(DEMO_DIR)/demo.db --csv $(DEMO_DIR)/csv --html $(DEMO_DIR)/report
 	@echo "pictures: $$(ls $(DEMO_DIR)/*.svg $(DEMO_DIR)/*.png | tr '\n' ' ')"
-	@n=$$($(VENV)/bin/pinlab topology -f json | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["summary"]["cores"])'); \
-	echo "== STREAM with $$n threads, unpinned, then pinned with scatter (record in $(DEMO_DIR)/stream-scatter.json)"; \
-	$(VENV)/bin/pinlab workload run stream -n $$n -- --size 20M --ntimes 5 | grep -E "^(Kernel|triad)" && \
-	$(VENV)/bin/pinlab run -s scatter -n $$n --record $(DEMO_DIR)/stream-scatter.json -- $$($(VENV)/bin/pinlab workload path stream) --size 20M --ntimes 5 | grep -E "^(Kernel|triad)"
+	@echo "HTML report: $(CURDIR)/$(DEMO_DIR)/report/index.html"
 
 bench: install
 	$(PY) bench/bench_placement.py

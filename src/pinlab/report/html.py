@@ -59,6 +59,17 @@ def _percent(value: Any, decimals: int = 2) -> str:
     return f"{100 * x:.{decimals}f} %"
 
 
+def _p(value: Any) -> str:
+    """A p-value: three decimals, '<0.001' below that, '' when missing."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if math.isnan(x):
+        return ""
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
 def _interval(low: Any, high: Any, fmt=_num) -> str:
     a, b = fmt(low), fmt(high)
     if a == "–" and b == "–":
@@ -110,18 +121,21 @@ def _machine(study) -> list[tuple[str, str]]:
     return rows
 
 
+def _text(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, (list, tuple)):
+        return " ".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_text(v)}" for k, v in value.items())
+    return str(value)
+
+
 def _parameters(study) -> list[tuple[str, str]]:
     params = dict(getattr(study, "parameters", None) or {})
     out = []
     for key in sorted(params, key=str):
-        value = params[key]
-        if isinstance(value, (list, tuple)):
-            text = " ".join(str(v) for v in value)
-        elif isinstance(value, dict):
-            text = ", ".join(f"{k}={v}" for k, v in value.items())
-        else:
-            text = "–" if value is None else str(value)
-        out.append((str(key), text))
+        out.append((str(key), _text(params[key])))
     return out
 
 
@@ -165,7 +179,8 @@ def _stats(report) -> list[dict[str, Any]]:
             "placement": str(get("placement", "")),
             "variant": plots._variant(r),
             "baseline": is_base,
-            "n": _num(get("n")),
+            "n": _num(get("n")) if not _missing(get("n")) else "0",
+            "failed": 0 if _missing(get("failed")) else int(get("failed")),
             "mean": _num(get("mean")),
             "median": _num(get("median")),
             "min": _num(get("min")),
@@ -178,8 +193,8 @@ def _stats(report) -> list[dict[str, Any]]:
             "median_ci": _interval(get("median_ci_low"), get("median_ci_high")),
             "mean_speedup": "baseline" if is_base else _fixed(get("mean_speedup")),
             "median_speedup": "baseline" if is_base else _fixed(get("median_speedup")),
-            "mean_p": "" if is_base else _num(get("mean_p"), 3),
-            "median_p": "" if is_base else _num(get("median_p"), 3),
+            "mean_p": "" if is_base else _p(get("mean_p")),
+            "median_p": "" if is_base else _p(get("median_p")),
             "verdict": "" if is_base else (verdict or "–"),
             "verdict_class": _verdict_class(verdict),
         })

@@ -279,7 +279,8 @@ def timeline(report, placement, program=None):
     ax = fig.subplots()
     from matplotlib import colormaps
 
-    cmap = colormaps["tab20"]
+    cmap = colormaps["tab10" if len(threads) <= 10 else "tab20"]
+    ncolors = 10 if len(threads) <= 10 else 20
     cpus_seen: set[int] = set()
     drawn = 0
     for i, th in enumerate(threads):
@@ -292,10 +293,10 @@ def timeline(report, placement, program=None):
         cpus_seen.update(int(x) for x in c)
         label = f"tid {th.get('tid')}" + (f" ({th.get('role')})" if th.get("role") else "")
         if n == 1:
-            ax.plot(t, c, marker="o", linestyle="none", color=cmap(i % 20), label=label)
+            ax.plot(t, c, marker="o", linestyle="none", color=cmap(i % ncolors), label=label)
         else:
-            ax.step(t, c, where="post", color=cmap(i % 20), linewidth=1.6, alpha=0.85, label=label)
-            ax.plot(t, c, ".", color=cmap(i % 20), markersize=3)
+            ax.step(t, c, where="post", color=cmap(i % ncolors), linewidth=1.6, alpha=0.85, label=label)
+            ax.plot(t, c, ".", color=cmap(i % ncolors), markersize=3)
         drawn += 1
     if not drawn:
         ax.remove()
@@ -308,6 +309,7 @@ def timeline(report, placement, program=None):
 
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(min(ticks) - 0.7, max(ticks) + 0.7)
+    ax.set_xlim(left=0)
     ax.set_xlabel("seconds since the program started", fontsize=9)
     ax.set_ylabel("CPU", fontsize=9)
     ax.grid(alpha=0.3)

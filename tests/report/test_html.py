@@ -1,0 +1,220 @@
+"""The HTML report: self-contained, shows the tables, warnings and pictures, and renders in a browser."""
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pinlab.report import html as report_html
+from pinlab.report import plots
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+WARNING = "address randomisation (ASLR): on <randomize_va_space = 2>"
+
+
+def _thread(tid, role, times, cpus):
+    return {"tid": tid, "role": role, "sample_times": list(times), "sample_cpus": list(cpus)}
+
+
+def _record(i, placement):
+    t = [round(0.01 * k, 4) for k in range(40)]
+    if placement == "none":  # the scheduler moves threads around
+        main = [(k // 7) % 4 for k in range(40)]
+        worker = [(k // 5 + 1) % 4 for k in range(40)]
+    else:
+        main, worker = [0] * 40, [1] * 40
+    return {"threads": [_thread(1000 + i, "main", t, main), _thread(1001 + i, "worker", t[3:], worker[3:])]}
+
+
+def make_report(metric: str = "time", many: bool = False) -> SimpleNamespace:
+    """A StudyReport-shaped fixture: two programs x two placements, plus awkward cases."""
+    rng = np.random.default_rng(1)
+    rows = []
+    configs = [("primes", 2, "none", 1.80, 8), ("primes", 2, "compact", 1.50, 8),
+               ("stream", 2, "none", 3.00, 6), ("stream", 2, "compact", 3.40, 6),
+               ("single", 1, "none", 0.5, 1), ("single", 1, "compact", 0.4, 1)]
+    if many:
+        configs += [(f"prog{k}", t, p, 1.0 + 0.1 * k, 5) for k in range(4) for t in (1, 4)
+                    for p in ("none", "compact", "scatter")]
+    for program, threads, placement, centre, n in configs:
+        for i in range(n):
+            rows.append({"study": "t", "program": program, "threads": threads, "placement": placement,
+                         "mem": "first-touch", "corun": "none",
+                         "config": f"{program} x{threads} {placement}", "run_index": i, "status": "ok",
+                         "wall_seconds": centre, "metric": float(centre + rng.normal(0, 0.03)),
+                         "migrations": 3 if placement == "none" else 0,
+                         "record": _record(i, placement),
+                         "placement_cpus": None if placement == "none" else [0, 1]})
+    # a failed run, a timeout and a NaN metric: left out of the pictures and counted
+    rows[1].update(status="failed", metric=float("nan"))
+    rows[2].update(status="timeout", metric=float("nan"))
+    rows[3].update(metric=float("nan"))
+    runs = pd.DataFrame(rows)
+
+    def srow(program, threads, placement, mean, n, **cmp):
+        base = {"program": program, "threads": threads, "placement": placement, "mem": "first-touch",
+                "corun": "none", "config": f"{program} x{threads} {placement}", "n": n, "mean": mean,
+                "median": mean - 0.001, "min": mean - 0.05, "max": mean + 0.05, "variance": 0.0009,
+                "std": 0.03, "av": 0.1, "rv": 0.1 / (mean + 0.05), "unstable": True,
+                "mean_ci_low": mean - 0.02, "mean_ci_high": mean + 0.02,
+                "median_ci_low": mean - 0.03, "median_ci_high": mean + 0.03}
+        base.update(cmp)
+        return base
+
+    stats = pd.DataFrame([
+        srow("primes", 2, "none", 1.8012, 5, failed=3),
+        srow("primes", 2, "compact", 1.5023, 8, mean_speedup=1.19897, median_speedup=1.19876,
+             mean_verdict="faster", median_verdict="faster", verdict="faster", mean_p=0.0001, median_p=0.0002),
+        srow("stream", 2, "none", 3.0031, 6),
+        srow("stream", 2, "compact", 3.4042, 6, mean_speedup=0.88217, median_speedup=0.88199,
+             mean_verdict="slower", median_verdict="slower", verdict="slower", mean_p=0.9999, median_p=0.9998),
+        srow("single", 1, "none", 0.5, 1, std=float("nan"), mean_ci_low=None, mean_ci_high=None),
+        srow("single", 1, "compact", 0.4, 1, std=float("nan"), mean_ci_low=None, mean_ci_high=None,
+             mean_speedup=1.25, median_speedup=1.25, mean_verdict="more runs needed",
+             median_verdict="no significant difference", verdict="more runs needed",
+             mean_p=float("nan"), median_p=0.5),
+    ])
+    overall = [{"placement": "compact", "n_programs": 3, "mean_speedup": 1.11037, "median_speedup": 1.10025,
+                "geomean_speedup": 1.0987, "min_variance": 0.000123, "max_variance": 0.00456,
+                "n_faster": 1, "share_faster": 1 / 3, "share_faster_ci": (0.0084, 0.9057)}]
+    study = SimpleNamespace(
+        name="t <demo>", created_at=1_700_000_000.0, warnings=[WARNING, "virtual machine: yes"],
+        parameters={"runs": 8, "strategies": ["none", "compact"], "programs": [["primes", ["primes", "-n", "2"]]]},
+        machine={"hostname": "bench-host", "kernel": "6.1.0-test", "cpu_model": "Example CPU 9000",
+                 "topology": {"packages": 2, "cores": 8, "pus": 16, "numa_nodes": 2},
+                 "governor": "performance", "topology_xml": "<topology>SECRET-XML</topology>"})
+    return SimpleNamespace(study=study, runs=runs, stats=stats, overall=overall, baseline="none",
+                           alpha=0.05, metric=metric)
+
+
+def _images(text: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)]
+
+
+def _assert_self_contained(text: str) -> None:
+    assert "<link" not in text.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", text, re.I)
+    assert "<script" not in text.lower()
+    srcs = re.findall(r'src="([^"]*)"', text)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+
+
+def _read_png(data: bytes):
+    import matplotlib.image
+
+    return matplotlib.image.imread(io.BytesIO(data), format="png")
+
+
+def test_page_is_self_contained_with_tables_warnings_and_pictures(tmp_path):
+    path = report_html.write_html(make_report(), tmp_path / "out")
+    assert path == tmp_path / "out" / "index.html"
+    text = path.read_text(encoding="utf-8")
+    _assert_self_contained(text)
+    # autoescaping: the study name and a warning with markup characters are shown as text
+    assert "t &lt;demo&gt;" in text and "<demo>" not in text
+    assert 'class="warnings"' in text
+    assert "address randomisation (ASLR): on &lt;randomize_va_space = 2&gt;" in text
+    assert "virtual machine: yes" in text
+    # machine and parameters; the hwloc XML is not dumped into the page
+    for s in ("bench-host", "6.1.0-test", "Example CPU 9000", "performance", "numa_nodes: 2"):
+        assert s in text
+    assert "SECRET-XML" not in text
+    assert "primes primes -n 2" in text and "none compact" in text
+    # the overall table
+    for s in ("1.110", "1.100", "1.099", "0.000123", "0.00456", "1 of 3", "33 %", "[1 %, 91 %]"):
+        assert s in text, s
+    # the per-configuration table: numbers and coloured verdicts
+    for s in ("1.801", "1.502", "3.404", "1.199", "0.882", "+3 failed", "[1.781, 1.821]"):
+        assert s in text, s
+    assert '<td class="v-faster">faster</td>' in text
+    assert '<td class="v-slower">slower</td>' in text
+    assert '<td class="v-more">more runs needed</td>' in text
+    assert "unstable" in text and "RV" in text and "1 %" in text and "α = 0.05" in text.replace("&alpha;", "α")
+    # violins, speedups, one timeline per placement; every image a real PNG
+    images = _images(text)
+    assert len(images) == 4
+    for data in images:
+        assert data.startswith(PNG_MAGIC)
+        img = _read_png(data)
+        assert img.shape[0] > 100 and img.shape[1] > 100
+
+
+def test_figures_handle_awkward_data(tmp_path):
+    report = make_report(many=True)
+    fig = plots.violin(report)
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == 3 + 8  # one panel per program x threads
+    titles = " ".join(ax.get_title() for ax in fig.axes)
+    assert "3 runs failed/excluded" in titles
+    assert plots.save(fig, tmp_path / "v.png").read_bytes().startswith(PNG_MAGIC)
+    assert abs(_read_png((tmp_path / "v.png").read_bytes()).shape[1] - 3 * 4.3 * plots.DPI) <= 1
+    fig = plots.speedups(report)
+    marks = [t.get_text() for t in fig.axes[0].texts]
+    assert marks.count("*") == 1 and marks.count("x") == 1
+    assert any(line.get_ydata()[0] == 1.0 for line in fig.axes[0].get_lines())
+    fig = plots.timeline(report, "none", program="primes")
+    ax = fig.axes[0]
+    assert len(ax.get_legend().get_texts()) == 2
+    assert "primes x2 none, run 0" in ax.get_title() or "run 3" in ax.get_title()
+    # no such placement: a figure that says so
+    fig = plots.timeline(report, "nowhere")
+    assert "no ok run" in fig.texts[0].get_text()
+    # a non-time metric labels the axis with its name
+    other = make_report(metric="json:bandwidth")
+    assert any("json:bandwidth" in ax.get_ylabel() for ax in plots.violin(other).axes)
+    # only the baseline: no comparison to draw, still a figure
+    only_base = make_report()
+    only_base.stats = only_base.stats[only_base.stats["placement"] == "none"]
+    assert "no placement other than the baseline" in plots.speedups(only_base).texts[0].get_text()
+
+
+def test_template_is_installed_with_the_package():
+    assert (report_html.TEMPLATE_DIR / report_html.TEMPLATE).is_file()
+
+
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
+                             shutil.which("google-chrome")) if p), None)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH to render the page in a real browser")
+def test_page_renders_in_a_real_browser(tmp_path):
+    path = report_html.write_html(make_report(many=True), tmp_path / "out")
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
+         path.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert shot.is_file(), f"chromium wrote no screenshot (status {proc.returncode}): {proc.stderr[-2000:]}"
+    img = _read_png(shot.read_bytes())
+    assert img.shape[:2] == (2400, 1200)
+    pixels = (img[..., :3] * 255).round().astype(np.uint8).reshape(-1, 3)
+    colours = np.unique(pixels, axis=0)
+    assert len(colours) > 200, f"the screenshot looks blank ({len(colours)} colours)"
+    # the warning box's amber background is on the page
+    assert np.any(np.all(np.abs(pixels.astype(int) - [0xFF, 0xF4, 0xD6]) <= 2, axis=1))
+
+
+def test_real_study(tmp_path, pinlab):
+    """A tiny real study through the store and pinlab.report.data, written as HTML."""
+    data = pytest.importorskip("pinlab.report.data")
+    db = tmp_path / "s.db"
+    proc = pinlab("study", "--db", str(db), "--name", "t", "-s", "none,compact", "-n", "1",
+                  "--runs", "4", "-q", "--", "true")
+    assert proc.returncode == 0, proc.stderr
+    report = data.study_report(str(db), "t")
+    text = report_html.write_html(report, tmp_path / "out").read_text(encoding="utf-8")
+    _assert_self_contained(text)
+    assert len(_images(text)) == 2 + len(set(report.runs["placement"]))
+    for w in report.study.warnings:
+        assert str(w).replace("<", "&lt;").replace(">", "&gt;") in text
+    median = report.stats.set_index("placement").loc["compact", "median_speedup"]
+    assert f"{median:.3f}" in text

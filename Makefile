@@ -53,6 +53,7 @@ bench: install
 	$(PY) bench/bench_run.py
 	$(PY) bench/bench_run.py --cpus 0 --no-startup
 	$(PY) bench/bench_stream.py
+	$(PY) bench/bench_study.py
 
 clean:
 	rm -rf $(VENV) build $(DEMO_DIR)

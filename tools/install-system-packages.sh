@@ -10,6 +10,7 @@ packages=(
   qemu-system-x86  # the emulated NUMA machine of tests/vm
   busybox-static   # its init
   cpio             # building its initramfs
+  chromium         # a real browser: the tests render the HTML report
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -7,6 +7,7 @@ the run's position, so a study is reproducible and the placement of each run is 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import random
@@ -168,6 +169,14 @@ def machine_description() -> dict[str, Any]:
     return described
 
 
+@functools.lru_cache(maxsize=1)
+def _this_topology():
+    """This machine's topology, read once per study (hwloc takes tens of milliseconds)."""
+    from pinlab.topology import load_topology
+
+    return load_topology("this")
+
+
 def _tail(path: str, limit: int = 4000) -> str:
     with open(path, "rb") as f:
         f.seek(0, os.SEEK_END)
@@ -184,11 +193,15 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
     from pinlab.workloads.corun import CoRunners
 
     placement = config["placement"]
+    planned = None
+    if placement != "none":
+        from pinlab.placement import make_placement
+
+        seed = run_seed(plan.seed, config["position"], index) if placement == "random" else None
+        planned = make_placement(_this_topology(), strategy=placement, threads=config["threads"], seed=seed)
     spec = plan_spec(
         config["argv"],
-        strategy=None if placement == "none" else placement,
-        threads=config["threads"] if placement != "none" else None,
-        seed=run_seed(plan.seed, config["position"], index) if placement == "random" else None,
+        placement=planned,
         mem=config["mem"],
         no_aslr=True,
         clean_env=True,

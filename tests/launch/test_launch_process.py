@@ -91,7 +91,7 @@ def test_signals_sent_to_pinlab_reach_the_program(sig):
     assert proc.returncode == 0
 
 
-def test_a_killed_pinlab_does_not_hang_the_caller():
+def test_sigterm_to_pinlab_ends_the_program_and_pinlab_with_143():
     proc = subprocess.Popen([str(PINLAB), "run", "-q", "--", "sleep", "30"])
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)

@@ -128,3 +128,14 @@ def test_a_workload_runs_under_other_tools_and_pinned():
     assert json.loads(under_taskset.stdout)["threads"] == 1  # OpenMP sees one CPU
     pinned = run_pinlab("workload", "run", "primes", "-n", str(THREADS), "-s", "compact", "--json", "--", "--limit", "10000")
     assert pinned.returncode == 0 and json.loads(pinned.stdout)["threads"] == THREADS
+    # and where its threads really ran, under pinlab run with a record
+    plan = run_pinlab("place", "-s", "compact", "-n", str(THREADS)).stdout.strip()
+    record_path = f"/tmp/pinlab-test-wl-{os.getpid()}.json"
+    try:
+        run_pinlab("run", "-q", "-c", plan, "--record", record_path, "--", path, "--limit", "200000")
+        threads = json.loads(open(record_path).read())["threads"]
+    finally:
+        if os.path.exists(record_path):
+            os.unlink(record_path)
+    assert [t["mask_at_start"] for t in threads] == plan.split(",")
+    assert all(t["pinned_as_planned"] for t in threads)

@@ -182,13 +182,7 @@ int main(int argc, char **argv)
     uint64_t array_bytes = pl_mul_sat(n, sizeof(double));
     if (com.json) {
         pl_json j;
-        pl_json_start(&j, stdout);
-        pl_json_head(&j, used);
-        pl_json_begin_object(&j, "parameters");
-        pl_json_int(&j, "teams", teams);
-        pl_json_int(&j, "threads_per_team", per_team);
-        pl_json_uint(&j, "size_elements", n);
-        pl_json_uint(&j, "bytes_per_array", array_bytes);
+        pl_json_team_parameters(&j, used, teams, per_team, n);
         pl_json_begin_array(&j, "work");
         for (int t = 0; t < teams; t++)
             pl_json_int(&j, NULL, work[t]);

@@ -176,3 +176,14 @@ pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
     pl_teams_enable_nesting();
     return a;
 }
+
+void pl_json_team_parameters(pl_json *j, int used_threads, int teams, int per_team, uint64_t n)
+{
+    pl_json_start(j, stdout);
+    pl_json_head(j, used_threads);
+    pl_json_begin_object(j, "parameters");
+    pl_json_int(j, "teams", teams);
+    pl_json_int(j, "threads_per_team", per_team);
+    pl_json_uint(j, "size_elements", n);
+    pl_json_uint(j, "bytes_per_array", pl_mul_sat(n, sizeof(double)));
+}

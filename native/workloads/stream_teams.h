@@ -40,6 +40,10 @@ void pl_triad_rates(const double *times, int ntimes, uint64_t n, double *best_mb
 /* Allows two active levels of parallelism (outer team masters, inner team threads). */
 void pl_teams_enable_nesting(void);
 
+/* Starts the JSON document of a team workload: the common head, then the "parameters" object
+ * with the fields every team workload has (the caller adds its own, then closes the object). */
+void pl_json_team_parameters(pl_json *j, int used_threads, int teams, int per_team, uint64_t n);
+
 /* The options nested-stream and twisted-stream share, parsed and completed with defaults. */
 typedef struct {
     pl_common com;

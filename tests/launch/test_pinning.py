@@ -321,8 +321,15 @@ def test_argv0_reaches_the_program_as_given():
     assert run_pinlab("run", "-q", "-c", str(ALLOWED[0]), "--", "cat", "/proc/self/cmdline").stdout == "cat\0/proc/self/cmdline\0"
 
 
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no writable /dev/shm here")
+def test_the_event_ring_lives_in_shared_memory_by_default():
+    env = {k: v for k, v in os.environ.items() if k != "PINLAB_EVENTS_DIR"}
+    listing = run_pinlab("run", "-q", "-c", str(ALLOWED[0]), "--", "sh", "-c", "ls /dev/shm", env=env).stdout.split()
+    assert any(name.startswith(f"pinlab-events-") for name in listing), listing
+
+
 def test_no_event_file_is_left_behind_by_a_program_that_outlives_pinlab(tmp_path):
-    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env = dict(os.environ, PINLAB_EVENTS_DIR=str(tmp_path))
     run_pinlab("run", "-q", "-c", str(ALLOWED[0]), "--", "sh", "-c", "(sleep 0.5; /bin/true) &", env=env)
     import time
 
@@ -333,7 +340,7 @@ def test_no_event_file_is_left_behind_by_a_program_that_outlives_pinlab(tmp_path
 @pytest.mark.parametrize(
     "args, env_extra, message",
     [
-        (["run", "-c", "0", "--", "true"], {"TMPDIR": "/no/such/dir"}, "not a writable directory"),
+        (["run", "-c", "0", "--", "true"], {"PINLAB_EVENTS_DIR": "/no/such/dir"}, "not a writable directory"),
         (["run", "-c", "0,0", "--", "true"], {}, "CPU 0 is listed twice"),
         (["run", "--sample-ms", "nan", "--", "true"], {}, "--sample-ms must be"),
         (["run", "--record", "/proc/x.json", "--", "true"], {}, "cannot write the record"),

@@ -35,25 +35,6 @@ def pad_environment(env: dict[str, str], size: int = CLEAN_ENV_SIZE) -> dict[str
     return {**env, _PAD: "x" * room}
 
 
-def disable_aslr() -> None:
-    """Turn address-space randomisation off for this process and what it executes (personality)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    current = libc.personality(0xFFFFFFFF)
-    if current == -1 or libc.personality(current | ADDR_NO_RANDOMIZE) == -1:
-        raise OSError(ctypes.get_errno(), "personality(ADDR_NO_RANDOMIZE) failed")
-
-
-def disable_thp() -> None:
-    """No transparent huge pages for this process and its children (prctl, kept across exec)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE) failed")
-
-
 def thp_environment(choice: str | None) -> dict[str, str]:
     """Variables that make --thp always work where the system only gives huge pages on request.
 

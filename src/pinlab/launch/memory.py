@@ -10,8 +10,9 @@
 | ``follow`` | each pinned thread binds its own allocations to the node of its CPU | (none) |
 
 ``bind`` is numactl's strict MPOL_BIND; hwloc's ``HWLOC_MEMBIND_BIND`` may fall back on other
-nodes, this does not. The policy is set in the child between fork and exec, so it holds from
-the program's first instruction and is inherited by every thread it creates.
+nodes, this does not. The policy is set on the launching thread around the spawn (see
+:mod:`pinlab.launch.spawn`), so it holds from the program's first instruction and is inherited
+by every thread it creates.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_INTERLEAVE, MPOL_LOCAL = 0, 1, 2, 3, 4
 _MODES = {"local": MPOL_LOCAL, "bind": MPOL_BIND, "interleave": MPOL_INTERLEAVE, "preferred": MPOL_PREFERRED}
 _SYSCALL_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261, "s390x": 270, "riscv64": 237}
+_SYSCALL_GET_MEMPOLICY = {"x86_64": 239, "aarch64": 236, "ppc64le": 260, "s390x": 269, "riscv64": 236}
 POLICIES = "first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow"
 
 
@@ -69,14 +71,19 @@ def parse_policy(text: str | None) -> MemPolicy:
     return MemPolicy(kind, tuple(dict.fromkeys(nodes)))
 
 
+def _syscall(name: str, table: dict[str, int]) -> int:
+    machine = os.uname().machine
+    number = table.get(machine)
+    if number is None:
+        raise OSError(f"{name}: unknown system call number on {machine}")
+    return number
+
+
 def set_mempolicy(mode: int, nodes: tuple[int, ...] = ()) -> None:
     """Set the calling thread's memory policy (inherited by children and kept across exec)."""
     import ctypes  # only where a policy is really set (keeps the launch path's imports small)
 
-    machine = os.uname().machine
-    number = _SYSCALL_SET_MEMPOLICY.get(machine)
-    if number is None:
-        raise OSError(f"set_mempolicy: unknown system call number on {machine}")
+    number = _syscall("set_mempolicy", _SYSCALL_SET_MEMPOLICY)
     maxnode = max(nodes, default=0) + 2
     words = (maxnode + 63) // 64
     mask = (ctypes.c_ulong * words)()
@@ -88,7 +95,20 @@ def set_mempolicy(mode: int, nodes: tuple[int, ...] = ()) -> None:
         raise OSError(errno, f"set_mempolicy: {os.strerror(errno)}")
 
 
-def apply(policy: MemPolicy) -> None:
-    """Apply a policy to the calling process (used in the child, between fork and exec)."""
-    if policy.mode is not None:
-        set_mempolicy(policy.mode, policy.nodes)
+#: Bits of the node mask get_mempolicy is given: at least the kernel's MAX_NUMNODES.
+_GET_MAXNODE = 4096
+
+
+def get_mempolicy() -> tuple[int, tuple[int, ...]]:
+    """The calling thread's memory policy: its mode (with any mode flags) and its nodes."""
+    import ctypes
+
+    number = _syscall("get_mempolicy", _SYSCALL_GET_MEMPOLICY)
+    mode = ctypes.c_int(0)
+    mask = (ctypes.c_ulong * (_GET_MAXNODE // 64))()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, ctypes.byref(mode), mask, ctypes.c_ulong(_GET_MAXNODE), None, ctypes.c_ulong(0)) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"get_mempolicy: {os.strerror(errno)}")
+    nodes = tuple(w * 64 + b for w, word in enumerate(mask) if word for b in range(64) if word >> b & 1)
+    return mode.value, nodes

@@ -1,9 +1,9 @@
 """Start a program with every thread pinned from its first instruction, and record what happened.
 
-The parent (pinlab) forks; the child sets its own CPU mask (the plan's first CPU: the main
-thread), memory policy, personality and THP setting, then executes the program with the preload
-library in ``LD_PRELOAD``, which pins every thread the program creates as it is created. The
-parent forwards signals, samples where each thread runs from /proc, and waits.
+pinlab spawns the program (posix_spawn) with the CPU of the plan's slot 0 (the main thread), the
+memory policy, personality and THP setting already in force (see :mod:`pinlab.launch.spawn`),
+and the preload library in ``LD_PRELOAD``, which pins every thread the program creates as it is
+created. The parent forwards signals, samples where each thread runs from /proc, and waits.
 
 Protocol with the preload library (environment variables, all read by native/preload):
 ``PINLAB_CPUS`` plan CPUs (slot 0 = main thread), ``PINLAB_OVERFLOW`` wrap|unpinned|error,
@@ -17,13 +17,13 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 import time
 from dataclasses import dataclass, field
 
 from pinlab.errors import UsageError
 from pinlab.launch import controls, memory
 from pinlab.launch.record import RunRecord, ThreadRecord
+from pinlab.launch.spawn import spawn
 from pinlab.measure import linux
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
@@ -164,32 +164,25 @@ def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None,
     return env
 
 
-def _child_setup(mask: frozenset[int] | None, spec: LaunchSpec, old_mask: set[int]):
-    """What the child does between fork and exec; failures become one line and exit status 2."""
-
-    def setup() -> None:
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-            if mask is not None:
-                os.sched_setaffinity(0, mask)
-            memory.apply(spec.mem)
-            if spec.follow_nodes is not None and spec.cpus:
-                memory.set_mempolicy(memory.MPOL_BIND, (spec.follow_nodes[0],))
-            if spec.no_aslr:
-                controls.disable_aslr()
-            if spec.thp == "never":
-                controls.disable_thp()
-        except OSError as exc:
-            os.write(2, f"pinlab: error: could not prepare the program: {exc}\n".encode())
-            os._exit(2)
-
-    return setup
-
-
 #: The event ring shared with the preload library (see native/preload): a header page, then lines.
 RING_MAGIC = b"PINLABE1"
 RING_HEADER = 4096
 RING_CAPACITY = 64 << 20  # sparse: only the pages written take space (about 150 bytes per thread)
+
+
+def _events_directory() -> str:
+    """Where the event ring goes: ``PINLAB_EVENTS_DIR`` if set, else /dev/shm, else TMPDIR.
+
+    The ring is memory shared by the program and pinlab: in /dev/shm (tmpfs) writing and deleting
+    it costs nothing, where on a disk file system the blocks the program's first events allocate
+    and the unlink that frees them cost milliseconds a run.
+    """
+    chosen = os.environ.get("PINLAB_EVENTS_DIR")
+    if chosen:
+        return os.path.abspath(chosen)
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
+        return "/dev/shm"
+    return os.path.abspath(os.environ.get("TMPDIR") or "/tmp")  # absolute: the program may change directory
 
 
 def _new_events_file() -> str:
@@ -197,9 +190,9 @@ def _new_events_file() -> str:
 
     (Not tempfile, which costs an import of random on the launch path.)
     """
-    directory = os.path.abspath(os.environ.get("TMPDIR") or "/tmp")  # absolute: the program may change directory
+    directory = _events_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        raise UsageError(f"cannot create the thread event file in {directory} (TMPDIR): not a writable directory")
+        raise UsageError(f"cannot create the thread event file in {directory} (PINLAB_EVENTS_DIR, /dev/shm or TMPDIR): not a writable directory")
     for attempt in range(100):
         path = os.path.join(directory, f"pinlab-events-{os.getpid()}-{time.monotonic_ns()}-{attempt}.bin")
         try:
@@ -326,17 +319,22 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     start = time.monotonic()
     try:
+        mem_mode, mem_nodes = spec.mem.mode, spec.mem.nodes
+        if spec.follow_nodes is not None and spec.cpus:
+            mem_mode, mem_nodes = memory.MPOL_BIND, (spec.follow_nodes[0],)  # the main thread's node; the preload binds the others
         try:
-            child = subprocess.Popen(list(spec.argv), executable=program, env=env, preexec_fn=_child_setup(mask, spec, old_mask),
-                                     close_fds=False, stdout=spec.stdout, stderr=spec.stderr)
-        except FileNotFoundError:
-            raise ProgramNotFound(f"{spec.argv[0]}: no such file") from None
-        except PermissionError:
-            raise ProgramNotExecutable(f"{spec.argv[0]}: permission denied") from None
-        except OSError as exc:  # ENOEXEC and friends
-            raise ProgramNotExecutable(f"{spec.argv[0]}: cannot execute: {exc.strerror}") from None
-        record.pid = child.pid
-        sampler = _Sampler(child.pid, record, start) if spec.sample_ms else None
+            pid = spawn(program, spec.argv, env, cpus=mask, mem_mode=mem_mode, mem_nodes=mem_nodes, no_aslr=spec.no_aslr,
+                        no_thp=spec.thp == "never", sigmask=old_mask, stdout=spec.stdout, stderr=spec.stderr)
+        except OSError as exc:
+            if exc.filename is None:  # setting the CPU, policy or personality failed, not exec
+                raise UsageError(f"could not prepare the program: {exc.strerror or exc}") from None
+            if isinstance(exc, FileNotFoundError):
+                raise ProgramNotFound(f"{spec.argv[0]}: no such file") from None
+            if isinstance(exc, PermissionError):
+                raise ProgramNotExecutable(f"{spec.argv[0]}: permission denied") from None
+            raise ProgramNotExecutable(f"{spec.argv[0]}: cannot execute: {exc.strerror}") from None  # ENOEXEC and friends
+        record.pid = pid
+        sampler = _Sampler(pid, record, start) if spec.sample_ms else None
         timeout = spec.sample_ms / 1000 if spec.sample_ms else None
         deadline = start + spec.timeout if spec.timeout else None
         status = rusage = None
@@ -348,20 +346,19 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
                 left = deadline - time.monotonic()
                 if left <= 0 and not record.timed_out:
                     record.timed_out = True
-                    os.kill(child.pid, signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 wait = max(0.001, min(left, timeout) if timeout else left)
             info = signal.sigtimedwait(waited, wait) if wait else signal.sigwaitinfo(waited)
             if info is not None and info.si_signo in STOPPING:
                 record.interrupted = info.si_signo  # a caller running many programs (a study) stops after this one
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
                 try:
-                    os.kill(child.pid, info.si_signo)  # sent to pinlab by a process: pass it on
+                    os.kill(pid, info.si_signo)  # sent to pinlab by a process: pass it on
                 except ProcessLookupError:
                     pass
-            pid, wstatus, rusage = os.wait4(child.pid, os.WNOHANG)
-            if pid == child.pid:
+            waited_pid, wstatus, rusage = os.wait4(pid, os.WNOHANG)
+            if waited_pid == pid:
                 status = wstatus
-        child.returncode = os.waitstatus_to_exitcode(status)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     record.wall_seconds = round(time.monotonic() - start, 6)

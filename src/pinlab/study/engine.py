@@ -13,7 +13,6 @@ import os
 import random
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,12 +176,24 @@ def _this_topology():
     return load_topology("this")
 
 
-def _tail(path: str, limit: int = 4000) -> str:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - limit))
-        return f.read().decode("utf-8", "replace")
+#: Bytes of a failed run's stderr kept in the store.
+STDERR_TAIL = 4000
+
+
+def _output_file(name: str) -> int:
+    """An anonymous in-memory file for a run's output (nothing to delete, nothing left by a kill -9)."""
+    return os.memfd_create(f"pinlab-{name}", os.MFD_CLOEXEC)
+
+
+def _read_output(fd: int, limit: int | None = None) -> str:
+    """All of a run's output, or its last ``limit`` bytes."""
+    size = os.lseek(fd, 0, os.SEEK_END)
+    start = 0 if limit is None else max(0, size - limit)
+    os.lseek(fd, start, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: bool) -> dict[str, Any]:
@@ -210,8 +221,9 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
     if placement == "none":
         spec.threads = config["threads"]  # OMP_NUM_THREADS for the unpinned baseline
     spec.timeout = plan.timeout
-    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile(prefix="pinlab-stderr-") as err:
-        spec.stdout, spec.stderr = out.fileno(), err.fileno()
+    out, err = _output_file("stdout"), _output_file("stderr")
+    try:
+        spec.stdout, spec.stderr = out, err
         coruns = []
         if config["corun"] != "none":
             for part in config["corun"].split("+"):
@@ -226,17 +238,18 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
         finally:
             for group in coruns:
                 group.stop()
-        out.seek(0)
-        stdout = out.read().decode("utf-8", "replace")
         fields = fields_from_record(record.to_json())
         fields["status"] = "timeout" if record.timed_out else ("ok" if record.exit_status == 0 else "failed")
-        fields["metric"] = extract_metric(plan.metric, stdout, record.wall_seconds)
+        fields["metric"] = extract_metric(plan.metric, _read_output(out), record.wall_seconds)
         if fields["status"] == "ok" and fields["metric"] is None:
             fields["status"] = "failed"
             fields["stderr_tail"] = f"the metric {plan.metric!r} was not found in the program's output"
         if fields["status"] != "ok" and "stderr_tail" not in fields:
-            fields["stderr_tail"] = _tail(err.name)
+            fields["stderr_tail"] = _read_output(err, STDERR_TAIL)
         return fields
+    finally:
+        os.close(out)
+        os.close(err)
 
 
 def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_failures: int) -> StudyPlan:

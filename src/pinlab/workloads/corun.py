@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 
 from pinlab.errors import UsageError
@@ -46,48 +45,50 @@ class CoRunners:
             self.options += ["--duty", str(duty)]
         if size is not None:
             self.options += ["--size", size]
-        self.processes: list[subprocess.Popen] = []
+        self.pids: list[int] = []
+        self._running: set[int] = set()
 
     def start(self) -> CoRunners:
+        """Start the co-runners, each pinned to its CPU and in its own process group, with no
+        signal blocked (a caller waiting for signals may block some)."""
+        from pinlab.launch.spawn import spawn
         from pinlab.native import native_path
 
         exe = str(native_path("pinlab-corun"))
         env = dict(os.environ, PINLAB_CORUN_PARENT=str(os.getpid()))
-        for i in range(self.count):
-            cpu = self.cpus[i % len(self.cpus)]
-            proc = subprocess.Popen([exe, self.kind, "--quiet", *self.options], env=env, stdin=subprocess.DEVNULL,
-                                    preexec_fn=_pin_and_detach(cpu))
-            self.processes.append(proc)
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            for i in range(self.count):
+                cpu = self.cpus[i % len(self.cpus)]
+                pid = spawn(exe, [exe, self.kind, "--quiet", *self.options], env, cpus=frozenset({cpu}), sigmask=set(),
+                            stdin=null, new_group=True)
+                self.pids.append(pid)
+                self._running.add(pid)
+        finally:
+            os.close(null)
         return self
+
+    def _reap(self) -> None:
+        for pid in list(self._running):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                self._running.discard(pid)
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM to every co-runner, then SIGKILL to any still there after ``timeout`` seconds."""
-        for proc in self.processes:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        self._reap()
+        for pid in self._running:
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for proc in self.processes:
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        while self._running and time.monotonic() < deadline:
+            time.sleep(0.002)
+            self._reap()
+        for pid in self._running:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        self._running.clear()
 
     def __enter__(self) -> CoRunners:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _pin_and_detach(cpu: int):
-    def setup() -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # a caller waiting on signals may have blocked them
-        os.setpgid(0, 0)  # own process group: the terminal's Ctrl-C is for the measured program
-        os.sched_setaffinity(0, {cpu})
-
-    return setup

@@ -110,10 +110,11 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, pictur
 @click.option("--clean-env", is_flag=True, help="Only the variables the program needs, environment of constant size.")
 @click.option("--thp", type=click.Choice(["never", "always"]), help="Transparent huge pages off or on for the program.")
 @click.option("--record", "record_path", type=click.Path(dir_okay=False), help="Write what happened to FILE.json.")
+@click.option("--counters", help="Performance counters of the whole program (perf list names, comma-separated; 'default' = cycles,instructions,cache-misses and software events).")
 @click.option("--sample-ms", type=float, default=100.0, show_default=True, help="How often to sample where each thread runs.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overflow, skip, nested, no_aslr, clean_env, thp, record_path, sample_ms, quiet, program) -> int:
+def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overflow, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms, quiet, program) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
@@ -137,8 +138,10 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overf
     spec = plan_spec(
         list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
         seed=seed, mem=mem, overflow=overflow, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
-        sample_ms=sample_ms if (record_path or not quiet) else None,
+        sample_ms=sample_ms if (record_path or not quiet) else None, counters=counters,
     )
+    for notice in spec.counters.notices if spec.counters else ():
+        click.echo(f"pinlab: notice: {notice}", err=True)
     try:
         record = launch(spec)
     except ProgramNotFound as exc:
@@ -269,7 +272,11 @@ def check(as_json: bool) -> None:
 @click.option("--db", default="pinlab.db", show_default=True, help="SQLite file the runs are stored in.")
 @click.option("--strategies", "-s", default="none,compact,scatter", show_default=True, help="Placements to compare; none is the baseline.")
 @click.option("--threads", "-n", default=None, help="Thread counts, e.g. 1,2 (default: the number of cores).")
-@click.option("--runs", default="35", show_default=True, help="Measured runs per configuration.")
+@click.option("--runs", default="35", show_default=True, help="Measured runs per configuration, or auto: add runs until every comparison with the baseline is decided.")
+@click.option("--max-runs", type=int, default=100, show_default=True, help="--runs auto: most runs per configuration.")
+@click.option("--min-runs", type=int, default=10, show_default=True, help="--runs auto: runs per configuration before the first test.")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="--runs auto: risk level at which a comparison is decided.")
+@click.option("--counters", help="Performance counters per run (perf list names, comma-separated; 'default' = cycles,instructions,cache-misses and software events).")
 @click.option("--order", type=click.Choice(["interleaved", "blocked", "shuffled"]), default="interleaved", show_default=True)
 @click.option("--warmup", type=int, default=1, show_default=True, help="Warm-up runs per configuration, not counted.")
 @click.option("--mem", default="first-touch", show_default=True, help="Memory policies, comma-separated (see pinlab run).")
@@ -282,12 +289,13 @@ def check(as_json: bool) -> None:
 @click.option("--resume", help="Continue the study NAME where it stopped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def study(name, db, strategies, threads, runs, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program) -> int:
+def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program) -> int:
     """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS"""
     from pinlab.study.engine import StudyInterrupted
 
     try:
-        return _study(name, db, strategies, threads, runs, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program)
+        return _study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, max_failures,
+                      seed, workloads, resume, quiet, program)
     except StudyInterrupted as exc:
         click.echo(f"pinlab: {exc}", err=True)
         return 128 + exc.signum
@@ -296,8 +304,9 @@ def study(name, db, strategies, threads, runs, order, warmup, mem, corun, metric
         return 130
 
 
-def _study(name, db, strategies, threads, runs, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program) -> int:
-    from pinlab.study.engine import StudyPlan, check_metric, parse_coruns, parse_program, run_study
+def _study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, max_failures,
+           seed, workloads, resume, quiet, program) -> int:
+    from pinlab.study.engine import FIXED_RUNS, StudyPlan, check_metric, parse_coruns, parse_program, run_study
 
     if max_failures < 1:
         raise UsageError(f"--max-failures must be at least 1 (got {max_failures})")
@@ -314,11 +323,28 @@ def _study(name, db, strategies, threads, runs, order, warmup, mem, corun, metri
             programs.append(parse_program(shlex_join(program)))
         if not programs:
             raise UsageError("no program to study: give -- PROGRAM ARGS or --workload NAME[:OPTIONS]")
-        if not runs.isdigit() or int(runs) < 1:
-            raise UsageError(f"--runs must be a positive number of runs (got {runs!r})")
+        if runs != "auto" and (not runs.isdigit() or int(runs) < 1):
+            raise UsageError(f"--runs must be a positive number of runs or auto (got {runs!r})")
+        if runs == "auto":
+            if min_runs < 3:
+                raise UsageError(f"--min-runs must be at least 3: the tests need that many runs (got {min_runs})")
+            if max_runs < min_runs:
+                raise UsageError(f"--max-runs ({max_runs}) must be at least --min-runs ({min_runs})")
+            if not 0 < alpha < 0.5:
+                raise UsageError(f"--alpha must be between 0 and 0.5 (got {alpha})")
         if warmup < 0:
             raise UsageError(f"--warmup cannot be negative (got {warmup})")
         placements = [canonical_strategy(s) for s in strategies.split(",")]
+        if runs == "auto" and "none" not in placements:
+            raise UsageError("--runs auto compares every placement with the baseline none: add none to --strategies")
+        usable = []
+        if counters:
+            from pinlab.measure.counters import parse_events, probe
+
+            found = probe(parse_events(counters))
+            usable = [e.name for e in found.usable]
+            for notice in found.notices:
+                click.echo(f"pinlab: notice: {notice}", err=True)
         if threads is None:
             import os
 
@@ -334,10 +360,15 @@ def _study(name, db, strategies, threads, runs, order, warmup, mem, corun, metri
         import datetime
 
         plan = StudyPlan(name=name or datetime.datetime.now().strftime("study-%Y%m%d-%H%M%S"), programs=programs, strategies=placements,
-                         threads=counts, runs=int(runs), order=order, warmup=warmup, mem=policies, coruns=coruns, metric=metric,
-                         timeout=timeout, max_failures=max_failures, seed=seed)
+                         threads=counts, runs=runs if runs == "auto" else int(runs), order=order, warmup=warmup, mem=policies, coruns=coruns,
+                         metric=metric, timeout=timeout, max_failures=max_failures, seed=seed, counters=usable, max_runs=max_runs,
+                         min_runs=min_runs, alpha=alpha)
         summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
     click.echo(f"pinlab: study {summary['study']}: {summary['runs']} runs stored in {summary['db']} ({summary['new_runs']} new, {summary['failures']} failed)", err=True)
+    if summary.get("adaptive"):
+        fixed = FIXED_RUNS * summary["configs"]
+        click.echo(f"pinlab: adaptive study: {summary['measured']} measured runs over {summary['configs']} configurations; "
+                   f"a fixed {FIXED_RUNS} runs each would take {fixed} ({summary['measured'] / fixed:.0%} of that)", err=True)
     return 0
 
 

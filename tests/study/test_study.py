@@ -2,10 +2,13 @@
 without losing or repeating a run, failing programs, timeouts, metrics, bad input."""
 from __future__ import annotations
 
+import json
 import os
 import signal
-import subprocess
 import sqlite3
+import statistics
+import subprocess
+import sys
 import time
 
 import pytest
@@ -127,6 +130,11 @@ def test_bad_study_input(tmp_path):
         (["--name", "y", "--metric", "([0-9]", "--", "true"], "is not a regular expression"),
         (["--name", "y", "--corun", "gpu:1", "--", "true"], "malformed co-runner configuration"),
         (["--name", "y", "--mem", "bind:99", "--", "true"], "NUMA node 99 does not exist"),
+        (["--name", "y", "--runs", "many", "--", "true"], "--runs must be a positive number of runs or auto"),
+        (["--name", "y", "--runs", "auto", "-s", "compact,scatter", "--", "true"], "add none to --strategies"),
+        (["--name", "y", "--runs", "auto", "--min-runs", "20", "--max-runs", "10", "--", "true"], "--max-runs (10) must be at least --min-runs (20)"),
+        (["--name", "y", "--runs", "auto", "--alpha", "0.7", "--", "true"], "--alpha must be between 0 and 0.5"),
+        (["--name", "y", "--counters", "cycels", "--", "true"], "unknown counter 'cycels'"),
     ]
     for args, message in cases:
         result = run_pinlab("study", "--db", str(db), "-q", *args)
@@ -136,3 +144,113 @@ def test_bad_study_input(tmp_path):
     not_ours.write_text("hello")
     result = run_pinlab("study", "--db", str(not_ours), "--name", "z", "-q", "--", "true")
     assert result.returncode == 2 and not_ours.read_text() == "hello"
+
+
+def test_counters_are_stored_per_run_and_reported_against_the_baseline(tmp_path):
+    db = tmp_path / "s.db"
+    result = run_pinlab("study", "--db", str(db), "--name", "c", "-s", "none,compact", "-n", "1", "--runs", "3", "--warmup", "0", "-q",
+                        "--counters", "task-clock,page-faults", "--", sys.executable, "-c", "b = bytearray(32 << 20)")
+    assert result.returncode == 0, result.stderr
+    study, configs, runs = stored(db, "c")
+    assert study.parameters["counters"] == ["task-clock", "page-faults"]
+    for run in runs:
+        counts = run["record"]["counters"]
+        cpu = run["user_seconds"] + run["system_seconds"]
+        assert 0.7 * cpu <= counts["task-clock"]["value"] / 1e9 <= 1.3 * cpu + 0.02
+        assert counts["page-faults"]["value"] >= (32 << 20) // os.sysconf("SC_PAGE_SIZE") // 512  # at least one per huge page
+    report = json.loads(run_pinlab("report", "--db", str(db), "--json").stdout)
+    assert report["counters"] == ["task-clock", "page-faults"]
+    for row in report["stats"]:
+        mine = [r["record"]["counters"]["page-faults"]["value"] for r in runs if r["config_id"] == configs[row["placement"] == "compact"]["id"]]
+        assert row["counter:page-faults"] == pytest.approx(statistics.mean(mine))
+    base, compact = report["stats"]
+    assert compact["counter:page-faults:ratio"] == pytest.approx(compact["counter:page-faults"] / base["counter:page-faults"])
+    assert base["counter:page-faults:ratio"] == 1.0
+    assert {"counter:task-clock", "counter:page-faults"} <= set(report["runs"][0])
+    table = run_pinlab("report", "--db", str(db)).stdout
+    assert "Performance counters" in table and "page-faults" in table
+
+
+def test_adaptive_study_stops_when_every_comparison_is_decided(tmp_path):
+    """sleep 0.02 against sleep 0.06: the median test decides at the first look (min-runs)."""
+    db = tmp_path / "s.db"
+    result = run_pinlab("study", "--db", str(db), "--name", "auto", "-s", "none", "-n", "1", "--runs", "auto", "--min-runs", "5",
+                        "--max-runs", "12", "--warmup", "0", "-q", "--", "sh", "-c", "sleep 0.02")
+    assert result.returncode == 0, result.stderr
+    study, configs, runs = stored(db, "auto")
+    assert study.parameters["runs"] == "auto" and study.parameters["max_runs"] == 12
+    assert len(runs) == 5  # only the baseline: nothing to compare, so its first runs are enough
+    assert "adaptive study: 5 measured runs over 1 configurations; a fixed 35 runs each would take 35" in result.stderr
+
+
+def test_adaptive_study_runs_until_decided_or_max_runs(tmp_path):
+    """Two placements that cannot differ (the same program, unpinned vs pinned on an idle CPU is not
+    guaranteed): whatever the data, each configuration ends with min-runs <= n <= max-runs, the
+    baseline has as many runs as the most-run placement, and the report agrees with the stored runs."""
+    db = tmp_path / "s.db"
+    result = run_pinlab("study", "--db", str(db), "--name", "auto", "-s", "none,compact", "-n", "1", "--runs", "auto", "--min-runs", "4",
+                        "--max-runs", "9", "--warmup", "0", "-q", "--", "true")
+    assert result.returncode == 0, result.stderr
+    study, configs, runs = stored(db, "auto")
+    counts = {c["placement"]: sum(r["config_id"] == c["id"] for r in runs) for c in configs}
+    assert 4 <= counts["compact"] <= 9 and counts["none"] == counts["compact"]
+    # Runs are interleaved and each run index is stored once.
+    keys = [(r["config_id"], r["run_index"]) for r in runs]
+    assert len(set(keys)) == len(keys)
+    report = json.loads(run_pinlab("report", "--db", str(db), "--json").stdout)
+    adaptive = report["adaptive"]
+    assert adaptive["measured"] == len(runs) and adaptive["fixed_total"] == 70 and adaptive["max_runs"] == 9
+    compact = next(r for r in report["stats"] if r["placement"] == "compact")
+    if counts["compact"] < 9:
+        assert compact["decided"] is True and adaptive["undecided"] == []
+    else:
+        assert (compact["decided"] is True) == (adaptive["undecided"] == [])
+
+
+def test_adaptive_study_resumes_with_its_own_rule(tmp_path):
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen([str(PINLAB), "study", "--db", str(db), "--name", "a", "-s", "none,compact", "-n", "1", "--runs", "auto",
+                             "--min-runs", "6", "--max-runs", "6", "--warmup", "0", "-q", "--", "sleep", "0.1"], stderr=subprocess.PIPE, text=True)
+    wait_for_runs(db, 3)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert run_pinlab("study", "--db", str(db), "--resume", "a", "-q").returncode == 0
+    study, configs, runs = stored(db, "a")
+    assert sorted((r["config_id"], r["run_index"]) for r in runs) == sorted((c["id"], i) for c in configs for i in range(6))
+
+
+def _mount_small_tmpfs(path) -> bool:
+    path.mkdir()
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True).returncode == 0
+
+
+def test_disk_full_is_one_line_and_the_study_resumes_once_there_is_room(tmp_path):
+    small = tmp_path / "small"
+    if not _mount_small_tmpfs(small):
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        db, filler = small / "s.db", small / "filler"
+        assert run_pinlab("study", "--db", str(db), "--name", "first", "-s", "none", "-n", "1", "--runs", "2", "-q", "--", "true").returncode == 0
+        with open(filler, "wb") as f:  # fill the file system, then give back a little room
+            try:
+                while True:
+                    f.write(bytes(1 << 16))
+                    f.flush()
+            except OSError:
+                pass
+        os.truncate(filler, max(0, filler.stat().st_size - (96 << 10)))
+        result = run_pinlab("study", "--db", str(db), "--name", "second", "-s", "none,compact", "-n", "1", "--runs", "20", "-q", "--", "true")
+        assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
+        assert "disk full while" in result.stderr and "`pinlab study --resume second` continues" in result.stderr
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert len(stored(db, "first")[2]) == 3  # the earlier study is untouched
+        kept = len(stored(db, "second")[2])
+        filler.unlink()
+        result = run_pinlab("study", "--db", str(db), "--resume", "second", "-q")
+        assert result.returncode == 0, result.stderr
+        study, configs, runs = stored(db, "second")
+        assert len(runs) == 2 * 21 > kept and study.finished
+        assert len({(r["config_id"], r["run_index"], r["warmup"]) for r in runs}) == len(runs)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)

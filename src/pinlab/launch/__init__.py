@@ -83,6 +83,7 @@ def plan_spec(
     thp: str | None = None,
     sample_ms: float | None = 100.0,
     env: dict[str, str] | None = None,
+    counters: str | Sequence[str] | None = None,
 ) -> LaunchSpec:
     """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs."""
     chosen = [x for x in (strategy, cpus, plan_file, placement) if x is not None]
@@ -140,7 +141,13 @@ def plan_spec(
         nested_kind = domain or "numa"
         if planned is None:
             raise UsageError("--nested inherit needs a placement (-s, -c or --plan)")
+    wanted = None
+    if counters:
+        from pinlab.measure.counters import parse_events, probe
+
+        wanted = probe(parse_events(counters if isinstance(counters, str) else ",".join(counters)))
     return LaunchSpec(
+        counters=wanted,
         argv=list(argv),
         cpus=planned,
         threads=threads,
@@ -164,7 +171,7 @@ def run(argv: Sequence[str], placement: Placement | Sequence[int] | str | None =
     ``placement`` is a :class:`~pinlab.placement.Placement`, a list of CPUs, a CPU list or domain
     expression (``"0,2"``, ``"S0:0-3"``), a strategy name (with ``threads``), or None for no
     pinning. Other options are those of ``pinlab run`` (``overflow``, ``skip``, ``nested``,
-    ``no_aslr``, ``clean_env``, ``thp``, ``sample_ms``, ``env``). Raises
+    ``no_aslr``, ``clean_env``, ``thp``, ``sample_ms``, ``env``, ``counters``). Raises
     :class:`~pinlab.errors.UsageError` on bad input and :class:`ProgramNotFound` /
     :class:`ProgramNotExecutable` when the program cannot be started.
     """

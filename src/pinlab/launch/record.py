@@ -40,6 +40,13 @@ class ThreadRecord:
         return self.mask_at_start == str(self.planned_cpu)
 
 
+def _count_text(name: str, value: float) -> str:
+    """A count as perf stat shows it: clocks (nanoseconds) in milliseconds, others with separators."""
+    if name in ("task-clock", "cpu-clock"):
+        return f"{name} {value / 1e6:,.1f} ms"
+    return f"{name} {value:,.0f}"
+
+
 @dataclass
 class RunRecord:
     """The record of one ``pinlab run``; :meth:`to_json` is the ``--record`` file."""
@@ -62,6 +69,7 @@ class RunRecord:
     warnings: list[str] = field(default_factory=list)
     sample_ms: float | None = None
     timed_out: bool = False
+    counters: dict[str, dict[str, float]] | None = None  # event -> value, enabled_ns, running_ns (see measure.counters)
     interrupted: int | None = None  # a stopping signal (INT, TERM, HUP, QUIT) pinlab received while the program ran
 
     @property
@@ -94,6 +102,7 @@ class RunRecord:
             "timed_out": self.timed_out,
             "interrupted": self.interrupted,
             "migrations": self.migrations,
+            "counters": self.counters,
             "threads": threads,
             "pages_per_node": None if self.pages_per_node is None else {str(k): v for k, v in sorted(self.pages_per_node.items())},
             "warnings": self.warnings,
@@ -118,4 +127,6 @@ class RunRecord:
             text += "; not pinned"
         if self.sample_ms:
             text += f"; {self.migrations} migrations seen"
+        if self.counters:
+            text += "; " + ", ".join(_count_text(name, count["value"]) for name, count in self.counters.items())
         return text

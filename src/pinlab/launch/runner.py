@@ -24,7 +24,7 @@ from pinlab.errors import UsageError
 from pinlab.launch import controls, memory
 from pinlab.launch.record import RunRecord, ThreadRecord
 from pinlab.launch.spawn import spawn
-from pinlab.measure import linux
+from pinlab.measure import counters, linux
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -62,6 +62,7 @@ class LaunchSpec:
     timeout: float | None = None  # seconds; the program is killed (SIGKILL) past it
     stdout: int | None = None  # file descriptors for the program's output (default: pinlab's own)
     stderr: int | None = None
+    counters: counters.Availability | None = None  # performance counters to read for the program
 
 
 def resolve_program(name: str, path: str | None) -> str:
@@ -293,6 +294,9 @@ def run(spec: LaunchSpec) -> RunRecord:
         "mem": str(spec.mem), "overflow": spec.overflow, "skip": list(spec.skip), "nested": spec.nested_domains is not None,
         "no_aslr": spec.no_aslr, "clean_env": spec.clean_env, "thp": spec.thp, "sample_ms": spec.sample_ms,
     }
+    if spec.counters is not None:
+        options["counters"] = [e.name for e in spec.counters.usable]
+        options["counters_user_only"] = spec.counters.user_only
     record = RunRecord(argv=list(spec.argv), plan=spec.plan, options=options, started_at=time.time(), sample_ms=spec.sample_ms)
     blocker = preload_blocker(program) if spec.cpus is not None else None
     mask: frozenset[int] | None = None
@@ -322,10 +326,14 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         mem_mode, mem_nodes = spec.mem.mode, spec.mem.nodes
         if spec.follow_nodes is not None and spec.cpus:
             mem_mode, mem_nodes = memory.MPOL_BIND, (spec.follow_nodes[0],)  # the main thread's node; the preload binds the others
+        # Opened on this thread, just before the spawn: the program inherits them (see measure.counters).
+        group = counters.ProgramCounters(spec.counters.usable, spec.counters.user_only) if spec.counters else None
         try:
             pid = spawn(program, spec.argv, env, cpus=mask, mem_mode=mem_mode, mem_nodes=mem_nodes, no_aslr=spec.no_aslr,
                         no_thp=spec.thp == "never", sigmask=old_mask, stdout=spec.stdout, stderr=spec.stderr)
         except OSError as exc:
+            if group is not None:
+                group.close()
             if exc.filename is None:  # setting the CPU, policy or personality failed, not exec
                 raise UsageError(f"could not prepare the program: {exc.strerror or exc}") from None
             if isinstance(exc, FileNotFoundError):
@@ -359,6 +367,9 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
             waited_pid, wstatus, rusage = os.wait4(pid, os.WNOHANG)
             if waited_pid == pid:
                 status = wstatus
+        if group is not None:
+            record.counters = group.read()
+            group.close()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     record.wall_seconds = round(time.monotonic() - start, 6)

@@ -7,7 +7,7 @@ memory policy and co-runners; and the overall table across programs, per placeme
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.errors import UsageError
@@ -24,6 +24,8 @@ class StudyReport:
     baseline: str
     alpha: float
     metric: str
+    counters: list[str] = field(default_factory=list)  # events counted per run ("counter:NAME" columns)
+    adaptive: dict[str, Any] | None = None  # for --runs auto: runs taken, against a fixed number, and what stayed undecided
 
 
 def _config_label(row) -> str:
@@ -56,14 +58,24 @@ def load_runs(db: str, name: str | None = None, record: bool = True):
     if frame.empty:
         raise UsageError(f"study {study.name} has no measured run yet: continue it with `pinlab study --db {db} --resume {study.name}`")
     frame["config"] = frame.apply(_config_label, axis=1)
+    for event in study.parameters.get("counters", []):
+        frame[f"counter:{event}"] = [_count(r, event) for r in frame["record"]] if "record" in frame else None
     return study, frame
+
+
+def _count(record: Any, event: str) -> float | None:
+    """One run's count of ``event`` from its stored record (None when it was not counted)."""
+    try:
+        return float(record["counters"][event]["value"])
+    except (TypeError, KeyError, ValueError):
+        return None
 
 
 def study_report(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05) -> StudyReport:
     """Everything a report shows, computed from the stored runs."""
     import pandas
 
-    from pinlab.stats import compare, describe, overall
+    from pinlab.stats import compare, decided, describe, overall
 
     if not 0 < alpha < 0.5:
         raise UsageError(f"--alpha must be between 0 and 0.5 (got {alpha})")
@@ -98,12 +110,51 @@ def study_report(db: str, name: str | None = None, baseline: str = "none", alpha
                 c = compare(list(base["value"]), list(sample["value"]), alpha=alpha)
                 row.update(mean_speedup=c.mean_speedup, median_speedup=c.median_speedup, mean_verdict=c.mean_verdict,
                            median_verdict=c.median_verdict, verdict=c.verdict, mean_p=c.mean_p_faster, median_p=c.median_p_faster,
-                           shapiro_p=c.candidate_shapiro_p, mean_test=c.mean_test)
+                           shapiro_p=c.candidate_shapiro_p, mean_test=c.mean_test, decided=decided(c))
         suite.setdefault(f"{program} x{threads} {mem} {corun}", {})[placement] = list(sample["value"])
         rows.append(row)
+    counters = list(study.parameters.get("counters", []))
+    _add_counter_columns(rows, ok, counters, baseline)
     complete = {k: v for k, v in suite.items() if baseline in v}
     overall_rows = [r.to_dict() for r in overall(complete, baseline=baseline, alpha=alpha)] if complete else []
-    return StudyReport(study=study, runs=runs, stats=pandas.DataFrame(rows), overall=overall_rows, baseline=baseline, alpha=alpha, metric=metric)
+    stats = pandas.DataFrame(rows)
+    return StudyReport(study=study, runs=runs, stats=stats, overall=overall_rows, baseline=baseline, alpha=alpha, metric=metric,
+                       counters=counters, adaptive=_adaptive(study, runs, stats, baseline))
+
+
+def _add_counter_columns(rows: list[dict[str, Any]], ok, counters: list[str], baseline: str) -> None:
+    """Per configuration, each counter's mean per successful run and its ratio to the baseline's mean
+    (as the seed's Figures 3-5: above 1 = more events than the OS placement)."""
+    means: dict[tuple, dict[str, float]] = {}
+    for row in rows:
+        sample = ok[(ok["config"] == row["config"])]
+        for event in counters:
+            values = sample[f"counter:{event}"].dropna()
+            if len(values):
+                row[f"counter:{event}"] = float(values.mean())
+        means[(row["program"], row["threads"], row["mem"], row["corun"], row["placement"])] = row
+    for row in rows:
+        base = means.get((row["program"], row["threads"], row["mem"], row["corun"], baseline))
+        for event in counters:
+            key = f"counter:{event}"
+            if base is not None and key in row and base.get(key):
+                row[f"{key}:ratio"] = row[key] / base[key]
+
+
+def _adaptive(study, runs, stats, baseline: str) -> dict[str, Any] | None:
+    """How many runs an adaptive study (--runs auto) took, against the seeds' fixed 35 per configuration."""
+    from pinlab.study.engine import FIXED_RUNS
+
+    parameters = study.parameters
+    if parameters.get("runs") != "auto":
+        return None
+    configs = len(stats)
+    per_config = [int(n) for n in stats["runs"]]
+    compared = stats[stats["placement"] != baseline]
+    undecided = [row["config"] for row in compared.to_dict(orient="records") if row.get("decided") is not True]
+    return {"measured": int(len(runs)), "configs": configs, "fixed_runs": FIXED_RUNS, "fixed_total": FIXED_RUNS * configs,
+            "min_runs": parameters.get("min_runs"), "max_runs": parameters.get("max_runs"), "alpha": parameters.get("alpha"),
+            "fewest": min(per_config, default=0), "most": max(per_config, default=0), "undecided": undecided}
 
 
 def load_study(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05):

@@ -26,7 +26,7 @@ def _records(frame) -> list[dict[str, Any]]:
 
 
 def runs_table(report: StudyReport):
-    columns = [c for c in RUN_COLUMNS if c in report.runs.columns]
+    columns = [c for c in RUN_COLUMNS if c in report.runs.columns] + [f"counter:{e}" for e in report.counters if f"counter:{e}" in report.runs.columns]
     return report.runs[columns]
 
 
@@ -50,6 +50,8 @@ def to_json(report: StudyReport) -> dict[str, Any]:
         "baseline": report.baseline,
         "alpha": report.alpha,
         "metric": report.metric,
+        "counters": report.counters,
+        "adaptive": report.adaptive,
         "runs": _records(runs_table(report)),
         "stats": _records(report.stats),
         "overall": [{k: _clean(v) for k, v in row.items()} for row in report.overall],
@@ -93,6 +95,10 @@ def print_report(report: StudyReport, console=None) -> None:
                       _fmt(row.get("mean_speedup")), _fmt(row.get("median_speedup")),
                       f"[{colour}]{verdict}[/]" if colour else verdict)
     console.print(table)
+    if report.adaptive:
+        console.print(adaptive_text(report.adaptive))
+    if report.counters:
+        console.print(counters_table(report))
     if report.overall:
         overall = Table(title=f"Overall, across programs (as the seed tables: speedup of total mean and median time against {report.baseline})")
         for column in ("placement", "programs", "mean speedup", "median speedup", "geometric mean", "min variance", "max variance", "significantly faster"):
@@ -105,6 +111,45 @@ def print_report(report: StudyReport, console=None) -> None:
         console.print(overall)
     console.print("Speedup > 1: faster than the baseline. Verdicts: one-sided Mann-Whitney on the medians, and the one-sided t-test on the "
                   "means where valid (n > 30 or both samples normal by Shapiro-Wilk). Unstable: AV > 1 s or RV > 1%.")
+
+
+def adaptive_text(adaptive: dict[str, Any]) -> str:
+    """How many runs an adaptive study took, against a fixed number of runs per configuration."""
+    text = (f"Adaptive study (--runs auto, alpha {adaptive['alpha']}): {adaptive['measured']} measured runs over {adaptive['configs']} "
+            f"configurations ({adaptive['fewest']}-{adaptive['most']} each, between {adaptive['min_runs']} and {adaptive['max_runs']}); "
+            f"a fixed {adaptive['fixed_runs']} runs each would take {adaptive['fixed_total']} "
+            f"({adaptive['measured'] / adaptive['fixed_total']:.0%} of that).")
+    if adaptive["undecided"]:
+        text += f" Not decided at --max-runs {adaptive['max_runs']}: {', '.join(adaptive['undecided'])}."
+    else:
+        text += " Every comparison with the baseline is decided."
+    return text
+
+
+def counters_table(report: StudyReport):
+    """Each counter's mean per run and its ratio to the baseline (seed 001, Figures 3-5)."""
+    from rich.table import Table
+
+    table = Table(title=f"Performance counters: mean per run, and relative to {report.baseline} (above 1 = more events than the OS placement)")
+    table.add_column("configuration")
+    for event in report.counters:
+        table.add_column(event, justify="right")
+        table.add_column("ratio", justify="right")
+    for row in report.stats.to_dict(orient="records"):
+        cells = [row["config"]]
+        for event in report.counters:
+            mean, ratio = row.get(f"counter:{event}"), row.get(f"counter:{event}:ratio")
+            cells += [_count(event, mean), _fmt(ratio, 3)]
+        table.add_row(*cells)
+    return table
+
+
+def _count(event: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if event in ("task-clock", "cpu-clock"):
+        return f"{value / 1e6:,.1f} ms"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def dump_json(report: StudyReport) -> str:

@@ -38,13 +38,24 @@ class Program:
     argv: list[str]
 
 
+#: Runs per configuration of an adaptive study before its comparisons are first tested: the
+#: Shapiro-Wilk test has little power below about 10 values.
+MIN_RUNS = 10
+#: The fixed number of runs the seeds use, which an adaptive study is compared with.
+FIXED_RUNS = 35
+
+
 @dataclass
 class StudyPlan:
+    """A study: ``runs`` per configuration, or ``runs="auto"`` for an adaptive study that adds runs
+    until every comparison with the baseline is decided at risk ``alpha`` (between ``min_runs``
+    and ``max_runs`` per configuration)."""
+
     name: str
     programs: list[Program]
     strategies: list[str]
     threads: list[int]
-    runs: int
+    runs: int | str
     order: str = "interleaved"
     warmup: int = 1
     mem: list[str] = field(default_factory=lambda: ["first-touch"])
@@ -53,12 +64,27 @@ class StudyPlan:
     timeout: float | None = None
     max_failures: int = 10
     seed: int = 0
+    counters: list[str] = field(default_factory=list)
+    max_runs: int = 100
+    min_runs: int = MIN_RUNS
+    alpha: float = 0.05
+    baseline: str = "none"
+
+    @property
+    def adaptive(self) -> bool:
+        return self.runs == "auto"
 
     def parameters(self) -> dict[str, Any]:
-        """What defines the study (a resumed study must match it)."""
-        return {"programs": [[p.name, p.argv] for p in self.programs], "strategies": self.strategies, "threads": self.threads,
-                "runs": self.runs, "order": self.order, "warmup": self.warmup, "mem": self.mem, "coruns": self.coruns,
-                "metric": self.metric, "timeout": self.timeout}
+        """What defines the study (a resumed study must match it). Keys are only added for the
+        features a study uses, so older studies keep matching their stored parameters."""
+        parameters = {"programs": [[p.name, p.argv] for p in self.programs], "strategies": self.strategies, "threads": self.threads,
+                      "runs": self.runs, "order": self.order, "warmup": self.warmup, "mem": self.mem, "coruns": self.coruns,
+                      "metric": self.metric, "timeout": self.timeout}
+        if self.counters:
+            parameters["counters"] = self.counters
+        if self.adaptive:
+            parameters.update(max_runs=self.max_runs, min_runs=self.min_runs, alpha=self.alpha, baseline=self.baseline)
+        return parameters
 
     def configs(self) -> list[dict[str, Any]]:
         return [{"program": p.name, "argv": p.argv, "threads": n, "placement": s, "mem": m, "corun": c}
@@ -138,6 +164,8 @@ def schedule(plan: StudyPlan, n_configs: int) -> list[tuple[int, int, bool]]:
     runs of a configuration together) or shuffled (a random order from the study's seed).
     """
     warm = [(c, r, True) for r in range(plan.warmup) for c in range(n_configs)]
+    if plan.adaptive:
+        return warm  # the measured runs are chosen round by round (see next_round)
     if plan.order == "blocked":
         measured = [(c, r, False) for c in range(n_configs) for r in range(plan.runs)]
     else:
@@ -166,6 +194,14 @@ def machine_description() -> dict[str, Any]:
         described["topology_error"] = str(exc)
     described["governor"] = governor(__import__("pathlib").Path("/")).found
     return described
+
+
+@functools.lru_cache(maxsize=8)
+def _counters(names: tuple[str, ...]):
+    """Which of the study's counters can be counted here (probed once per study)."""
+    from pinlab.measure.counters import parse_events, probe
+
+    return probe(parse_events(",".join(names)))
 
 
 @functools.lru_cache(maxsize=1)
@@ -221,6 +257,8 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
     if placement == "none":
         spec.threads = config["threads"]  # OMP_NUM_THREADS for the unpinned baseline
     spec.timeout = plan.timeout
+    if plan.counters:
+        spec.counters = _counters(tuple(plan.counters))
     out, err = _output_file("stdout"), _output_file("stderr")
     try:
         spec.stdout, spec.stderr = out, err
@@ -255,9 +293,67 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
 def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_failures: int) -> StudyPlan:
     """The plan of a stored study (for --resume)."""
     p = parameters
+    adaptive = {k: p[k] for k in ("max_runs", "min_runs", "alpha", "baseline") if k in p}
     return StudyPlan(name=name, programs=[Program(n, a) for n, a in p["programs"]], strategies=p["strategies"], threads=p["threads"],
                      runs=p["runs"], order=p["order"], warmup=p["warmup"], mem=p["mem"], coruns=p["coruns"], metric=p["metric"],
-                     timeout=p["timeout"], max_failures=max_failures, seed=seed)
+                     timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []), **adaptive)
+
+
+def _values(runs: list[dict[str, Any]], metric: str) -> list[float]:
+    """The compared values of successful runs: times, or the inverse of a throughput metric."""
+    values = [r["metric"] for r in runs if r["status"] == "ok" and r["metric"] is not None]
+    return values if metric == "time" else [1.0 / v for v in values if v]
+
+
+def undecided(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[int, str]:
+    """Configurations (by position) an adaptive study must run again, with the reason.
+
+    Every configuration gets ``min_runs``; after that, a configuration and its baseline get more
+    runs while their comparison is not decided (:func:`pinlab.stats.decided`), until either has
+    ``max_runs`` stored runs (failed ones count, so a failing program cannot loop forever).
+    """
+    from pinlab.stats import InvalidSample, compare, decided
+
+    by_config: dict[int, list[dict[str, Any]]] = {c["id"]: [] for c in configs}
+    for run in runs:
+        if not run["warmup"]:
+            by_config[run["config_id"]].append(run)
+    stored = {c["position"]: len(by_config[c["id"]]) for c in configs}
+    values = {c["position"]: _values(by_config[c["id"]], plan.metric) for c in configs}
+    need = {c["position"]: f"{stored[c['position']]}/{plan.min_runs} first runs" for c in configs if stored[c["position"]] < plan.min_runs}
+    if need:
+        return need
+
+    def group(config):
+        return config["program"], config["threads"], config["mem"], config["corun"]
+
+    baselines = {group(c): c["position"] for c in configs if c["placement"] == plan.baseline}
+    for config in configs:
+        base = baselines.get(group(config))
+        position = config["position"]
+        if config["placement"] == plan.baseline or base is None:
+            continue
+        if stored[position] >= plan.max_runs or stored[base] >= plan.max_runs:
+            continue
+        try:
+            settled = decided(compare(values[base], values[position], alpha=plan.alpha))
+        except InvalidSample:
+            settled = False  # too few successful runs to compare yet
+        if not settled:
+            need[position] = need[base] = "undecided"
+    return need
+
+
+def next_round(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[str, Any]], round_number: int) -> list[tuple[int, int, bool]]:
+    """The next round of an adaptive study: one more run of every configuration still needing one."""
+    positions = sorted(undecided(plan, configs, runs))
+    if plan.order == "shuffled":
+        random.Random(f"{plan.seed}:{round_number}").shuffle(positions)
+    counts = {c["id"]: 0 for c in configs}
+    for run in runs:
+        if not run["warmup"]:
+            counts[run["config_id"]] += 1
+    return [(p, counts[configs[p]["id"]], False) for p in positions]
 
 
 def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max_failures: int = 10, progress: bool = True) -> dict[str, Any]:
@@ -286,29 +382,49 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
         order = schedule(plan, len(configs))
         todo = [(c, r, w) for c, r, w in order if (configs[c]["id"], r, w) not in done]
         failures = sum(1 for r in stored if r["status"] != "ok" and not r["warmup"])
-        bar = _progress(progress, len(order), len(order) - len(todo))
+        total = len(order) + (plan.max_runs * len(configs) if plan.adaptive else 0)  # adaptive: an upper bound
+        bar = _progress(progress, total, len(stored))
+        new_runs = 0
+
+        def one(c: int, r: int, w: bool, note: str = "") -> None:
+            nonlocal failures, new_runs
+            config = configs[c]
+            runs_text = f" run {r + 1}" + (f"/{plan.runs}" if not plan.adaptive else note)
+            bar.describe(f"{config['program']} {config['placement']} x{config['threads']}" + (" (warm-up)" if w else runs_text))
+            try:
+                fields = execute_run(plan, config, r, w)
+            except KeyboardInterrupt:
+                fields = {"interrupted": 2}
+            if "interrupted" in fields:  # the program was stopped with the study: not a run to keep
+                raise StudyInterrupted(fields["interrupted"], len(store.runs(study.id)), study.name)
+            store.add_run(config["id"], r, w, **fields)
+            new_runs += 1
+            bar.advance()
+            if fields["status"] != "ok" and not w:
+                failures += 1
+                if failures >= max_failures:
+                    tail = (fields.get("stderr_tail") or "").strip().splitlines()[-1:] or ["(no output)"]
+                    raise UsageError(f"study {study.name} stopped after {failures} failed runs (last: {config['program']}, {fields['status']}, "
+                                     f"exit status {fields.get('exit_status')}: {tail[0][:200]}); the runs are stored; fix the program and --resume {study.name}")
+
         try:
             for c, r, w in todo:
-                config = configs[c]
-                bar.describe(f"{config['program']} {config['placement']} x{config['threads']}" + (" (warm-up)" if w else f" run {r + 1}/{plan.runs}"))
-                try:
-                    fields = execute_run(plan, config, r, w)
-                except KeyboardInterrupt:
-                    fields = {"interrupted": 2}
-                if "interrupted" in fields:  # the program was stopped with the study: not a run to keep
-                    raise StudyInterrupted(fields["interrupted"], len(store.runs(study.id)), study.name)
-                store.add_run(config["id"], r, w, **fields)
-                bar.advance()
-                if fields["status"] != "ok" and not w:
-                    failures += 1
-                    if failures >= max_failures:
-                        tail = (fields.get("stderr_tail") or "").strip().splitlines()[-1:] or ["(no output)"]
-                        raise UsageError(f"study {study.name} stopped after {failures} failed runs (last: {config['program']}, {fields['status']}, "
-                                         f"exit status {fields.get('exit_status')}: {tail[0][:200]}); the runs are stored; fix the program and --resume {study.name}")
+                one(c, r, w)
+            round_number = 0
+            while plan.adaptive:
+                batch = next_round(plan, configs, store.runs(study.id), round_number)
+                if not batch:
+                    break
+                round_number += 1
+                for c, r, w in batch:
+                    one(c, r, w, f" (adaptive: {len(batch)} configurations undecided)")
         finally:
             bar.close()
         store.finish(study.id)
-        return {"study": study.name, "db": db, "runs": len(order), "new_runs": len(todo), "failures": failures}
+        measured = sum(1 for r in store.runs(study.id) if not r["warmup"])
+        summary = {"study": study.name, "db": db, "runs": len(store.runs(study.id)), "new_runs": new_runs, "failures": failures,
+                   "measured": measured, "configs": len(configs), "adaptive": plan.adaptive}
+        return summary
 
 
 class _progress:

@@ -197,3 +197,18 @@ def test_invalid_plan_files(tmp_path, content, message):
     plan.write_text(content)
     result = run_pinlab("run", "--plan", str(plan), "--", "true")
     assert result.returncode == 2 and message in result.stderr
+
+
+def own_peak_kib() -> int:
+    return int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+
+
+def test_max_rss_is_the_programs_own_not_pinlabs():
+    """ru_maxrss keeps the largest address space a process ever had, the one before exec included:
+    spawned straight from pinlab, a program would report pinlab's size. It goes through pinlab-exec."""
+    import pinlab
+
+    small = pinlab.run(["true"], sample_ms=None)
+    assert 0 < small.max_rss_kib < min(16 << 10, own_peak_kib() // 4), (small.max_rss_kib, own_peak_kib())
+    big = pinlab.run([PY, "-c", "b = bytearray(96 << 20)"], sample_ms=None)
+    assert (96 << 10) <= big.max_rss_kib <= (96 << 10) + (64 << 10), big.max_rss_kib

@@ -191,12 +191,16 @@ def test_the_record_says_what_happened(tmp_path):
         assert t["pinned_as_planned"] is True
         assert t["mask_at_start"] == str(t["planned_cpu"])
         assert len(t["sample_times"]) == len(t["sample_cpus"]) >= 2  # sampled over 150 ms every 20 ms
-        assert set(t["sample_cpus"]) == {t["planned_cpu"]} and t["migrations"] == 0
-    assert data["migrations"] == 0
+        # A sample taken while glibc is still creating a thread (before it runs any of the program's
+        # code, before its affinity is applied) shows the creator's CPU: only a worker's first sample may.
+        creator = threads[0]["planned_cpu"]
+        first, rest = t["sample_cpus"][0], t["sample_cpus"][1:]
+        assert set(rest) == {t["planned_cpu"]} and first in ({t["planned_cpu"]} if t is threads[0] else {t["planned_cpu"], creator})
+    assert data["migrations"] == sum(t["sample_cpus"][0] != t["planned_cpu"] for t in threads)
     pages = data["pages_per_node"]
     assert pages and all(int(node) >= 0 and count > 0 for node, count in pages.items())
     # Without --record, one summary line; with --quiet, nothing.
-    assert f"{len(plan) + 1} threads pinned on CPUs {ALLOWED_LIST}; 0 migrations seen" in result.stderr
+    assert f"{len(plan) + 1} threads pinned on CPUs {ALLOWED_LIST}; {data['migrations']} migrations seen" in result.stderr
 
 
 def test_unpinned_threads_are_sampled_too(tmp_path):

@@ -13,6 +13,7 @@ Protocol with the preload library (environment variables, all read by native/pre
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -318,6 +319,84 @@ def run(spec: LaunchSpec) -> RunRecord:
                 pass
 
 
+@dataclass
+class _Usage:
+    """The program's resource usage as pinlab-exec reports it (the fields of struct rusage used)."""
+
+    ru_utime: float
+    ru_stime: float
+    ru_maxrss: int
+    ru_nvcsw: int
+    ru_nivcsw: int
+
+
+def _start(spec: LaunchSpec, program: str, env: dict[str, str], mask, mem_mode, mem_nodes, sigmask) -> tuple[int, int, int]:
+    """Start the program through pinlab-exec (see native/launch); returns (helper pid, program pid, report pipe)."""
+    from pinlab.native import native_path
+
+    read_end, write_end = os.pipe()
+    try:
+        os.set_inheritable(write_end, True)
+        helper_path = str(native_path("pinlab-exec"))
+        try:
+            helper = spawn(helper_path, [helper_path, str(write_end), program, *spec.argv], env, cpus=mask, mem_mode=mem_mode,
+                           mem_nodes=mem_nodes, no_aslr=spec.no_aslr, no_thp=spec.thp == "never", sigmask=sigmask,
+                           stdout=spec.stdout, stderr=spec.stderr)
+        except OSError as exc:  # setting the CPU, policy or personality failed, or pinlab-exec is broken
+            raise UsageError(f"could not prepare the program: {exc.strerror or exc}") from None
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    first = _read_line(read_end)
+    kind, _, value = first.partition(" ")
+    if kind != "pid":
+        os.waitpid(helper, 0)
+        os.close(read_end)
+        code = int(value) if kind == "error" and value.strip().isdigit() else errno.EIO
+        if code == errno.ENOENT:
+            raise ProgramNotFound(f"{spec.argv[0]}: no such file")
+        if code == errno.EACCES:
+            raise ProgramNotExecutable(f"{spec.argv[0]}: permission denied")
+        raise ProgramNotExecutable(f"{spec.argv[0]}: cannot execute: {os.strerror(code)}")  # ENOEXEC and friends
+    return helper, int(value), read_end
+
+
+def _read_line(fd: int) -> str:
+    """One line from the report pipe, read byte by byte (what follows stays in the pipe)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            byte = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        if not byte:
+            break
+        data += byte
+    return data.decode("ascii", "replace").strip()
+
+
+def _program_end(reports: int) -> tuple[int, _Usage]:
+    """The program's wait status and usage, once pinlab-exec has ended."""
+    try:
+        words = _read_line(reports).split()
+    finally:
+        os.close(reports)
+    if len(words) != 7 or words[0] != "status":
+        # pinlab-exec was killed before it could report (kill -9 of the whole group): so was the program.
+        return signal.SIGKILL, _Usage(0.0, 0.0, 0, 0, 0)
+    status, utime, stime, maxrss, nvcsw, nivcsw = (int(w) for w in words[1:])
+    return status, _Usage(utime / 1e6, stime / 1e6, maxrss, nvcsw, nivcsw)
+
+
+def _kill(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
 def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, record: RunRecord, events: str | None) -> RunRecord:
     waited = set(FORWARDED) | {signal.SIGCHLD}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
@@ -329,18 +408,11 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         # Opened on this thread, just before the spawn: the program inherits them (see measure.counters).
         group = counters.ProgramCounters(spec.counters.usable, spec.counters.user_only) if spec.counters else None
         try:
-            pid = spawn(program, spec.argv, env, cpus=mask, mem_mode=mem_mode, mem_nodes=mem_nodes, no_aslr=spec.no_aslr,
-                        no_thp=spec.thp == "never", sigmask=old_mask, stdout=spec.stdout, stderr=spec.stderr)
-        except OSError as exc:
+            helper, pid, reports = _start(spec, program, env, mask, mem_mode, mem_nodes, old_mask)
+        except BaseException:
             if group is not None:
                 group.close()
-            if exc.filename is None:  # setting the CPU, policy or personality failed, not exec
-                raise UsageError(f"could not prepare the program: {exc.strerror or exc}") from None
-            if isinstance(exc, FileNotFoundError):
-                raise ProgramNotFound(f"{spec.argv[0]}: no such file") from None
-            if isinstance(exc, PermissionError):
-                raise ProgramNotExecutable(f"{spec.argv[0]}: permission denied") from None
-            raise ProgramNotExecutable(f"{spec.argv[0]}: cannot execute: {exc.strerror}") from None  # ENOEXEC and friends
+            raise
         record.pid = pid
         sampler = _Sampler(pid, record, start) if spec.sample_ms else None
         timeout = spec.sample_ms / 1000 if spec.sample_ms else None
@@ -354,19 +426,15 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
                 left = deadline - time.monotonic()
                 if left <= 0 and not record.timed_out:
                     record.timed_out = True
-                    os.kill(pid, signal.SIGKILL)
+                    _kill(pid, signal.SIGKILL)
                 wait = max(0.001, min(left, timeout) if timeout else left)
             info = signal.sigtimedwait(waited, wait) if wait else signal.sigwaitinfo(waited)
             if info is not None and info.si_signo in STOPPING:
                 record.interrupted = info.si_signo  # a caller running many programs (a study) stops after this one
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
-                try:
-                    os.kill(pid, info.si_signo)  # sent to pinlab by a process: pass it on
-                except ProcessLookupError:
-                    pass
-            waited_pid, wstatus, rusage = os.wait4(pid, os.WNOHANG)
-            if waited_pid == pid:
-                status = wstatus
+                _kill(pid, info.si_signo)  # sent to pinlab by a process: pass it on
+            if os.waitpid(helper, os.WNOHANG)[0] == helper:
+                status, rusage = _program_end(reports)
         if group is not None:
             record.counters = group.read()
             group.close()

@@ -42,11 +42,15 @@ demo: install
 	rm -f $(DEMO_DIR)/demo.db $(DEMO_DIR)/demo.db-wal $(DEMO_DIR)/demo.db-shm; \
 	echo "== study: stream, mb and primes, none/compact/scatter/random, alone and with a busy co-runner, $$n threads"; \
 	$(VENV)/bin/pinlab study --db $(DEMO_DIR)/demo.db --name demo -s none,compact,scatter,random -n $$n --runs 8 \
-		--corun none,cpu:1 --workload "stream:--size 2M --ntimes 3" --workload "mb:--n $$n --m 20000 --reps 100" \
+		--corun none,cpu:1 --counters default --workload "stream:--size 2M --ntimes 3" --workload "mb:--n $$n --m 20000 --reps 100" \
 		--workload "primes:--limit 300000" || exit 1; \
+	echo "== adaptive study: primes, none/compact/scatter, runs added until every comparison is decided"; \
+	$(VENV)/bin/pinlab study --db $(DEMO_DIR)/demo.db --name demo-auto -s none,compact,scatter -n $$n --runs auto --max-runs 40 \
+		--workload "primes:--limit 300000" || exit 1; \
+	$(VENV)/bin/pinlab report demo-auto --db $(DEMO_DIR)/demo.db --html $(DEMO_DIR)/report-auto || exit 1; \
 	$(VENV)/bin/pinlab report demo --db $(DEMO_DIR)/demo.db --csv $(DEMO_DIR)/csv --html $(DEMO_DIR)/report
 	@echo "pictures: $$(ls $(DEMO_DIR)/*.svg $(DEMO_DIR)/*.png | tr '\n' ' ')"
-	@echo "HTML report: $(CURDIR)/$(DEMO_DIR)/report/index.html"
+	@echo "HTML report: $(CURDIR)/$(DEMO_DIR)/report/index.html (adaptive study: $(CURDIR)/$(DEMO_DIR)/report-auto/index.html)"
 
 bench: install
 	$(PY) bench/bench_placement.py

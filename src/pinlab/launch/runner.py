@@ -1,9 +1,10 @@
 """Start a program with every thread pinned from its first instruction, and record what happened.
 
-pinlab spawns the program (posix_spawn) with the CPU of the plan's slot 0 (the main thread), the
-memory policy, personality and THP setting already in force (see :mod:`pinlab.launch.spawn`),
-and the preload library in ``LD_PRELOAD``, which pins every thread the program creates as it is
-created. The parent forwards signals, samples where each thread runs from /proc, and waits.
+pinlab spawns ``pinlab-exec`` (posix_spawn), which forks and executes the program and reports its
+pid, exit status and rusage on a pipe (so its max RSS is its own, see native/launch). The CPU of
+the plan's slot 0 (the main thread), the memory policy, personality and THP setting are in force
+from the start (see :mod:`pinlab.launch.spawn`), and the preload library in ``LD_PRELOAD`` pins
+every thread the program creates as it is created. The parent forwards signals, samples where each thread runs from /proc, and waits.
 
 Protocol with the preload library (environment variables, all read by native/preload):
 ``PINLAB_CPUS`` plan CPUs (slot 0 = main thread), ``PINLAB_OVERFLOW`` wrap|unpinned|error,

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import html
 import io
+import math
 import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +20,7 @@ import pytest
 
 from pinlab.report import html as report_html
 from pinlab.report import plots
+from tests.conftest import run_pinlab
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WARNING = "address randomisation (ASLR): on <randomize_va_space = 2>"
@@ -100,12 +105,19 @@ def _images(text: str) -> list[bytes]:
     return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)]
 
 
+def _svgs(text: str) -> list[str]:
+    return [base64.b64decode(m).decode("utf-8")
+            for m in re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', text)]
+
+
 def _assert_self_contained(text: str) -> None:
     assert "<link" not in text.lower()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", text, re.I)
     assert "<script" not in text.lower()
     srcs = re.findall(r'src="([^"]*)"', text)
-    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert srcs and all(s.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")) for s in srcs)
+    for svg in _svgs(text):  # a placement picture links to nothing either
+        assert not re.search(r"""(href)\s*=\s*["']?(https?:|//|file:)""", svg, re.I) and "<image" not in svg
 
 
 def _read_png(data: bytes):
@@ -139,6 +151,10 @@ def test_page_is_self_contained_with_tables_warnings_and_pictures(tmp_path):
     assert '<td class="v-slower">slower</td>' in text
     assert '<td class="v-more">more runs needed</td>' in text
     assert "unstable" in text and "RV" in text and "1 %" in text and "α = 0.05" in text.replace("&alpha;", "α")
+    # the fixture's topology XML is not hwloc's: no placement picture, a note saying why
+    assert "could not be read, so its placements are not drawn" in text and not _svgs(text)
+    # neither counters nor an adaptive study
+    assert 'id="counters"' not in text and "Adaptive study" not in text
     # violins, speedups, one timeline per placement; every image a real PNG
     images = _images(text)
     assert len(images) == 4
@@ -201,6 +217,27 @@ def test_page_renders_in_a_real_browser(tmp_path):
     assert len(colours) > 200, f"the screenshot looks blank ({len(colours)} colours)"
     # the warning box's amber background is on the page
     assert np.any(np.all(np.abs(pixels.astype(int) - [0xFF, 0xF4, 0xD6]) <= 2, axis=1))
+    widths = _loaded_widths(path, tmp_path)
+    assert len(widths) == path.read_text(encoding="utf-8").count("<img") and all(w > 0 for w in widths), widths
+
+
+def _loaded_widths(page: Path, tmp_path: Path) -> list[int]:
+    """The naturalWidth of every image of ``page`` once Chromium has loaded it (0: it did not decode).
+
+    The page has no script (it must not need one); a copy of it gets one that writes the
+    widths into the DOM, which ``--dump-dom`` prints after the load event.
+    """
+    probe = tmp_path / "probe.html"
+    script = ("<script>window.addEventListener('load', () => document.body.setAttribute('data-widths', "
+              "Array.from(document.images).map(i => i.complete ? i.naturalWidth : -1).join(',')));</script>")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    proc = subprocess.run(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'probe-profile'}",
+         "--virtual-time-budget=20000", "--dump-dom", probe.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120)
+    found = re.search(r'data-widths="([-0-9,]*)"', proc.stdout)
+    assert found, f"chromium did not load the page (status {proc.returncode}): {proc.stderr[-2000:]}"
+    return [int(w) for w in found.group(1).split(",") if w]
 
 
 def test_real_study(tmp_path, pinlab):
@@ -218,3 +255,209 @@ def test_real_study(tmp_path, pinlab):
         assert str(w).replace("<", "&lt;").replace(">", "&gt;") in text
     median = report.stats.set_index("placement").loc["compact", "median_speedup"]
     assert f"{median:.3f}" in text
+    # a fixed number of runs and no counters: neither section; one picture, compact with 1 thread
+    assert "Adaptive study" not in text and 'id="counters"' not in text
+    assert len(_svgs(text)) == 1 and "compact, 1 thread" in text
+
+
+# -- counters, adaptive studies and placement pictures, from real studies ----------------------
+EVENTS = ["task-clock", "page-faults"]
+
+
+def _study(path: Path, name: str, *args: str):
+    data = pytest.importorskip("pinlab.report.data")
+    proc = run_pinlab("study", "--db", str(path), "--name", name, "--warmup", "0", "-q", "-w", "primes:--limit 100k", *args)
+    assert proc.returncode == 0, proc.stderr
+    return data.study_report(str(path), name)
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory):
+    """(report, page path, page text) of a study counting software events, four placements, 1 and 2 threads."""
+    tmp = tmp_path_factory.mktemp("counted")
+    report = _study(tmp / "c.db", "c", "-s", "none,compact,scatter,random", "-n", "1,2", "--runs", "3",
+                    "--counters", ",".join(EVENTS))
+    path = report_html.write_html(report, tmp / "out")
+    return report, path, path.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def adaptive(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("adaptive")
+    report = _study(tmp / "a.db", "a", "-s", "none,compact", "-n", "1,2", "--runs", "auto", "--min-runs", "3", "--max-runs", "6")
+    return report, report_html.render_html(report)
+
+
+class _Tables(HTMLParser):
+    """The text of every cell of every table, by the table's id: {id: [[cell, ...], ...]}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.table: str | None = None
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.table = dict(attrs).get("id") or ""
+            self.tables[self.table] = []
+        elif tag == "tr" and self.table is not None:
+            self.tables[self.table].append([])
+        elif tag in ("td", "th") and self.table is not None:
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[self.table][-1].append(" ".join("".join(self.cell).split()))
+            self.cell = None
+        elif tag == "table":
+            self.table = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def _table(text: str, table_id: str) -> list[list[str]]:
+    parser = _Tables()
+    parser.feed(text)
+    return parser.tables[table_id]
+
+
+def _plain(text: str) -> str:
+    """The page's text as a reader sees it: no tags, entities decoded, white space collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
+
+
+def test_counters_table_and_figure_show_the_stats(counted):
+    report, _, text = counted
+    _assert_self_contained(text)
+    assert report.counters == EVENTS
+    rows = {r[0]: r[1:] for r in _table(text, "counters-table")[2:]}
+    assert set(rows) == set(report.stats["config"])
+    for stat in report.stats.to_dict(orient="records"):
+        cells = rows[stat["config"]]
+        for i, event in enumerate(EVENTS):
+            mean, shown = stat[f"counter:{event}"], float(cells[2 * i].replace(",", ""))
+            assert abs(shown - mean) <= (0.5 if abs(mean) >= 100 else 0.005 * abs(mean)), (stat["config"], event, cells)
+            ratio = stat.get(f"counter:{event}:ratio")
+            if stat["placement"] == report.baseline:
+                assert ratio == 1.0 and cells[2 * i + 1] == "baseline"
+            elif ratio is None or math.isnan(ratio):
+                assert cells[2 * i + 1] == "–"
+            else:
+                assert abs(float(cells[2 * i + 1]) - ratio) <= 0.0005, (stat["config"], event, cells)
+    assert "task-clock (ns)" in _plain(text)
+    assert "this machine offered only software counters" in text
+    assert report_html._software_only(["cs", "faults"]) and not report_html._software_only(["task-clock", "cycles"])
+    # the figure: one panel per event, a bar per non-baseline configuration at its ratio, a line at 1
+    fig = plots.counters(report)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == EVENTS
+    compared = report.stats[report.stats["placement"] != report.baseline]
+    for ax, event in zip(axes, EVENTS):
+        ratios = sorted(compared[f"counter:{event}:ratio"].dropna())
+        assert sorted(p.get_height() for p in ax.patches) == pytest.approx(ratios)
+        assert any(list(line.get_ydata()) == [1.0, 1.0] for line in ax.get_lines())
+    assert len(compared) == 3 * 2 and {t.get_text() for t in axes[0].get_xticklabels()} == {"primes\n1 thread", "primes\n2 threads"}
+
+
+def test_a_missing_ratio_is_said_not_drawn(counted):
+    report = counted[0]
+    stats = report.stats.copy()
+    missing = stats.index[stats["placement"] == "scatter"][0]
+    stats.loc[missing, "counter:page-faults:ratio"] = float("nan")
+    report = dataclasses.replace(report, stats=stats)
+    fig = plots.counters(report)
+    assert [t.get_text() for t in fig.axes[1].texts].count("n/a") == 1
+    assert any("n/a: no ratio" in t.get_text() for t in fig.texts)
+    compared = stats[stats["placement"] != report.baseline]
+    assert len(fig.axes[1].patches) == len(compared) - 1
+    row = {r[0]: r[1:] for r in _table(report_html.render_html(report), "counters-table")[2:]}[stats.loc[missing, "config"]]
+    assert row[3] == "–" and row[2] != "–"
+
+
+def _pinned_texts(svg: str) -> dict[int, str]:
+    """CPU -> the thread numbers the picture writes in its box ("0", "1,3"), from the SVG's texts.
+
+    Each PU box writes its CPU ("P#5") and then, when threads are pinned there, their numbers.
+    """
+    texts = [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+    pinned = {}
+    for label, following in zip(texts, texts[1:] + [""]):
+        cpu = re.fullmatch(r"P#(\d+)", label)
+        if cpu and re.fullmatch(r"[0-9,+]+", following):
+            pinned[int(cpu.group(1))] = following
+    return pinned
+
+
+def test_one_placement_picture_per_pinned_placement_and_thread_count(counted):
+    report, _, text = counted
+    svgs = _svgs(text)
+    ok = report.runs[report.runs["status"] == "ok"].sort_values("run_index", kind="stable")
+    pinned = [(p, t) for p in ("compact", "scatter", "random") for t in (1, 2)]
+    assert len(svgs) == len(pinned)
+    captions = re.findall(r'<figure class="placement"[^>]*>(.*?)</figure>', text, re.S)
+    for (placement, threads), svg, caption in zip(pinned, svgs, captions):
+        first = ok[(ok["placement"] == placement) & (ok["threads"] == threads)].iloc[0]
+        cpus = list(first["placement_cpus"])
+        assert len(cpus) == threads
+        expected = {}
+        for thread, cpu in enumerate(cpus):
+            expected[cpu] = f"{expected[cpu]},{thread}" if cpu in expected else str(thread)
+        assert _pinned_texts(svg) == expected, (placement, threads)
+        assert f"{placement}" in svg and f"{threads} thread" in svg  # the picture's title
+        words = _plain(caption)
+        assert "Thread→CPU: " + ", ".join(f"{t}→{c}" for t, c in enumerate(cpus)) in words
+        if placement == "random":
+            assert f"Each run draws its own random placement: this is the one of run {first['run_index']} of {first['config']}" in words
+            assert f"seed {first['record']['plan']['seed']}" in svg
+        else:
+            assert "random" not in words
+    # none is never drawn: the OS placed those threads
+    assert "none, 1 thread" not in _plain(text)
+
+
+def test_no_picture_without_the_topology(counted):
+    report = counted[0]
+    machine = {k: v for k, v in report.study.machine.items() if k != "topology_xml"}
+    text = report_html.render_html(dataclasses.replace(report, study=dataclasses.replace(report.study, machine=machine)))
+    assert not _svgs(text) and "did not record the machine's topology" in _plain(text)
+    _assert_self_contained(text)
+    # runs that recorded no CPUs, or CPUs the machine does not have: said, not drawn
+    runs = report.runs.copy()
+    runs["placement_cpus"] = [None if p == "scatter" else [999] * len(c) if p == "compact" else c
+                              for p, c in zip(runs["placement"], runs["placement_cpus"])]
+    words = _plain(report_html.render_html(dataclasses.replace(report, runs=runs)))
+    assert "No successful run recorded the CPUs of scatter: it is not drawn." in words
+    assert words.count("Not drawn: CPU 999 is not in the recorded topology.") == 2
+
+
+def test_adaptive_summary(adaptive):
+    report, text = adaptive
+    runs, stats = report.runs, report.stats
+    per_config = runs.groupby("config").size()
+    k, measured = len(per_config), len(runs)
+    assert k == 4 and set(per_config) <= set(range(3, 7))
+    words = _plain(text)
+    assert (f"Adaptive study: {measured} measured runs over {k} configurations ({per_config.min()}..{per_config.max()} per configuration, "
+            f"between 3 and 6), against 35 × {k} = {35 * k} for a fixed 35 runs each ({100 * measured / (35 * k):.0f} % of that)") in words
+    # the summary is near the top, before the machine's description
+    assert text.index('id="adaptive"') < text.index('id="machine"')
+    compared = stats[stats["placement"] != report.baseline]
+    undecided = [c for c, d in zip(compared["config"], compared["decided"]) if d is not True]
+    shown = re.findall(r"<li>([^<]*)</li>", text.split('<ul class="undecided">')[1].split("</ul>")[0]) if undecided else []
+    assert shown == undecided
+    assert ("not decided at --max-runs 6" in words) == bool(undecided)
+    # and with everything undecided, each comparison is listed
+    info = dict(report.adaptive, undecided=list(compared["config"]))
+    words = _plain(report_html.render_html(dataclasses.replace(report, adaptive=info)))
+    assert "Comparisons with the baseline not decided at --max-runs 6 (α = 0.05): " + " ".join(compared["config"]) in words
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH to render the page in a real browser")
+def test_counters_and_placement_pictures_load_in_a_real_browser(counted, tmp_path):
+    path, text = counted[1], counted[2]
+    widths = _loaded_widths(path, tmp_path)
+    assert len(widths) == text.count("<img") == 2 + 1 + 4 + 6  # violins, speedups, counters, timelines, placements
+    assert all(w > 0 for w in widths), widths

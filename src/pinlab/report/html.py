@@ -1,6 +1,7 @@
 """A study as one self-contained HTML page: tables, verdicts and pictures, no external resource.
 
-Images are embedded as base64 PNG ``data:`` URIs and the CSS is inline, so ``index.html`` can be
+Images are embedded as base64 ``data:`` URIs (PNG for the plots, SVG for the placement
+pictures, whose texts stay sharp at any zoom) and the CSS is inline, so ``index.html`` can be
 mailed, archived or opened offline and shows the same thing everywhere.
 """
 from __future__ import annotations
@@ -9,6 +10,8 @@ import base64
 import datetime as _dt
 import io
 import math
+import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +220,183 @@ def _timeline_placements(report) -> list[str]:
     return plots._placements(report, runs)
 
 
+def _adaptive(report) -> dict[str, Any] | None:
+    """The numbers of an adaptive study (``--runs auto``), as the page words them; None otherwise."""
+    info = getattr(report, "adaptive", None)
+    if not info:
+        return None
+    fixed_total = info.get("fixed_total") or 0
+    share = info["measured"] / fixed_total if fixed_total else None
+    return {
+        "measured": _num(info.get("measured")), "configs": _num(info.get("configs")),
+        "fewest": _num(info.get("fewest")), "most": _num(info.get("most")),
+        "min_runs": _num(info.get("min_runs")), "max_runs": _num(info.get("max_runs")),
+        "fixed_runs": _num(info.get("fixed_runs")), "fixed_total": _num(fixed_total),
+        "share": _percent(share, 0), "alpha": _num(info.get("alpha"), 3),
+        "undecided": [str(c) for c in info.get("undecided") or []],
+    }
+
+
+#: Events whose count is a time, not a number of events: the table says so in its header.
+_UNITS = {"task-clock": "ns", "cpu-clock": "ns"}
+
+
+def _software_only(events: list[str]) -> bool:
+    """Whether every counted event is a software one (no cycle, instruction or cache event).
+
+    The kernel counts those itself, so every Linux has them, even a VM or container without a
+    PMU; a study of only those cannot show the cache behaviour the seed paper's figures show.
+    """
+    from pinlab.measure.counters import SOFTWARE
+
+    return bool(events) and all(e in SOFTWARE for e in events)
+
+
+def _count(value: Any) -> str:
+    """A mean count per run: whole numbers with thousands separators, small means with 3 digits."""
+    if _missing(value):
+        return "–"
+    x = float(value)
+    return f"{x:,.0f}" if abs(x) >= 100 else _num(x, 3)
+
+
+def _counters(report) -> dict[str, Any] | None:
+    """The counters section: its figure and, per configuration, each event's mean count and ratio."""
+    events = list(getattr(report, "counters", None) or [])
+    if not events:
+        return None
+    base = getattr(report, "baseline", None)
+    stats = report.stats
+    rows = []
+    for _, r in (stats.iterrows() if stats is not None else []):
+        is_base = r.get("placement") == base
+        cells = []
+        for event in events:
+            ratio = r.get(f"counter:{event}:ratio")
+            cells.append({"mean": _count(r.get(f"counter:{event}")),
+                          "ratio": "baseline" if is_base else _fixed(None if _missing(ratio) else ratio)})
+        rows.append({"config": str(r.get("config", "")), "baseline": is_base, "cells": cells})
+    return {
+        "events": [{"name": e, "unit": _UNITS.get(e, "")} for e in events],
+        "rows": rows,
+        "software_only": _software_only(events),
+        "figure": {"src": _png(plots.counters(report)),
+                   "alt": f"bar charts of each placement's mean count of {', '.join(events)} divided by the {base} placement's"},
+    }
+
+
+def _study_topology(study):
+    """(topology, None) from the hwloc XML recorded with the study, or (None, why not)."""
+    from pinlab.errors import UsageError
+    from pinlab.topology.hwloc_xml import parse_xml
+
+    xml = (getattr(study, "machine", None) or {}).get("topology_xml")
+    if not xml:
+        return None, "The study did not record the machine's topology (hwloc XML), so its placements are not drawn."
+    try:
+        return parse_xml(str(xml), source="study"), None
+    except UsageError as exc:
+        return None, f"The topology recorded with the study could not be read, so its placements are not drawn ({exc})."
+
+
+def _threads_key(value: Any) -> int | None:
+    """A thread count usable as a dict key (NaN, the pandas missing value, never equals itself)."""
+    return None if _missing(value) else int(value)
+
+
+def _pinned_runs(report) -> dict[tuple[str, int | None], Any]:
+    """For each pinned (placement, threads), the first successful run that recorded its CPUs.
+
+    Configurations are taken in the order of the statistics table and runs by run index, so the
+    picture is of the first run a reader finds in the tables. Configurations of one placement
+    and thread count that differ only by program, memory policy or co-runner pin the same CPUs
+    (all but random), so each pair is drawn once.
+    """
+    runs = report.runs
+    if runs is None or len(runs) == 0 or "placement_cpus" not in runs:
+        return {}
+    order = {c: i for i, c in enumerate(report.stats["config"])} if report.stats is not None and "config" in report.stats else {}
+    ok = runs[(runs["status"] == "ok") & (runs["placement"] != "none")]
+    ok = ok.assign(_order=[order.get(c, len(order)) for c in ok["config"]])
+    ok = ok.sort_values(["_order", "run_index"] if "run_index" in ok else ["_order"], kind="stable")
+    found: dict[tuple[str, int | None], Any] = {}
+    for placement in plots._placements(report, runs):
+        if placement == "none":
+            continue
+        for _, row in ok[ok["placement"] == placement].iterrows():
+            cpus = row.get("placement_cpus")
+            key = (placement, _threads_key(row.get("threads")))
+            if key not in found and isinstance(cpus, (list, tuple)) and cpus:
+                found[key] = row
+    return found
+
+
+def _placement_of(row, topology):
+    """The placement a run was pinned with, rebuilt from its stored CPUs and plan."""
+    from pinlab.placement.plan import Placement
+
+    record = row.get("record")
+    plan = record.get("plan") if isinstance(record, dict) else None
+    plan = plan if isinstance(plan, dict) else {}
+    cpus = [int(c) for c in row["placement_cpus"]]
+    return Placement(strategy=str(plan.get("strategy") or row["placement"]), threads=len(cpus), cpus=cpus,
+                     topology=topology, smt=bool(plan.get("smt")), oversubscribe=bool(plan.get("oversubscribe")),
+                     seed=plan.get("seed"), expression=plan.get("expression"))
+
+
+def _mapping(cpus: list[int], shown: int = 64) -> str:
+    """``0→3, 1→7``: the CPU of each thread, as text a reader can search and copy (the SVG is an image)."""
+    pairs = ", ".join(f"{t}→{c}" for t, c in enumerate(cpus[:shown]))
+    return pairs + (f", … ({len(cpus)} threads)" if len(cpus) > shown else "")
+
+
+def _svg(placement) -> tuple[str, int | None]:
+    """The placement drawn by :mod:`pinlab.placement.picture`: an SVG ``data:`` URI and its width in CSS px.
+
+    The width lets the page size the figure to its picture, so that the caption wraps under
+    it rather than widening it (and pictures of a small machine sit side by side).
+    """
+    from pinlab.placement import picture
+
+    with tempfile.TemporaryDirectory(prefix="pinlab-report-") as tmp:
+        path = Path(tmp) / "placement.svg"
+        picture.draw(placement, path)
+        data = path.read_bytes()
+    found = re.search(rb'<svg[^>]*\swidth="([0-9.]+)pt"', data)
+    width = math.ceil(float(found.group(1)) * 96 / 72) + 2 if found else None  # + the image's border
+    return "data:image/svg+xml;base64," + base64.b64encode(data).decode("ascii"), width
+
+
+def _placement_picture(key: tuple[str, int | None], row, topology) -> dict[str, Any]:
+    """One placement picture and its caption, from the run that shows it."""
+    plan = _placement_of(row, topology)
+    item = {"placement": key[0], "threads": plots._threads_label(len(plan.cpus) if key[1] is None else key[1]),
+            "config": str(row.get("config", "")), "run": _num(row.get("run_index")), "mapping": _mapping(plan.cpus),
+            "random": plan.strategy == "random", "src": None, "width": None, "problem": None}
+    unknown = sorted(set(plan.cpus) - set(topology.root.cpus))
+    if unknown:  # the run used CPUs the recorded machine lacks: say so rather than draw a wrong picture
+        item["problem"] = f"CPU {', '.join(map(str, unknown))} is not in the recorded topology"
+    else:
+        item["src"], item["width"] = _svg(plan)
+    return item
+
+
+def _placements(report) -> dict[str, Any]:
+    """The placement pictures: one per pinned placement and thread count, and a note on what is not drawn."""
+    wanted = [p for p in _timeline_placements(report) if p != "none"]
+    if not wanted:
+        return {"pictures": [], "note": "Every configuration left the placement to the operating system: nothing was pinned."}
+    topology, note = _study_topology(report.study)
+    if topology is None:
+        return {"pictures": [], "note": note}
+    runs = _pinned_runs(report)
+    pictures = [_placement_picture(key, row, topology) for key, row in runs.items()]
+    missing = [p for p in wanted if all(key[0] != p for key in runs)]
+    if missing:
+        note = f"No successful run recorded the CPUs of {', '.join(missing)}: {'it is' if len(missing) == 1 else 'they are'} not drawn."
+    return {"pictures": pictures, "note": note}
+
+
 def _environment():
     import jinja2
 
@@ -265,6 +445,9 @@ def render_html(report) -> str:
         "time_metric": metric == "time",
         "figures": figures,
         "timelines": timelines,
+        "adaptive": _adaptive(report),
+        "counters": _counters(report),
+        "placements": _placements(report),
     }
     return _environment().get_template(TEMPLATE).render(**context)
 

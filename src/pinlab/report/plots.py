@@ -1,4 +1,4 @@
-"""Pictures of a study: run times per configuration, speedups, and where threads ran over time.
+"""Pictures of a study: run times per configuration, speedups, counters, and where threads ran over time.
 
 Every function returns a :class:`matplotlib.figure.Figure` drawn with the Agg canvas; no pyplot
 global state is touched, so figures can be made from threads and never open a window.
@@ -9,10 +9,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["violin", "speedups", "timeline", "save", "DPI", "metric_label"]
+__all__ = ["violin", "speedups", "counters", "timeline", "save", "DPI", "metric_label"]
 
 DPI = 110
 _MAX_COLS = 3
+_PAGE_INCHES = 9.9  # the HTML page shows figures up to about 1090 px wide unscaled, at 110 dpi
 _MARKS = {"faster": "*", "slower": "x"}
 _DEFAULTS = {"mem": ("", "none", "None", "first-touch"), "corun": ("", "none", "None")}
 
@@ -241,6 +242,94 @@ def speedups(report):
               borderaxespad=0)
     ax.set_title(f"Median speedup over the baseline ({base}); above 1 is better", fontsize=11)
     fig.tight_layout()
+    return fig
+
+
+def _group_label(program, threads, variant, several_threads: bool) -> str:
+    """An x tick: the program, its thread count when the study has several, its variant."""
+    parts = [str(program)] + ([_threads_label(threads)] if several_threads else []) + ([variant] if variant else [])
+    return "\n".join(parts)
+
+
+def counters(report):
+    """Each event's mean count per run, divided by the baseline's, one panel per event.
+
+    As Figures 3-5 of the seed paper (Ribeiro et al.): a bar is a placement's count normalised
+    to the OS placement of the same program, threads, memory policy and co-runner, so above 1
+    means the placement caused more events, below 1 fewer. A ratio that cannot be computed (the
+    baseline counted no event, or the event was not counted) is written "n/a" where its bar
+    would be, rather than left out, so that a missing bar is never read as a ratio of 0.
+    """
+    import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    events = list(getattr(report, "counters", None) or [])
+    stats = report.stats
+    base = getattr(report, "baseline", None)
+    if not events:
+        return _message(_figure(6, 3), "no performance counter was counted")
+    if stats is None or len(stats) == 0:
+        return _message(_figure(6, 3), "no configuration has statistics")
+    cmp = stats[stats["placement"] != base]
+    if len(cmp) == 0:
+        return _message(_figure(6, 3), f"no placement other than the baseline ({base})")
+    placements = [p for p in _placements(report, cmp) if p != base]
+    colors = _colors([base] + placements if base else placements)
+    groups = list(dict.fromkeys((r["program"], r["threads"], _variant(r)) for _, r in cmp.iterrows()))
+    several_threads = len({str(t) for _, t, _ in groups}) > 1
+    width = 0.8 / max(1, len(placements))
+    bars = len(groups) * len(placements)
+    # Panels side by side only while the figure fits the page (about 10 inches) unscaled:
+    # shrunk to fit, its bar labels would be unreadable.
+    panel_w = min(14.0, max(4.3, 0.8 + 0.25 * bars + 0.25 * len(groups)))
+    cols = max(1, min(_MAX_COLS, len(events), int(_PAGE_INCHES // panel_w)))
+    rows = int(math.ceil(len(events) / cols))
+    fig = _figure(panel_w * cols, 3.4 * rows + 1.0)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    missing = False
+    for i, event in enumerate(events):
+        ax = axes[i // cols][i % cols]
+        top = 1.0
+        for gi, (program, threads, variant) in enumerate(groups):
+            hit = cmp[(cmp["program"] == program) & (cmp["threads"].astype(str) == str(threads))]
+            hit = hit[hit.apply(_variant, axis=1) == variant]
+            for pi, placement in enumerate(placements):
+                row = hit[hit["placement"] == placement]
+                if len(row) == 0:
+                    continue
+                value = row.iloc[0].get(f"counter:{event}:ratio")
+                value = float("nan") if _is_empty(value) else float(value)
+                x = gi - 0.4 + width * (pi + 0.5)
+                if not np.isfinite(value):
+                    ax.text(x, 0.05, "n/a", ha="center", va="bottom", fontsize=7, rotation=90, color="#aa0000")
+                    missing = True
+                    continue
+                ax.bar(x, value, width * 0.92, color=colors[placement], edgecolor="black", linewidth=0.4)
+                if bars <= 24:
+                    ax.text(x, value, f"{value:.2f}", ha="center", va="bottom", fontsize=6.5)
+                top = max(top, value)
+        ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
+        ax.set_ylim(0, top * 1.18)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([_group_label(p, t, v, several_threads) for p, t, v in groups], fontsize=8,
+                           rotation=30 if len(groups) > 6 else 0)
+        ax.set_xlim(-0.6, len(groups) - 0.4)
+        ax.set_title(event, fontsize=10)
+        ax.set_ylabel(f"count / count with {base}", fontsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    for j in range(len(events), rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    handles = [Patch(facecolor=colors[p], edgecolor="black", label=p) for p in placements]
+    handles.append(Line2D([], [], color="black", linestyle="--", label=f"1 = as many events as {base}"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.suptitle(f"Performance counters, each placement's mean count over {base}'s; above 1 = more events", fontsize=11)
+    legend_h, note_h = 0.32 / fig.get_figheight(), 0.22 / fig.get_figheight()
+    if missing:
+        fig.text(0.5, legend_h + note_h / 2, "n/a: no ratio (the baseline counted no such event, or it was not counted)",
+                 ha="center", va="center", fontsize=8, color="#aa0000")
+    fig.tight_layout(rect=(0, legend_h + (note_h if missing else 0), 1, 1))
     return fig
 
 

@@ -106,6 +106,15 @@ def _threads_label(threads) -> str:
     return "1 thread" if n == 1 else f"{n} threads"
 
 
+def _compared(report, cmp, base):
+    """What a chart against the baseline shows: the placements compared (in study order), their
+    colours (the baseline keeps its own), and the (program, threads, variant) groups of bars."""
+    placements = [p for p in _placements(report, cmp) if p != base]
+    colors = _colors([base] + placements if base else placements)
+    groups = list(dict.fromkeys((r["program"], r["threads"], _variant(r)) for _, r in cmp.iterrows()))
+    return placements, colors, groups
+
+
 def violin(report):
     """Metric of every run, one panel per program x threads, one violin per placement.
 
@@ -196,10 +205,7 @@ def speedups(report):
     cmp = stats[stats["placement"] != base]
     if len(cmp) == 0:
         return _message(_figure(6, 3), f"no placement other than the baseline ({base})")
-    placements = [p for p in _placements(report, cmp) if p != base]
-    colors = _colors([base] + placements if base else placements)
-    groups = list(dict.fromkeys(
-        (r["program"], r["threads"], _variant(r)) for _, r in cmp.iterrows()))
+    placements, colors, groups = _compared(report, cmp, base)
     width = 0.8 / max(1, len(placements))
     fig = _figure(min(22, max(6.0, 1.0 + 0.35 * len(groups) * max(1, len(placements)) + 0.5 * len(groups))), 4.6)
     ax = fig.subplots()
@@ -274,9 +280,7 @@ def counters(report):
     cmp = stats[stats["placement"] != base]
     if len(cmp) == 0:
         return _message(_figure(6, 3), f"no placement other than the baseline ({base})")
-    placements = [p for p in _placements(report, cmp) if p != base]
-    colors = _colors([base] + placements if base else placements)
-    groups = list(dict.fromkeys((r["program"], r["threads"], _variant(r)) for _, r in cmp.iterrows()))
+    placements, colors, groups = _compared(report, cmp, base)
     several_threads = len({str(t) for _, t, _ in groups}) > 1
     width = 0.8 / max(1, len(placements))
     bars = len(groups) * len(placements)

@@ -21,13 +21,17 @@ import signal
 import stat
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pinlab.errors import UsageError
 from pinlab.launch import controls, memory
 from pinlab.launch.record import RunRecord, ThreadRecord
 from pinlab.launch.spawn import spawn
-from pinlab.measure import counters, linux
+from pinlab.measure import linux
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+
+if TYPE_CHECKING:
+    from pinlab.measure.counters import Availability
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -64,7 +68,7 @@ class LaunchSpec:
     timeout: float | None = None  # seconds; the program is killed (SIGKILL) past it
     stdout: int | None = None  # file descriptors for the program's output (default: pinlab's own)
     stderr: int | None = None
-    counters: counters.Availability | None = None  # performance counters to read for the program
+    counters: Availability | None = None  # performance counters to read for the program (pinlab.measure.counters)
 
 
 def resolve_program(name: str, path: str | None) -> str:
@@ -407,7 +411,11 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         if spec.follow_nodes is not None and spec.cpus:
             mem_mode, mem_nodes = memory.MPOL_BIND, (spec.follow_nodes[0],)  # the main thread's node; the preload binds the others
         # Opened on this thread, just before the spawn: the program inherits them (see measure.counters).
-        group = counters.ProgramCounters(spec.counters.usable, spec.counters.user_only) if spec.counters else None
+        group = None
+        if spec.counters:
+            from pinlab.measure.counters import ProgramCounters
+
+            group = ProgramCounters(spec.counters.usable, spec.counters.user_only)
         try:
             helper, pid, reports = _start(spec, program, env, mask, mem_mode, mem_nodes, old_mask)
         except BaseException:

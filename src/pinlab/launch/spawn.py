@@ -12,7 +12,6 @@ follow the same path into the child.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 from collections.abc import Iterator, Sequence
@@ -23,18 +22,23 @@ from pinlab.launch import controls, memory
 _RESET_TO_DEFAULT = tuple(s for s in (getattr(signal, "SIGPIPE", None), getattr(signal, "SIGXFSZ", None)) if s is not None)
 PR_GET_THP_DISABLE = 42
 
-_libc: ctypes.CDLL | None = None
+_libc = None
 
 
-def _c() -> ctypes.CDLL:
+def _c():
+    """libc through ctypes, loaded the first time a setting needs it (not on every launch)."""
     global _libc
     if _libc is None:
+        import ctypes
+
         _libc = ctypes.CDLL(None, use_errno=True)
     return _libc
 
 
 def _check(result: int, what: str) -> int:
     if result == -1:
+        import ctypes
+
         errno = ctypes.get_errno()
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
     return result

@@ -412,7 +412,7 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
                 one(c, r, w)
             round_number = 0
             while plan.adaptive:
-                batch = next_round(plan, configs, store.runs(study.id), round_number)
+                batch = next_round(plan, configs, store.runs_frame(study.name), round_number)  # without the records: only status and metric are needed
                 if not batch:
                     break
                 round_number += 1

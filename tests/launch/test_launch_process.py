@@ -212,3 +212,66 @@ def test_max_rss_is_the_programs_own_not_pinlabs():
     assert 0 < small.max_rss_kib < min(16 << 10, own_peak_kib() // 4), (small.max_rss_kib, own_peak_kib())
     big = pinlab.run([PY, "-c", "b = bytearray(96 << 20)"], sample_ms=None)
     assert (96 << 10) <= big.max_rss_kib <= (96 << 10) + (64 << 10), big.max_rss_kib
+
+
+def _descendants(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _wait_until(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# A program that starts others: a background child that its shell leaves behind, and a foreground one.
+TREE = ["sh", "-c", "sleep 300 & sleep 301; exit 0"]
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["unpinned", "pinned"])
+def test_a_kill_9_of_pinlab_run_leaves_no_process_of_the_program(pinned):
+    """pinlab-exec's PR_SET_PDEATHSIG and subreaper end the program and all it started, even a child it orphaned."""
+    placement = ["-c", str(sorted(os.sched_getaffinity(0))[0])] if pinned else []
+    proc = subprocess.Popen([str(PINLAB), "run", "-q", *placement, "--", *TREE])
+    # pinlab-exec, sh and the two sleeps
+    assert _wait_until(lambda: len(_descendants(proc.pid)) >= 4), _descendants(proc.pid)
+    below = _descendants(proc.pid)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert _wait_until(lambda: not any(_alive(p) for p in below), timeout=10), [p for p in below if _alive(p)]
+
+
+def test_a_kill_9_of_a_study_leaves_no_process_of_the_program(tmp_path):
+    proc = subprocess.Popen([str(PINLAB), "study", "--db", str(tmp_path / "s.db"), "--name", "k", "-s", "none", "-n", "1", "--runs", "1",
+                             "--warmup", "0", "-q", "--", *TREE])
+    assert _wait_until(lambda: len(_descendants(proc.pid)) >= 4), _descendants(proc.pid)
+    below = _descendants(proc.pid)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert _wait_until(lambda: not any(_alive(p) for p in below), timeout=10), [p for p in below if _alive(p)]
+
+
+def test_the_program_ends_with_pinlab_exec_if_that_is_killed_alone():
+    """Should pinlab-exec itself die, the program's own PR_SET_PDEATHSIG ends it (and pinlab reports the kill)."""
+    proc = subprocess.Popen([str(PINLAB), "run", "-q", "--", "sleep", "300"])
+    assert _wait_until(lambda: len(_descendants(proc.pid)) >= 2)
+    helper, program = _descendants(proc.pid)[:2]
+    os.kill(helper, signal.SIGKILL)
+    assert proc.wait(timeout=20) == 128 + signal.SIGKILL
+    assert _wait_until(lambda: not _alive(program), timeout=10)

@@ -344,7 +344,7 @@ def _start(spec: LaunchSpec, program: str, env: dict[str, str], mask, mem_mode, 
         os.set_inheritable(write_end, True)
         helper_path = str(native_path("pinlab-exec"))
         try:
-            helper = spawn(helper_path, [helper_path, str(write_end), program, *spec.argv], env, cpus=mask, mem_mode=mem_mode,
+            helper = spawn(helper_path, [helper_path, str(write_end), str(os.getpid()), program, *spec.argv], env, cpus=mask, mem_mode=mem_mode,
                            mem_nodes=mem_nodes, no_aslr=spec.no_aslr, no_thp=spec.thp == "never", sigmask=sigmask,
                            stdout=spec.stdout, stderr=spec.stderr)
         except OSError as exc:  # setting the CPU, policy or personality failed, or pinlab-exec is broken

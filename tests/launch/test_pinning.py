@@ -17,6 +17,7 @@ import pytest
 import pinlab
 from pinlab.native import native_path
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+from pinlab.words import plural
 from tests.conftest import run_pinlab
 
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -200,7 +201,16 @@ def test_the_record_says_what_happened(tmp_path):
     pages = data["pages_per_node"]
     assert pages and all(int(node) >= 0 and count > 0 for node, count in pages.items())
     # Without --record, one summary line; with --quiet, nothing.
-    assert f"{len(plan) + 1} threads pinned on CPUs {ALLOWED_LIST}; {data['migrations']} migrations seen" in result.stderr
+    cpus = f"CPU {ALLOWED_LIST}" if len(set(plan) | {threads[0]["planned_cpu"]}) == 1 else f"CPUs {ALLOWED_LIST}"
+    assert f"{plural(len(plan) + 1, 'thread')} pinned on {cpus}; {plural(data['migrations'], 'migration')} seen" in result.stderr
+
+
+def test_the_summary_counts_threads_and_processes_apart_in_words():
+    """A shell that starts other programs: each process's main thread is pinned; the summary says how many processes."""
+    one = run_pinlab("run", "-c", str(ALLOWED[0]), "--", "true")
+    assert f"; 1 thread pinned on CPU {ALLOWED[0]};" in one.stderr
+    shell = run_pinlab("run", "-c", str(ALLOWED[0]), "--", "sh", "-c", "/bin/true; /bin/true; exit 0")
+    assert f"; 3 threads (in 3 processes) pinned on CPU {ALLOWED[0]};" in shell.stderr
 
 
 def test_unpinned_threads_are_sampled_too(tmp_path):

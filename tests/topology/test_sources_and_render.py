@@ -45,6 +45,25 @@ def test_hwloc_1_xml_is_converted(tmp_path):
     assert topo.summary()["pus"] == 2 and topo.summary()["cores"] == 1
 
 
+@pytest.mark.parametrize("keep", ["inside the topology tag", "after the topology tag", "in the middle"])
+@pytest.mark.parametrize("version", ["2", "1"])
+def test_a_truncated_file_is_said_to_be_cut_short_not_blamed_on_its_version(tmp_path, keep, version):
+    """Cut anywhere (inside '<topology version=...', just after it, or half way), a file is reported
+    as not valid XML at the line where it stops, never as 'hwloc 1.x file ... minimalistic parser'."""
+    text = load_topology("clovertown").xml
+    if version == "1":
+        text = text.replace('<topology version="2.0">', "<topology>")
+    start = text.index("<topology")
+    cut = {"inside the topology tag": start + len("<topology ve") if version == "2" else start + len("<topolo"),
+           "after the topology tag": text.index(">", start) + 1, "in the middle": len(text) // 2}[keep]
+    path = tmp_path / "cut.xml"
+    path.write_text(text[:cut])
+    with pytest.raises(UsageError) as caught:
+        load_topology(str(path))
+    message = str(caught.value)
+    assert "not valid XML" in message and "line " in message and "1.x" not in message and "minimalistic" not in message
+
+
 def test_tree_reads_like_lstopo():
     tree = render_tree(load_topology("clovertown")).splitlines()
     assert tree[0].startswith("# clovertown: 2 package(s), 1 NUMA node(s), 8 cores, 8 PUs; allowed CPUs 0-7")

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pinlab.topology.cpuset import format_cpulist
+from pinlab.words import plural
 
 RECORD_FORMAT_VERSION = 1
 
@@ -119,14 +120,17 @@ class RunRecord:
         pinned = [t for t in self.threads if t.planned_cpu is not None and t.planned_cpu >= 0]
         if pinned:
             wrong = [t for t in pinned if t.pinned_as_planned is False]
-            cpus = format_cpulist({t.planned_cpu for t in pinned})
-            text += f"; {len(pinned)} threads pinned on CPUs {cpus}"
+            planned = {t.planned_cpu for t in pinned}
+            cpus = f"{'CPU' if len(planned) == 1 else 'CPUs'} {format_cpulist(planned)}"
+            processes = {t.pid for t in pinned}
+            where = f" (in {plural(len(processes), 'process')})" if len(processes) > 1 else ""
+            text += f"; {plural(len(pinned), 'thread')}{where} pinned on {cpus}"
             if wrong:
-                text += f", {len(wrong)} NOT on their planned CPU"
+                text += f", {len(wrong)} NOT on {'its' if len(wrong) == 1 else 'their'} planned CPU"
         elif self.plan is None:
             text += "; not pinned"
         if self.sample_ms:
-            text += f"; {self.migrations} migrations seen"
+            text += f"; {plural(self.migrations, 'migration')} seen"
         if self.counters:
             text += "; " + ", ".join(_count_text(name, count["value"]) for name, count in self.counters.items())
         return text

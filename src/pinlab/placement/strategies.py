@@ -17,13 +17,13 @@ STRATEGIES = ("compact", "scatter", "random", "none", "intra-socket", "inter-soc
 ALIASES = {"close": "compact", "spread": "scatter", "os": "none", "intra": "intra-socket", "inter": "inter-socket"}
 
 
-def canonical_strategy(name: str) -> str:
+def canonical_strategy(name: str, explicit_hint: bool = True) -> str:
     name = name.strip().lower()
     name = ALIASES.get(name, name)
     if name not in STRATEGIES:
         raise UsageError(
             f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)} "
-            f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())}), or give CPUs with -c"
+            f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())})" + (", or give CPUs with -c" if explicit_hint else "")
         )
     return name
 

@@ -102,10 +102,27 @@ def load_file(path: Path) -> Topology:
         raise UsageError(f"topology file {str(path)!r} does not exist; export one with `lstopo-no-graphics --of xml FILE`") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read topology file {str(path)!r}: {exc}") from None
-    head = text[:400]
-    if "<topology" in head and not re.search(r"<topology[^>]*version\s*=\s*[\"']2", head):
+    tag = re.search(r"<topology\b[^>]*>", text[:4096])
+    if tag is not None and not re.search(r"version\s*=\s*[\"']2", tag.group(0)):
+        # Only a complete, well-formed file is taken for hwloc 1.x (no version attribute): a file
+        # cut short or damaged is said to be so, not blamed on its hwloc version.
+        _check_well_formed(text, path)
         text = lstopo(["-i", str(path), "--of", "xml", "-"], what=f"hwloc 1.x file {str(path)!r}")
+    elif tag is None and "<topology" in text[:4096]:
+        _check_well_formed(text, path)
     return parse_xml(text, source=str(path))
+
+
+def _check_well_formed(text: str, path: Path) -> None:
+    """UsageError naming the line and column where ``text`` stops being well-formed XML."""
+    import xml.parsers.expat
+
+    parser = xml.parsers.expat.ParserCreate()
+    try:
+        parser.Parse(text, True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise UsageError(f"{path}: not valid XML ({xml.parsers.expat.ErrorString(exc.code)}: line {exc.lineno}, column {exc.offset}); "
+                         "the file may be cut short or damaged: export it again with `lstopo-no-graphics --of xml FILE`") from None
 
 
 def _preset_dir() -> Path:

@@ -6,6 +6,8 @@ import sys
 import click
 
 from pinlab.errors import UsageError
+from pinlab.study.limits import MAX_RUNS_PER_CONFIG
+from pinlab.words import plural
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -226,18 +228,29 @@ def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
     if count > 4096:
         raise UsageError(f"--count {count} is more co-runners than any machine needs (4096 at most)")
     runners = CoRunners(kind, count, cpus, period_us=period_us, duty=duty, size=size)
-    waited = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    waited = stopping | {signal.SIGCHLD}  # a co-runner that ends by itself has failed: stop and say so
     old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     try:
         with runners:
-            click.echo(f"pinlab: {count} {kind} co-runner(s) on CPUs {','.join(str(runners.cpus[i % len(runners.cpus)]) for i in range(count))}, pids {' '.join(map(str, runners.pids))}", err=True)
-            if duration is None:
-                signal.sigwaitinfo(waited)
-            else:
-                signal.sigtimedwait(waited, duration)
-            time.sleep(0)
+            cpus_used = sorted({runners.cpus[i % len(runners.cpus)] for i in range(count)})
+            click.echo(f"pinlab: {plural(count, f'{kind} co-runner')} on {'CPU' if len(cpus_used) == 1 else 'CPUs'} "
+                       f"{','.join(map(str, cpus_used))}, {'pid' if count == 1 else 'pids'} {' '.join(map(str, runners.pids))}", err=True)
+            deadline = None if duration is None else time.monotonic() + duration
+            while runners.failure() is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                info = signal.sigwaitinfo(waited) if left is None else signal.sigtimedwait(waited, left)
+                if info is not None and info.si_signo in stopping:
+                    break
+            failure = runners.failure()
+            status = runners.exit_status()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if failure:
+        click.echo(f"pinlab: error: co-runner {failure}; see its message above", err=True)
+        return status
     return 0
 
 
@@ -271,8 +284,8 @@ def check(as_json: bool) -> None:
 @click.option("--name", help="Name of the study (default: study-<date-time>).")
 @click.option("--db", default="pinlab.db", show_default=True, help="SQLite file the runs are stored in.")
 @click.option("--strategies", "-s", default="none,compact,scatter", show_default=True, help="Placements to compare; none is the baseline.")
-@click.option("--threads", "-n", default=None, help="Thread counts, e.g. 1,2 (default: the number of cores).")
-@click.option("--runs", default="35", show_default=True, help="Measured runs per configuration, or auto: add runs until every comparison with the baseline is decided.")
+@click.option("--threads", "-n", default=None, help="Thread counts, e.g. 1,2 (default: the number of CPUs this process may use).")
+@click.option("--runs", default="35", show_default=True, help=f"Measured runs per configuration (at most {MAX_RUNS_PER_CONFIG}), or auto: add runs until every comparison with the baseline is decided.")
 @click.option("--max-runs", type=int, default=100, show_default=True, help="--runs auto: most runs per configuration.")
 @click.option("--min-runs", type=int, default=10, show_default=True, help="--runs auto: runs per configuration before the first test.")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="--runs auto: risk level at which a comparison is decided.")
@@ -280,96 +293,89 @@ def check(as_json: bool) -> None:
 @click.option("--order", type=click.Choice(["interleaved", "blocked", "shuffled"]), default="interleaved", show_default=True)
 @click.option("--warmup", type=int, default=1, show_default=True, help="Warm-up runs per configuration, not counted.")
 @click.option("--mem", default="first-touch", show_default=True, help="Memory policies, comma-separated (see pinlab run).")
-@click.option("--corun", default="none", show_default=True, help="Co-runner configurations, comma-separated: none, cpu:1, sleep:2+cpu:1...")
+@click.option("--corun", default="none", show_default=True, help="Co-runner configurations, comma-separated: none, cpu:1, sleep:2+cpu:1... (at most one co-runner per CPU).")
 @click.option("--metric", default="time", show_default=True, help="time, json:KEY, or a regular expression with one group.")
-@click.option("--timeout", type=float, help="Seconds after which a run is killed and stored as timed out.")
+@click.option("--timeout", type=float, help="Seconds after which a run is killed and stored as timed out (default: no timeout).")
+@click.option("--sample-ms", default="auto", show_default=True, help="How often to sample where each thread runs: milliseconds, or auto (about 20 samples per run, from the warm-up runs' length, 5-100 ms).")
 @click.option("--max-failures", type=int, default=10, show_default=True, help="Stop after this many failed runs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random placements and of the shuffled order.")
 @click.option("--workload", "-w", "workloads", multiple=True, help="A built-in workload with its options, e.g. stream:--size 10M (repeatable).")
 @click.option("--resume", help="Continue the study NAME where it stopped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, max_failures, seed, workloads, resume, quiet, program) -> int:
-    """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS"""
-    from pinlab.study.engine import StudyInterrupted
+def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, sample_ms,
+          max_failures, seed, workloads, resume, quiet, program) -> int:
+    """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS
+
+    Exits with 0 when every configuration has successful runs, 1 when the study ended but a
+    configuration has none (every run of it failed; the runs are stored), 2 for bad options or
+    after --max-failures failed runs, 128+N when stopped by signal N (continue with --resume).
+    """
+    from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, run_study
 
     try:
-        return _study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, max_failures,
-                      seed, workloads, resume, quiet, program)
+        if resume:
+            if program or workloads:
+                raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
+            summary = run_study(None, db, resume=resume, max_failures=max_failures, progress=not quiet)
+        else:
+            plan = _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric,
+                               timeout, sample_ms, max_failures, seed, workloads, program)
+            summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
     except StudyInterrupted as exc:
         click.echo(f"pinlab: {exc}", err=True)
         return 128 + exc.signum
     except KeyboardInterrupt:
         click.echo(f"pinlab: study interrupted; every finished run is stored; continue with --resume {resume or name or 'NAME'}", err=True)
         return 130
-
-
-def _study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, max_failures,
-           seed, workloads, resume, quiet, program) -> int:
-    from pinlab.study.engine import FIXED_RUNS, StudyPlan, check_metric, parse_coruns, parse_program, run_study
-
-    if max_failures < 1:
-        raise UsageError(f"--max-failures must be at least 1 (got {max_failures})")
-    if resume:
-        if program or workloads:
-            raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
-        summary = run_study(None, db, resume=resume, max_failures=max_failures, progress=not quiet)
-    else:
-        from pinlab.placement.strategies import canonical_strategy
-        from pinlab.topology.cpuset import parse_cpulist
-
-        programs = [parse_program(w) for w in workloads]
-        if program:
-            programs.append(parse_program(shlex_join(program)))
-        if not programs:
-            raise UsageError("no program to study: give -- PROGRAM ARGS or --workload NAME[:OPTIONS]")
-        if runs != "auto" and (not runs.isdigit() or int(runs) < 1):
-            raise UsageError(f"--runs must be a positive number of runs or auto (got {runs!r})")
-        if runs == "auto":
-            if min_runs < 3:
-                raise UsageError(f"--min-runs must be at least 3: the tests need that many runs (got {min_runs})")
-            if max_runs < min_runs:
-                raise UsageError(f"--max-runs ({max_runs}) must be at least --min-runs ({min_runs})")
-            if not 0 < alpha < 0.5:
-                raise UsageError(f"--alpha must be between 0 and 0.5 (got {alpha})")
-        if warmup < 0:
-            raise UsageError(f"--warmup cannot be negative (got {warmup})")
-        placements = [canonical_strategy(s) for s in strategies.split(",")]
-        if runs == "auto" and "none" not in placements:
-            raise UsageError("--runs auto compares every placement with the baseline none: add none to --strategies")
-        usable = []
-        if counters:
-            from pinlab.measure.counters import parse_events, probe
-
-            found = probe(parse_events(counters))
-            usable = [e.name for e in found.usable]
-            for notice in found.notices:
-                click.echo(f"pinlab: notice: {notice}", err=True)
-        if threads is None:
-            import os
-
-            threads = str(len(os.sched_getaffinity(0)))
-        counts = parse_cpulist(threads, what="--threads list")
-        if 0 in counts:
-            raise UsageError("--threads must be at least 1")
-        check_metric(metric)
-        from pinlab.launch.memory import parse_policy
-
-        policies = [str(parse_policy(m)) for m in mem.split(",")]
-        coruns = [parse_coruns(c) for c in corun.split(",")]
-        import datetime
-
-        plan = StudyPlan(name=name or datetime.datetime.now().strftime("study-%Y%m%d-%H%M%S"), programs=programs, strategies=placements,
-                         threads=counts, runs=runs if runs == "auto" else int(runs), order=order, warmup=warmup, mem=policies, coruns=coruns,
-                         metric=metric, timeout=timeout, max_failures=max_failures, seed=seed, counters=usable, max_runs=max_runs,
-                         min_runs=min_runs, alpha=alpha)
-        summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
-    click.echo(f"pinlab: study {summary['study']}: {summary['runs']} runs stored in {summary['db']} ({summary['new_runs']} new, {summary['failures']} failed)", err=True)
+    click.echo(f"pinlab: study {summary['study']}: {plural(summary['runs'], 'run')} stored in {summary['db']} "
+               f"({summary['new_runs']} new, {summary['failures']} failed)", err=True)
     if summary.get("adaptive"):
         fixed = FIXED_RUNS * summary["configs"]
-        click.echo(f"pinlab: adaptive study: {summary['measured']} measured runs over {summary['configs']} configurations; "
+        click.echo(f"pinlab: adaptive study: {plural(summary['measured'], 'measured run')} over {plural(summary['configs'], 'configuration')}; "
                    f"a fixed {FIXED_RUNS} runs each would take {fixed} ({summary['measured'] / fixed:.0%} of that)", err=True)
     return 0
+
+
+def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, sample_ms,
+                max_failures, seed, workloads, program):
+    """The options of `pinlab study` as one StudyPlan (which checks itself before anything runs)."""
+    import datetime
+    import os
+
+    from pinlab.study.engine import StudyPlan, parse_command, parse_workload
+    from pinlab.topology.cpuset import parse_cpulist
+
+    programs = [parse_workload(w) for w in workloads]
+    if program:
+        programs.append(parse_command(list(program)))
+    runs_value = runs.strip().lower()
+    if runs_value != "auto":
+        if not (runs_value.isascii() and runs_value.isdigit()):
+            raise UsageError(f"--runs must be a positive number of runs or auto (got {runs!r})")
+        runs_value = int(runs_value)
+    sample_value = sample_ms.strip().lower()
+    if sample_value != "auto":
+        try:
+            sample_value = float(sample_value)
+        except ValueError:
+            raise UsageError(f"--sample-ms must be auto or a number of milliseconds (got {sample_ms!r})") from None
+    usable = []
+    if counters is not None:
+        from pinlab.measure.counters import parse_events, probe
+
+        found = probe(parse_events(counters))
+        usable = [e.name for e in found.usable]
+        for notice in found.notices:
+            click.echo(f"pinlab: notice: {notice}", err=True)
+    if threads is None:
+        threads = str(len(os.sched_getaffinity(0)))
+    plan = StudyPlan(name=name or datetime.datetime.now().strftime("study-%Y%m%d-%H%M%S"), programs=programs,
+                     strategies=strategies.split(","), threads=parse_cpulist(threads, what="--threads list"), runs=runs_value, order=order,
+                     warmup=warmup, mem=mem.split(","), coruns=corun.split(","), metric=metric, timeout=timeout, max_failures=max_failures,
+                     seed=seed, counters=usable, max_runs=max_runs, min_runs=min_runs, alpha=alpha, sample_ms=sample_value)
+    plan.validate()
+    return plan
 
 
 @cli.command()
@@ -389,24 +395,57 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json) -> None:
 
     if not Path(db).exists():
         raise UsageError(f"no study database at {db!r}: run `pinlab study --db {db} ...` first")
+    for option, directory in (("--csv", csv_dir), ("--html", html_dir)):
+        if directory:
+            check_output_directory(directory, option)
     rep = study_report(db, name, baseline=baseline, alpha=alpha)
     if as_json:
         click.echo(dump_json(rep))
     else:
         print_report(rep)
-    if csv_dir:
-        runs_csv, stats_csv = write_csv(rep, csv_dir)
-        click.echo(f"pinlab: wrote {runs_csv} and {stats_csv}", err=True)
-    if html_dir:
-        from pinlab.report.html import write_html
+    try:
+        if csv_dir:
+            runs_csv, stats_csv = write_csv(rep, csv_dir)
+            click.echo(f"pinlab: wrote {runs_csv} and {stats_csv}", err=True)
+        if html_dir:
+            from pinlab.report.html import write_html
 
-        click.echo(f"pinlab: HTML report: {write_html(rep, html_dir)}", err=True)
+            click.echo(f"pinlab: HTML report: {write_html(rep, html_dir)}", err=True)
+    except OSError as exc:  # checked above, but a disk can fill or a directory vanish meanwhile
+        raise UsageError(f"could not write the report: {exc.strerror or exc} ({exc.filename}); the study database is unchanged") from None
 
 
-def shlex_join(argv) -> str:
-    import shlex
+def check_output_directory(directory: str, option: str) -> None:
+    """Fail now, in one line, if files cannot be written into ``directory`` (made if missing).
 
-    return shlex.join(argv)
+    Directories made for the check are removed again: the report makes them when it writes, and
+    a report that fails before then (a damaged database, an unknown study) leaves nothing behind.
+    """
+    import os
+    import tempfile
+
+    made = []
+    try:
+        path = os.path.abspath(directory)
+        missing = []
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for path in reversed(missing):
+            os.mkdir(path)
+            made.append(path)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".pinlab-check-"):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"cannot write {option} {directory}: a part of that path is a file, not a directory; give a directory path") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {option} {directory}: {exc.strerror or exc}; give a directory you can write to") from None
+    finally:
+        for path in reversed(made):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,7 +68,9 @@ def test_every_thread_is_counted_and_nothing_of_pinlab():
     cpu_time = record.user_seconds + record.system_seconds
     assert 0.8 * cpu_time <= clock["value"] / 1e9 <= 1.25 * cpu_time + 0.02, (clock, cpu_time)
     assert clock["running_ns"] == clock["enabled_ns"]  # software events are never multiplexed
-    if threads == 2:
+    # The bound above already holds the worker to account (rusage counts every thread); when the two
+    # threads really ran side by side (not on a machine loaded by others), the count shows it too.
+    if threads == 2 and cpu_time > 1.3 * record.wall_seconds:
         assert clock["value"] / 1e9 > 1.3 * record.wall_seconds, (clock, record.wall_seconds)
 
 

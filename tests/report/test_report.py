@@ -65,3 +65,35 @@ def test_report_bad_input(db, tmp_path):
                           (["--db", str(db), "--baseline", "random"], "baseline 'random' is not a placement"), (["--db", str(db), "--alpha", "0.7"], "--alpha must be")):
         result = run_pinlab("report", *args)
         assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("option", ["--html", "--csv"])
+@pytest.mark.parametrize("where", ["/proc/x", "FILE/sub", "FILE"])
+def test_unwritable_output_paths_fail_before_the_report_in_one_line(db, tmp_path, option, where):
+    """Checked before anything is computed or printed: no report on stdout, one line, exit 2."""
+    regular = tmp_path / "afile"
+    regular.write_text("keep me\n")
+    target = where.replace("FILE", str(regular))
+    result = run_pinlab("report", "r", "--db", str(db), option, target)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == "" and result.stderr.count("\n") == 1 and result.stderr.startswith("pinlab: error: ")
+    assert "Traceback" not in result.stderr and target in result.stderr
+    assert regular.read_text() == "keep me\n"
+
+
+def test_a_report_that_fails_leaves_no_output_directory(db, tmp_path):
+    out = tmp_path / "a" / "b"
+    result = run_pinlab("report", "nosuch", "--db", str(db), "--csv", str(out))
+    assert result.returncode == 2 and "no study named 'nosuch'" in result.stderr
+    assert not (tmp_path / "a").exists()
+    made = run_pinlab("report", "r", "--db", str(db), "--csv", str(out))
+    assert made.returncode == 0 and sorted(os.listdir(out)) == ["runs.csv", "stats.csv"]  # no check file left behind
+
+
+def test_without_a_name_the_latest_study_is_reported(db, tmp_path):
+    copy = tmp_path / "two.db"
+    import shutil
+
+    shutil.copy(db, copy)
+    assert run_pinlab("study", "--db", str(copy), "--name", "later", "-s", "none", "-n", "1", "--runs", "3", "-q", "--", "true").returncode == 0
+    assert json.loads(run_pinlab("report", "--db", str(copy), "--json").stdout)["study"] == "later"

@@ -227,7 +227,7 @@ def _mark_without_tables(path):
 FOREIGN = {
     "text file": (_text_file, "not an SQLite file"),
     "random bytes": (_random_bytes, "not an SQLite file"),
-    "SQLite header then garbage": (_fake_header, "not a usable pinlab study database"),
+    "SQLite header then garbage": (_fake_header, "is damaged"),
     "another program's SQLite database": (_other_sqlite, "SQLite database of another program"),
     "another application id": (_other_application, "SQLite database of another program"),
     "pinlab database of schema 99": (_newer_pinlab, "has study schema 99 (written by pinlab 0.1.0), newer than this pinlab reads (1): upgrade pinlab"),

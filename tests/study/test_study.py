@@ -62,7 +62,9 @@ def test_a_failing_program_is_stored_and_the_study_stops_after_max_failures(tmp_
     result = run_pinlab("study", "--db", str(db), "--name", "bad", "-s", "none", "-n", "1", "--runs", "5", "--warmup", "0", "-q",
                         "--max-failures", "2", "--", "sh", "-c", "echo broken input >&2; exit 3")
     assert result.returncode == 2
-    assert "stopped after 2 failed runs" in result.stderr and "broken input" in result.stderr and result.stderr.count("\n") == 1
+    told, error = result.stderr.splitlines()  # the first failure as it happened, then why the study stopped
+    assert told.startswith("pinlab: run 1 of sh none x1 failed: exit status 3: broken input")
+    assert error.startswith("pinlab: error: study bad stopped after 2 failed runs") and "broken input" in error
     runs = stored(db, "bad")[2]
     assert [(r["status"], r["exit_status"]) for r in runs] == [("failed", 3), ("failed", 3)]
     assert "broken input" in runs[0]["stderr_tail"]
@@ -121,12 +123,13 @@ def test_bad_study_input(tmp_path):
     db = tmp_path / "s.db"
     assert run_pinlab("study", "--db", str(db), "--name", "x", "--runs", "1", "-q", "--", "true").returncode == 0
     cases = [
-        (["--name", "x", "--runs", "2", "--", "true"], "already exists with other parameters"),
+        (["--name", "x", "--runs", "2", "--", "true"], "a study named x already exists in"),
+        (["--name", "x", "--runs", "1", "--", "true"], "a study named x already exists in"),
         (["--resume", "nope"], "no study named 'nope'"),
         (["--name", "y", "-s", "sideways", "--", "true"], "unknown strategy"),
         (["--name", "y", "--runs", "0", "--", "true"], "--runs must be a positive number"),
         (["--name", "y"], "no program to study"),
-        (["--name", "y", "--runs", "1", "--max-failures", "1", "--workload", "nope"], "nope: command not found"),
+        (["--name", "y", "--runs", "1", "--max-failures", "1", "--workload", "nope"], "unknown workload 'nope'"),
         (["--name", "y", "--metric", "([0-9]", "--", "true"], "is not a regular expression"),
         (["--name", "y", "--corun", "gpu:1", "--", "true"], "malformed co-runner configuration"),
         (["--name", "y", "--mem", "bind:99", "--", "true"], "NUMA node 99 does not exist"),
@@ -180,7 +183,7 @@ def test_adaptive_study_stops_when_every_comparison_is_decided(tmp_path):
     study, configs, runs = stored(db, "auto")
     assert study.parameters["runs"] == "auto" and study.parameters["max_runs"] == 12
     assert len(runs) == 5  # only the baseline: nothing to compare, so its first runs are enough
-    assert "adaptive study: 5 measured runs over 1 configurations; a fixed 35 runs each would take 35" in result.stderr
+    assert "adaptive study: 5 measured runs over 1 configuration; a fixed 35 runs each would take 35" in result.stderr
 
 
 def test_adaptive_study_runs_until_decided_or_max_runs(tmp_path):

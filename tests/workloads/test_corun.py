@@ -92,7 +92,7 @@ def test_co_runners_go_round_robin_over_the_cpus():
 def start_cli(*args: str) -> tuple[subprocess.Popen, list[int]]:
     proc = subprocess.Popen([str(PINLAB), "corun", *args], stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
-    pids = [int(p) for p in line.rsplit("pids", 1)[1].split()]
+    pids = [int(p) for p in re.split(r"\bpids? ", line, maxsplit=1)[1].split()]
     return proc, pids
 
 
@@ -118,3 +118,22 @@ def test_duration_and_bad_input():
                           (["sleep", "--period-us", "5"], "between 10 and 10000"), (["cpu", "--cpus", "9999"], "not allowed")):
         out = subprocess.run([str(PINLAB), "corun", *args], capture_output=True, text=True, timeout=30)
         assert out.returncode == 2 and message in out.stderr
+
+
+@pytest.mark.parametrize("args, status, message", [
+    (["memory", "--count", "1", "--size", "1X", "--duration", "5"], 2, "unknown unit"),  # the co-runner's own bad input
+    (["cpu", "--count", "1", "--duration", "5"], 137, "killed by signal 9"),  # killed from outside while running
+], ids=["bad size", "killed"])
+def test_a_failing_co_runner_fails_pinlab_corun(args, status, message):
+    """pinlab corun stops as soon as a co-runner ends by itself, says how, and exits with its status."""
+    proc = subprocess.Popen([str(PINLAB), "corun", *args], stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    pids = [int(p) for p in re.split(r"\bpids? ", line, maxsplit=1)[1].split()]
+    if status == 137:
+        os.kill(pids[0], signal.SIGKILL)
+    started = time.monotonic()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=10) == status, err
+    assert time.monotonic() - started < 4  # not after --duration
+    assert message in line + err and f"co-runner {args[0]} (pid {pids[0]})" in err
+    assert "Traceback" not in err

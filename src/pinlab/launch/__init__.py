@@ -142,7 +142,7 @@ def plan_spec(
         if planned is None:
             raise UsageError("--nested inherit needs a placement (-s, -c or --plan)")
     wanted = None
-    if counters:
+    if counters is not None:
         from pinlab.measure.counters import parse_events, probe
 
         wanted = probe(parse_events(counters if isinstance(counters, str) else ",".join(counters)))

@@ -145,10 +145,13 @@ def parse_event(name: str) -> Event:
 
 def parse_events(text: str | None) -> tuple[Event, ...]:
     """``--counters`` value: comma-separated names, ``default`` for :data:`DEFAULT`; duplicates dropped."""
-    if text is None or not text.strip():
+    if text is None:
         return ()
+    parts = _split(text)
+    if not parts:
+        raise UsageError(f"--counters {text!r} names no event: give perf list names such as cycles,instructions, or default")
     names: list[str] = []
-    for part in _split(text):
+    for part in parts:
         names.extend(DEFAULT if part == "default" else [part])
     return tuple(parse_event(n) for n in dict.fromkeys(names))
 

@@ -41,9 +41,9 @@ def load_runs(db: str, name: str | None = None, record: bool = True):
     """(study, DataFrame of its measured runs). Without a name, the study most recently created."""
     import pandas
 
-    from pinlab.study.store import Store
+    from pinlab.study.store import Store, damaged_database
 
-    with Store.open(db, create=False, readonly=True) as store:
+    with Store.open(db, create=False, readonly=True) as store, damaged_database(store.path):
         studies = store.studies()
         if not studies:
             raise UsageError(f"{db} holds no study yet: run `pinlab study` first")

@@ -14,9 +14,12 @@ import random
 import re
 import shlex
 from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from pinlab.errors import UsageError
+from pinlab.study.limits import MAX_RUNS_PER_CONFIG, MAX_STUDY_RUNS, MAX_TIMEOUT_S
+from pinlab.words import plural
 
 ORDERS = ("interleaved", "blocked", "shuffled")
 
@@ -43,6 +46,12 @@ class Program:
 MIN_RUNS = 10
 #: The fixed number of runs the seeds use, which an adaptive study is compared with.
 FIXED_RUNS = 35
+#: --sample-ms auto: about this many samples of where each thread runs per run, at a period
+#: between these bounds (milliseconds), chosen per program from its warm-up runs.
+SAMPLES_PER_RUN = 20
+SAMPLE_MS_BOUNDS = (5.0, 100.0)
+#: The period used without a warm-up to learn from (and by studies from before --sample-ms).
+DEFAULT_SAMPLE_MS = 100.0
 
 
 @dataclass
@@ -69,10 +78,95 @@ class StudyPlan:
     min_runs: int = MIN_RUNS
     alpha: float = 0.05
     baseline: str = "none"
+    sample_ms: float | str = "auto"
 
     @property
     def adaptive(self) -> bool:
         return self.runs == "auto"
+
+    def validate(self, topology=None) -> None:
+        """Refuse, with one clear UsageError, any plan that could not run as asked.
+
+        Called before anything is stored or run (by :func:`run_study`), so the command line and
+        the Python API refuse the same things. ``topology`` (default: this machine) is what the
+        placements must fit.
+        """
+        import math
+
+        from pinlab.placement.strategies import canonical_strategy
+
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise UsageError("the study name is empty: give a name with --name")
+        if not self.programs:
+            raise UsageError("no program to study: give -- PROGRAM ARGS or --workload NAME[:OPTIONS]")
+        if self.runs != "auto" and (isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1):
+            raise UsageError(f"--runs must be a positive number of runs or auto (got {self.runs!r})")
+        if self.runs != "auto" and self.runs > MAX_RUNS_PER_CONFIG:
+            raise UsageError(f"--runs {self.runs} is more than {MAX_RUNS_PER_CONFIG} runs per configuration: run fewer (or use --runs auto)")
+        if self.adaptive:
+            if self.min_runs < 3:
+                raise UsageError(f"--min-runs must be at least 3: the tests need that many runs (got {self.min_runs})")
+            if self.max_runs < self.min_runs:
+                raise UsageError(f"--max-runs ({self.max_runs}) must be at least --min-runs ({self.min_runs})")
+            if self.max_runs > MAX_RUNS_PER_CONFIG:
+                raise UsageError(f"--max-runs {self.max_runs} is more than {MAX_RUNS_PER_CONFIG} runs per configuration: give fewer")
+            if not 0 < self.alpha < 0.5:
+                raise UsageError(f"--alpha must be between 0 and 0.5 (got {self.alpha})")
+        if not 0 <= self.warmup <= MAX_RUNS_PER_CONFIG:
+            raise UsageError(f"--warmup must be between 0 and {MAX_RUNS_PER_CONFIG} runs per configuration (got {self.warmup})")
+        if self.order not in ORDERS:
+            raise UsageError(f"unknown --order {self.order!r}: use {', '.join(ORDERS)}")
+        if self.max_failures < 1:
+            raise UsageError(f"--max-failures must be at least 1 (got {self.max_failures})")
+        if self.timeout is not None and not (math.isfinite(self.timeout) and 0 < self.timeout <= MAX_TIMEOUT_S):
+            raise UsageError(f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week) (got {self.timeout}); leave it out for no timeout")
+        if self.sample_ms != "auto" and not (isinstance(self.sample_ms, (int, float)) and math.isfinite(self.sample_ms) and 1 <= self.sample_ms <= 3_600_000):
+            raise UsageError(f"--sample-ms must be auto or a number of milliseconds between 1 and 3600000 (got {self.sample_ms!r})")
+        if not self.threads or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.threads):
+            raise UsageError(f"--threads must be positive thread counts (got {self.threads})")
+        self.strategies = [canonical_strategy(s, explicit_hint=False) for s in self.strategies]
+        if len(set(self.strategies)) != len(self.strategies):
+            raise UsageError(f"a placement is listed twice in --strategies {','.join(self.strategies)}: give each once")
+        if self.adaptive and self.baseline not in self.strategies:
+            raise UsageError(f"--runs auto compares every placement with the baseline {self.baseline}: add {self.baseline} to --strategies")
+        check_metric(self.metric)
+        from pinlab.launch.memory import parse_policy
+
+        self.mem = [str(parse_policy(m)) for m in self.mem]
+        self.coruns = [parse_coruns(c) for c in self.coruns]
+        for name in self.counters:
+            from pinlab.measure.counters import parse_event
+
+            parse_event(name)
+        n_configs = len(self.configs())
+        per_config = self.warmup + (self.max_runs if self.adaptive else self.runs)
+        if n_configs * per_config > MAX_STUDY_RUNS:
+            raise UsageError(f"this study would schedule {n_configs * per_config:,} runs ({n_configs} configurations x {per_config}), "
+                             f"more than {MAX_STUDY_RUNS:,}: give fewer runs, placements or thread counts")
+        for program in self.programs:
+            check_program(program)
+        self._check_fits(topology)
+
+    def _check_fits(self, topology) -> None:
+        """Every placement and co-runner configuration fits the machine (this one by default)."""
+        from pinlab.placement import make_placement
+
+        topo = topology if topology is not None else _this_topology()
+        for strategy in self.strategies:
+            if strategy == "none":
+                continue
+            for threads in self.threads:
+                try:
+                    make_placement(topo, strategy=strategy, threads=threads, seed=0)
+                except UsageError as exc:  # its hints (--oversubscribe, --smt) are options of place and run, not of study
+                    raise UsageError(f"placement {strategy} with {threads} threads does not fit this machine: {str(exc).split('; use ')[0]}; "
+                                     "give fewer threads with -n, or leave this placement out") from None
+        cpus = len(topo.allowed_cpus)
+        for corun in self.coruns:
+            count = corun_count(corun)
+            if count > cpus:
+                raise UsageError(f"co-runners {corun} ask for {count} processes but this process may use only {cpus} CPUs "
+                                 f"(one co-runner per CPU): give at most {corun.split(':')[0]}:{cpus}")
 
     def parameters(self) -> dict[str, Any]:
         """What defines the study (a resumed study must match it). Keys are only added for the
@@ -82,6 +176,7 @@ class StudyPlan:
                       "metric": self.metric, "timeout": self.timeout}
         if self.counters:
             parameters["counters"] = self.counters
+        parameters["sample_ms"] = self.sample_ms
         if self.adaptive:
             parameters.update(max_runs=self.max_runs, min_runs=self.min_runs, alpha=self.alpha, baseline=self.baseline)
         return parameters
@@ -91,18 +186,49 @@ class StudyPlan:
                 for p in self.programs for n in self.threads for s in self.strategies for m in self.mem for c in self.coruns]
 
 
-def parse_program(text: str) -> Program:
-    """``stream`` / ``stream:--size 10M`` (a built-in workload with its options) or a command line."""
+def parse_workload(text: str) -> Program:
+    """``stream`` / ``stream:--size 10M``: a built-in workload with its options (``--workload``).
+
+    Only built-in workloads: a name that is not one is an error, never looked up on PATH (a
+    program goes after ``--``).
+    """
     from pinlab.workloads import WORKLOADS, workload_path
 
     head, _, options = text.partition(":")
-    if head in WORKLOADS:
-        # Always with --json: the output is captured, and the JSON holds every figure (json:KEY metrics).
-        return Program(name=head, argv=[workload_path(head), "--json", *shlex.split(options)])
-    argv = shlex.split(text)
-    if not argv:
-        raise UsageError("empty program: give a workload name (stream, mb, primes...) or a command line")
-    return Program(name=os.path.basename(argv[0]), argv=argv)
+    head = head.strip()
+    if head not in WORKLOADS:
+        raise UsageError(f"unknown workload {head!r} in --workload {text!r}: choose one of {', '.join(WORKLOADS)} "
+                         "(see `pinlab workload list`), or give any other program after --")
+    try:
+        words = shlex.split(options)
+    except ValueError as exc:
+        raise UsageError(f"cannot split the options of --workload {text!r}: {exc}") from None
+    # Always with --json: the output is captured, and the JSON holds every figure (json:KEY metrics).
+    return Program(name=head, argv=[workload_path(head), "--json", *words])
+
+
+def parse_command(argv: list[str]) -> Program:
+    """A program and its arguments (what follows ``--``)."""
+    if not argv or not argv[0]:
+        raise UsageError("empty program: give a command line after -- or a --workload NAME")
+    return Program(name=os.path.basename(argv[0]), argv=list(argv))
+
+
+def check_program(program: Program) -> None:
+    """The program exists and can be executed, as ``pinlab run`` would find it (else exit 2 now)."""
+    from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound, resolve_program
+
+    try:
+        resolve_program(program.argv[0], os.environ.get("PATH", os.defpath))
+    except (ProgramNotFound, ProgramNotExecutable) as exc:
+        raise UsageError(f"cannot study {program.argv[0]!r}: {exc}; check the path or PATH") from None
+
+
+def corun_count(corun: str) -> int:
+    """How many co-runner processes a co-runner configuration starts (0 for none)."""
+    if corun == "none":
+        return 0
+    return sum(int(part.partition(":")[2]) for part in corun.split("+"))
 
 
 def parse_coruns(text: str) -> str:
@@ -113,7 +239,7 @@ def parse_coruns(text: str) -> str:
         return text
     for part in text.split("+"):
         kind, _, count = part.partition(":")
-        if kind not in KINDS or not count.isdigit() or int(count) < 1:
+        if kind not in KINDS or not (count.isascii() and count.isdigit()) or int(count) < 1:
             raise UsageError(f"malformed co-runner configuration {text!r}: use none or KIND:COUNT (KIND one of {', '.join(KINDS)}), e.g. cpu:1 or sleep:2+cpu:1")
     return text
 
@@ -156,23 +282,38 @@ def run_seed(study_seed: int, position: int, index: int) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
-def schedule(plan: StudyPlan, n_configs: int) -> list[tuple[int, int, bool]]:
-    """(config position, run index, warm-up?) in the order the runs happen.
+def schedule(plan: StudyPlan, n_configs: int) -> Iterator[tuple[int, int, bool]]:
+    """(config position, run index, warm-up?) in the order the runs happen, generated lazily.
 
     Warm-up runs come first (one round over the configurations), then the measured runs:
     interleaved (one run of each configuration in turn, so drift spreads evenly), blocked (all
-    runs of a configuration together) or shuffled (a random order from the study's seed).
+    runs of a configuration together) or shuffled (a random order from the study's seed). Only
+    the shuffled order holds anything in memory: a permutation of run numbers (4-8 bytes a run,
+    within the bound :data:`MAX_STUDY_RUNS`).
     """
-    warm = [(c, r, True) for r in range(plan.warmup) for c in range(n_configs)]
+    for r in range(plan.warmup):
+        for c in range(n_configs):
+            yield c, r, True
     if plan.adaptive:
-        return warm  # the measured runs are chosen round by round (see next_round)
+        return  # the measured runs are chosen round by round (see next_round)
     if plan.order == "blocked":
-        measured = [(c, r, False) for c in range(n_configs) for r in range(plan.runs)]
-    else:
-        measured = [(c, r, False) for r in range(plan.runs) for c in range(n_configs)]
-        if plan.order == "shuffled":
-            random.Random(plan.seed).shuffle(measured)
-    return warm + measured
+        for c in range(n_configs):
+            for r in range(plan.runs):
+                yield c, r, False
+        return
+    numbers: Iterable[int] = range(plan.runs * n_configs)
+    if plan.order == "shuffled":
+        # The same permutation as shuffling the list of (config, run) pairs itself: shuffle
+        # moves elements by position only, so studies resumed across versions keep their order.
+        numbers = list(numbers)
+        random.Random(plan.seed).shuffle(numbers)
+    for number in numbers:
+        yield number % n_configs, number // n_configs, False
+
+
+def scheduled_runs(plan: StudyPlan, n_configs: int) -> int:
+    """How many runs :func:`schedule` yields (for an adaptive study: the most it can take)."""
+    return n_configs * (plan.warmup + (plan.max_runs if plan.adaptive else plan.runs))
 
 
 def machine_description() -> dict[str, Any]:
@@ -232,8 +373,13 @@ def _read_output(fd: int, limit: int | None = None) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: bool) -> dict[str, Any]:
-    """One run of one configuration; returns the store's run fields (never raises for a failing program)."""
+def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: bool, sample_ms: float = DEFAULT_SAMPLE_MS) -> dict[str, Any]:
+    """One run of one configuration; returns the store's run fields (never raises for a failing program).
+
+    ``sample_ms``: how often pinlab samples where each thread runs (see :func:`sample_period`).
+    A co-runner that ended before the run did (it crashed, or its options were wrong) makes the
+    run failed: the program did not run next to the load the configuration says.
+    """
     from pinlab.launch import ProgramNotExecutable, ProgramNotFound, plan_spec
     from pinlab.launch.runner import run as launch
     from pinlab.study.store import fields_from_record
@@ -252,7 +398,7 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
         mem=config["mem"],
         no_aslr=True,
         clean_env=True,
-        sample_ms=100.0,
+        sample_ms=sample_ms,
     )
     if placement == "none":
         spec.threads = config["threads"]  # OMP_NUM_THREADS for the unpinned baseline
@@ -267,6 +413,7 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
             for part in config["corun"].split("+"):
                 kind, _, count = part.partition(":")
                 coruns.append(CoRunners(kind, int(count)).start())
+        corun_failure = None
         try:
             record = launch(spec)
             if record.interrupted is not None:
@@ -275,9 +422,13 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
             return {"status": "failed", "exit_status": 127 if isinstance(exc, ProgramNotFound) else 126, "stderr_tail": str(exc)}
         finally:
             for group in coruns:
+                corun_failure = corun_failure or group.failure()
                 group.stop()
         fields = fields_from_record(record.to_json())
         fields["status"] = "timeout" if record.timed_out else ("ok" if record.exit_status == 0 else "failed")
+        if corun_failure and fields["status"] == "ok":
+            fields["status"] = "failed"
+            fields["stderr_tail"] = f"co-runner {corun_failure}: the run did not have the load {config['corun']} asks for"
         fields["metric"] = extract_metric(plan.metric, _read_output(out), record.wall_seconds)
         if fields["status"] == "ok" and fields["metric"] is None:
             fields["status"] = "failed"
@@ -296,7 +447,8 @@ def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_f
     adaptive = {k: p[k] for k in ("max_runs", "min_runs", "alpha", "baseline") if k in p}
     return StudyPlan(name=name, programs=[Program(n, a) for n, a in p["programs"]], strategies=p["strategies"], threads=p["threads"],
                      runs=p["runs"], order=p["order"], warmup=p["warmup"], mem=p["mem"], coruns=p["coruns"], metric=p["metric"],
-                     timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []), **adaptive)
+                     timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []),
+                     sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS), **adaptive)  # studies from before --sample-ms sampled every 100 ms
 
 
 def _values(runs: list[dict[str, Any]], metric: str) -> list[float]:
@@ -356,17 +508,67 @@ def next_round(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[s
     return [(p, counts[configs[p]["id"]], False) for p in positions]
 
 
-def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max_failures: int = 10, progress: bool = True) -> dict[str, Any]:
+def sample_period(plan: StudyPlan, config: dict[str, Any], runs: list[dict[str, Any]]) -> float:
+    """How often (ms) a run of ``config`` samples where its threads run.
+
+    A number given with ``--sample-ms`` is used as it is. ``auto`` aims at about
+    :data:`SAMPLES_PER_RUN` samples per run whatever its length: the period is the shortest
+    wall time among the program's stored warm-up runs (all its configurations) divided by that,
+    within :data:`SAMPLE_MS_BOUNDS`. Every measured run of a program thus samples at the same
+    period (sampling costs pinlab a little CPU time, the same in every configuration compared).
+    Warm-ups themselves, and studies without warm-ups, use :data:`DEFAULT_SAMPLE_MS`.
+    """
+    if plan.sample_ms != "auto":
+        return float(plan.sample_ms)
+    walls = [r["wall_seconds"] for r in runs if r["warmup"] and r["wall_seconds"] and r.get("program", config["program"]) == config["program"]
+             and r.get("argv", config["argv"]) == config["argv"]]
+    if not walls:
+        return DEFAULT_SAMPLE_MS
+    low, high = SAMPLE_MS_BOUNDS
+    return round(min(high, max(low, min(walls) * 1000 / SAMPLES_PER_RUN)), 1)
+
+
+def failure_reason(fields: dict[str, Any]) -> str:
+    """A failed run in one line: how it ended and the last line of what it said."""
+    lines = [line.strip() for line in (fields.get("stderr_tail") or "").strip().splitlines() if line.strip()]
+    said = lines[-1][:300] if lines else "(no output on stderr)"
+    if fields["status"] == "timeout":
+        return f"timed out: {said}"
+    if fields.get("signal"):
+        return f"killed by signal {fields['signal']} (exit status {fields.get('exit_status')}): {said}"
+    if fields.get("exit_status") == 0:
+        return said  # it ran, but something else failed (the metric was not in its output, a co-runner died)
+    return f"exit status {fields.get('exit_status')}: {said}"
+
+
+class StudyFailed(UsageError):
+    """The study ended, but some configuration has no successful measured run: nothing to compare."""
+
+    exit_status = 1
+
+
+def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max_failures: int = 10, progress: bool = True,
+              say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run (or resume) a study, storing every run as soon as it ends; returns a short summary.
 
-    Ctrl-C or a kill leaves every finished run stored; ``resume`` continues with the runs not
-    stored yet. Past ``max_failures`` failed runs the study stops with a UsageError.
+    The plan is validated first (:meth:`StudyPlan.validate`): nothing is stored or run for a plan
+    that cannot run. Ctrl-C or a kill leaves every finished run stored; ``resume`` continues with
+    the runs not stored yet (the database must exist). The first failure of each configuration is
+    told through ``say`` as it happens (default: a line on stderr). Past ``max_failures`` failed
+    runs the study stops with a UsageError; a study that ends with a configuration that has no
+    successful measured run raises :class:`StudyFailed` (exit status 1).
     """
     from pinlab import __version__
     from pinlab.measure.noise import WARNING, check
-    from pinlab.study.store import Store
+    from pinlab.study.store import Store, damaged_database
 
-    with Store.open(db) as store:
+    if resume is None:
+        if plan is None:
+            raise TypeError("run_study needs a plan, or resume=NAME")
+        plan.validate()
+    if max_failures < 1:
+        raise UsageError(f"--max-failures must be at least 1 (got {max_failures})")
+    with Store.open(db, create=resume is None) as store, damaged_database(store.path):
         if resume is not None:
             study = store.study(resume)
             if study is None:
@@ -374,42 +576,59 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
                 raise UsageError(f"no study named {resume!r} in {db} (studies there: {names})")
             plan = plan_from_parameters(study.name, study.parameters, study.seed or 0, max_failures)
         else:
+            if store.study(plan.name) is not None:
+                raise UsageError(f"a study named {plan.name} already exists in {db}: choose another --name, or continue it with --resume {plan.name}")
             warnings = [f"{f.name}: {f.found}" for f in check() if f.status == WARNING]
-            study = store.create_study(plan.name, plan.parameters(), plan.configs(), plan.seed, machine_description(), __version__, warnings)
+            study = store.create_study(plan.name, plan.parameters(), plan.configs(), plan.seed, machine_description(), __version__, warnings,
+                                       new=True)
         configs = store.configs(study.id)
-        stored = store.runs(study.id)
+        stored = store.runs_frame(study.name)  # without the records
         done = {(r["config_id"], r["run_index"], r["warmup"]) for r in stored}
-        order = schedule(plan, len(configs))
-        todo = [(c, r, w) for c, r, w in order if (configs[c]["id"], r, w) not in done]
         failures = sum(1 for r in stored if r["status"] != "ok" and not r["warmup"])
-        total = len(order) + (plan.max_runs * len(configs) if plan.adaptive else 0)  # adaptive: an upper bound
-        bar = _progress(progress, total, len(stored))
+        told = {r["config_id"] for r in stored if r["status"] != "ok"}  # failures already told in an earlier session
+        warmups = [r for r in stored if r["warmup"]]
+        bar = _progress(progress, scheduled_runs(plan, len(configs)), len(stored), say)
         new_runs = 0
+        periods: dict[int, float] = {}
 
         def one(c: int, r: int, w: bool, note: str = "") -> None:
             nonlocal failures, new_runs
             config = configs[c]
             runs_text = f" run {r + 1}" + (f"/{plan.runs}" if not plan.adaptive else note)
             bar.describe(f"{config['program']} {config['placement']} x{config['threads']}" + (" (warm-up)" if w else runs_text))
+            if w:
+                period = DEFAULT_SAMPLE_MS if plan.sample_ms == "auto" else float(plan.sample_ms)
+            else:
+                if c not in periods:
+                    periods[c] = sample_period(plan, config, warmups)
+                period = periods[c]
             try:
-                fields = execute_run(plan, config, r, w)
+                fields = execute_run(plan, config, r, w, sample_ms=period)
             except KeyboardInterrupt:
                 fields = {"interrupted": 2}
             if "interrupted" in fields:  # the program was stopped with the study: not a run to keep
-                raise StudyInterrupted(fields["interrupted"], len(store.runs(study.id)), study.name)
+                raise StudyInterrupted(fields["interrupted"], len(store.runs_frame(study.name)), study.name)
             store.add_run(config["id"], r, w, **fields)
             new_runs += 1
             bar.advance()
+            if w:
+                warmups.append({"warmup": True, "wall_seconds": fields.get("wall_seconds"), "program": config["program"], "argv": config["argv"]})
+            if fields["status"] != "ok" and config["id"] not in told:
+                first = not told
+                told.add(config["id"])
+                bar.say(f"pinlab: {'warm-up ' if w else ''}run {r + 1} of {config['program']} {config['placement']} x{config['threads']}"
+                        f"{'' if config['corun'] == 'none' else ' with ' + config['corun']} failed: {failure_reason(fields)}"
+                        + (" (the study goes on; the first failure of each configuration is shown)" if first else ""))
             if fields["status"] != "ok" and not w:
                 failures += 1
                 if failures >= max_failures:
-                    tail = (fields.get("stderr_tail") or "").strip().splitlines()[-1:] or ["(no output)"]
-                    raise UsageError(f"study {study.name} stopped after {failures} failed runs (last: {config['program']}, {fields['status']}, "
-                                     f"exit status {fields.get('exit_status')}: {tail[0][:200]}); the runs are stored; fix the program and --resume {study.name}")
+                    raise UsageError(f"study {study.name} stopped after {plural(failures, 'failed run')} (last: {config['program']}, "
+                                     f"{failure_reason(fields)}); the runs are stored; fix the program and --resume {study.name}")
 
         try:
-            for c, r, w in todo:
-                one(c, r, w)
+            for c, r, w in schedule(plan, len(configs)):
+                if (configs[c]["id"], r, w) not in done:
+                    one(c, r, w)
             round_number = 0
             while plan.adaptive:
                 batch = next_round(plan, configs, store.runs_frame(study.name), round_number)  # without the records: only status and metric are needed
@@ -417,21 +636,32 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
                     break
                 round_number += 1
                 for c, r, w in batch:
-                    one(c, r, w, f" (adaptive: {len(batch)} configurations undecided)")
+                    one(c, r, w, f" (adaptive: {plural(len(batch), 'configuration')} undecided)")
         finally:
             bar.close()
         store.finish(study.id)
-        measured = sum(1 for r in store.runs(study.id) if not r["warmup"])
-        summary = {"study": study.name, "db": db, "runs": len(store.runs(study.id)), "new_runs": new_runs, "failures": failures,
-                   "measured": measured, "configs": len(configs), "adaptive": plan.adaptive}
+        rows = store.runs_frame(study.name)
+        measured = [r for r in rows if not r["warmup"]]
+        summary = {"study": study.name, "db": db, "runs": len(rows), "new_runs": new_runs, "failures": failures,
+                   "measured": len(measured), "configs": len(configs), "adaptive": plan.adaptive}
+        succeeded = {r["config_id"] for r in measured if r["status"] == "ok"}
+        empty = [c for c in configs if c["id"] not in succeeded]
+        if empty:
+            first = next((r for r in rows if r["config_id"] == empty[0]["id"] and r["status"] != "ok"), None)
+            names = ", ".join(f"{c['program']} {c['placement']} x{c['threads']}" + ("" if c["corun"] == "none" else f" with {c['corun']}") for c in empty[:3])
+            more = f" and {len(empty) - 3} more" if len(empty) > 3 else ""
+            reason = f" (first failure: {failure_reason(first)})" if first else ""
+            raise StudyFailed(f"study {study.name}: {plural(len(empty), 'configuration')} had no successful run: {names}{more}{reason}; "
+                              f"the {plural(len(rows), 'run')} are stored in {db}; fix the program and run a new study")
         return summary
 
 
 class _progress:
     """A rich progress bar (configuration, runs done, time left), or nothing when not wanted."""
 
-    def __init__(self, enabled: bool, total: int, done: int) -> None:
+    def __init__(self, enabled: bool, total: int, done: int, say: Callable[[str], None] | None = None) -> None:
         self.bar = None
+        self._say = say
         if enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -442,6 +672,17 @@ class _progress:
     def describe(self, text: str) -> None:
         if self.bar:
             self.bar.update(self.task, description=text)
+
+    def say(self, text: str) -> None:
+        """A line for the user, printed above the bar (or through the caller's ``say``)."""
+        if self._say is not None:
+            self._say(text)
+        elif self.bar:
+            self.bar.console.print(text, markup=False, highlight=False)
+        else:
+            import sys
+
+            print(text, file=sys.stderr, flush=True)
 
     def advance(self) -> None:
         if self.bar:

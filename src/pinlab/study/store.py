@@ -224,6 +224,24 @@ def _now_iso() -> str:
 # --------------------------------------------------------------------------- the store
 
 
+def damaged(path: str | os.PathLike, error: object) -> UsageError:
+    """The one message for a damaged database: which file, and how to get back what it holds."""
+    path = os.fspath(path)
+    return UsageError(f"the study database {path} is damaged ({error}); nothing was written to it: recover what it holds with "
+                      f"`sqlite3 {path} .recover | sqlite3 recovered.db` and use --db recovered.db")
+
+
+@contextmanager
+def damaged_database(path: str | os.PathLike) -> Iterator[None]:
+    """Turn SQLite's "malformed"/"not a database" errors met while reading ``path`` into :func:`damaged`."""
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        if _error_name(error) in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+            raise damaged(path, error) from None
+        raise
+
+
 class Store:
     """A pinlab study database; open it with :meth:`Store.open` (also a context manager)."""
 
@@ -287,6 +305,8 @@ class Store:
         if not head:
             return "new"  # a zero-length file holds nothing that could be damaged (SQLite sees an empty database)
         if not head.startswith(_SQLITE_HEADER) or len(head) < 100:
+            if head.startswith(_SQLITE_HEADER):
+                raise damaged(path, "its header is cut short")
             raise UsageError(f"{path} is not a pinlab study database (not an SQLite file): give another --db path; the file was not changed")
         # Without a -wal or -journal file the main file holds everything: read it as immutable, so that
         # not even the -shm/-wal side files are created next to a file that may not be ours.
@@ -296,10 +316,13 @@ class Store:
         except sqlite3.Error as error:
             raise UsageError(f"cannot read {path}: {error}; check the path and its permissions") from None
         try:
-            return Store._classify(conn, path)
+            kind = Store._classify(conn, path)
+            if kind == "pinlab":
+                Store._check_intact(conn, path)  # through this read-only connection: nothing written, not even -wal/-shm
+            return kind
         except sqlite3.DatabaseError as error:
             if _error_name(error) in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
-                raise UsageError(f"{path} is not a usable pinlab study database ({error}): give another --db path; the file was not changed") from None
+                raise damaged(path, error) from None
             raise UsageError(f"cannot read {path} ({error}): is another program using it? the file was not changed") from None
         finally:
             conn.close()
@@ -324,6 +347,20 @@ class Store:
         if version < 1 or missing or schema is None or schema[0] != str(version):
             raise UsageError(f"{path} carries pinlab's mark but not its schema (version {version}, missing {', '.join(missing) or 'meta entries'}): it is damaged or not pinlab's; give another --db path")
         return "pinlab"
+
+    @staticmethod
+    def _check_intact(conn: sqlite3.Connection, path: Path) -> None:
+        """Refuse a damaged database before anything reads or writes it (``PRAGMA quick_check``:
+        every page and b-tree of the file, in time linear in its size; see docs/store.md)."""
+        try:
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError as error:
+            if _error_name(error) in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                raise UsageError(f"cannot read {path} ({error}): is another program using it? the file was not changed") from None
+            raise damaged(path, error) from None
+        problems = [row[0] for row in rows if row[0] != "ok"]
+        if problems:
+            raise damaged(path, f"{len(problems)} problem(s), first: {problems[0]}")
 
     def _set_up(self, fresh: bool) -> None:
         conn = self._conn
@@ -413,8 +450,8 @@ class Store:
             return UsageError(f"{self.path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s while {doing}: is another pinlab study writing to it? wait for it; {after}")
         if code in ("SQLITE_READONLY", "SQLITE_CANTOPEN"):
             return UsageError(f"cannot write {self.path} while {doing} ({error}): check the permissions of the file and its directory; {after}")
-        if code == "SQLITE_CORRUPT":
-            return UsageError(f"{self.path} is damaged ({error}) while {doing}: copy it aside and check it with `sqlite3 {self.path} 'PRAGMA integrity_check'`")
+        if code in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+            return damaged(self.path, error)
         return error
 
     @contextmanager
@@ -435,11 +472,13 @@ class Store:
     # ---------------------------------------------------------------- studies and configurations
 
     def create_study(self, name: str, parameters: dict[str, Any], configs: list[dict[str, Any]], seed: int | None,
-                     machine: dict[str, Any], tool_version: str, warnings: Iterable[str] = ()) -> Study:
+                     machine: dict[str, Any], tool_version: str, warnings: Iterable[str] = (), new: bool = False) -> Study:
         """Store a new study and its configurations (in ``configs`` order) in one transaction.
 
         A study of that name with the same parameters, configurations and seed is returned as it
         is (this is how a resumed study finds itself); with different ones it is a UsageError.
+        With ``new=True`` any study of that name is refused, checked under the write lock, so of
+        two studies started at once with one name exactly one is created.
         """
         name = _text(name, "study name", nullable=False)
         if not name.strip():
@@ -454,6 +493,8 @@ class Store:
         tool_version = _text(tool_version, "tool_version", nullable=False)
         with self._write(f"creating study {name}", None) as conn:
             existing = conn.execute("SELECT id, parameters, seed FROM studies WHERE name = ?", (name,)).fetchone()
+            if existing is not None and new:
+                raise UsageError(f"a study named {name} already exists in {self.path}: choose another --name, or continue it with --resume {name}")
             if existing is None:
                 study_id = conn.execute(
                     "INSERT INTO studies (name, parameters, seed, created_at, machine, tool_version, warnings)"
@@ -677,5 +718,5 @@ def dataframe(rows: list[dict[str, Any]]):
     return pandas.DataFrame(rows, columns=columns)
 
 
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "RUN_STATUSES", "RUN_FIELDS", "CONFIG_KEYS", "FRAME_COLUMNS", "Store",
+__all__ = ["damaged", "damaged_database", "APPLICATION_ID", "SCHEMA_VERSION", "RUN_STATUSES", "RUN_FIELDS", "CONFIG_KEYS", "FRAME_COLUMNS", "Store",
            "Study", "DuplicateRun", "canonical_json", "fields_from_record", "dataframe"]

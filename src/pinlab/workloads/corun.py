@@ -47,6 +47,7 @@ class CoRunners:
             self.options += ["--size", size]
         self.pids: list[int] = []
         self._running: set[int] = set()
+        self._ended: dict[int, int] = {}  # pid -> wait status, for co-runners that ended before stop()
 
     def start(self) -> CoRunners:
         """Start the co-runners, each pinned to its CPU and in its own process group, with no
@@ -68,14 +69,39 @@ class CoRunners:
             os.close(null)
         return self
 
-    def _reap(self) -> None:
+    def _reap(self) -> dict[int, int]:
+        """Collect the co-runners that have ended; returns their wait statuses by pid."""
+        ended = {}
         for pid in list(self._running):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
                 self._running.discard(pid)
+                ended[pid] = status
+        return ended
+
+    def failure(self) -> str | None:
+        """How the first co-runner that ended by itself ended ("pid N exited with status 2"), or None.
+
+        Co-runners run until stopped, so any that ended before :meth:`stop` failed (bad options,
+        not enough memory, killed): the load they were meant to put on the machine was missing.
+        """
+        self._ended.update(self._reap())
+        if not self._ended:
+            return None
+        pid, status = next(iter(self._ended.items()))
+        return f"{self.kind} (pid {pid}) {describe_status(status)}"
+
+    def exit_status(self) -> int:
+        """The shell-style exit status of the first co-runner that failed (0 if none did)."""
+        self._ended.update(self._reap())
+        if not self._ended:
+            return 0
+        status = next(iter(self._ended.values()))
+        return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else (os.WEXITSTATUS(status) or 1)
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM to every co-runner, then SIGKILL to any still there after ``timeout`` seconds."""
-        self._reap()
+        self._ended.update(self._reap())
         for pid in self._running:
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
@@ -92,3 +118,10 @@ class CoRunners:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def describe_status(status: int) -> str:
+    """A wait status in words."""
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.WEXITSTATUS(status)}"

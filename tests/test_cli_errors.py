@@ -51,3 +51,11 @@ def test_picture_into_a_missing_directory_fails_before_printing_anything(tmp_pat
     result = run_pinlab("place", "-t", "clovertown", "-s", "compact", "-n", "2", "--picture", str(tmp_path / "no" / "x.svg"))
     assert result.returncode == 2 and result.stdout == ""
     assert "its directory does not exist" in result.stderr
+
+
+def test_counts_of_one_are_in_the_singular():
+    """'1 threads' reads as a bug: every count that can be 1 takes the singular."""
+    one = run_pinlab("place", "-t", "clovertown", "-s", "none", "-n", "1")
+    assert "places 1 thread on CPUs" in one.stderr and "1 threads" not in one.stderr
+    two = run_pinlab("place", "-t", "clovertown", "-s", "none", "-n", "2")
+    assert "places 2 threads on CPUs" in two.stderr

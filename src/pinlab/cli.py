@@ -86,7 +86,7 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, pictur
     if placement.cpus is None and fmt == "list":
         from pinlab.topology.cpuset import format_cpulist
 
-        click.echo(f"none: no pinning; the operating system places the {placement.threads} threads on CPUs {format_cpulist(topo.allowed_cpus)}", err=True)
+        click.echo(f"none: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs {format_cpulist(topo.allowed_cpus)}", err=True)
     text = export(placement, fmt)
     if text:
         click.echo(text)
@@ -277,7 +277,7 @@ def check(as_json: bool) -> None:
         table.add_row(f.name, f"[{colours[f.status]}]{f.status}[/]", f.found, f.meaning, f.fix)
     Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped: do not wrap at 80
     warnings = sum(1 for f in findings if f.status == WARNING)
-    click.echo(f"{warnings} warning(s)." if warnings else "No warnings.")
+    click.echo(f"{plural(warnings, 'warning')}." if warnings else "No warnings.")
 
 
 @cli.command()

@@ -22,6 +22,7 @@ from pinlab.errors import UsageError
 from pinlab.placement.plan import Placement
 from pinlab.topology.model import TopoObject
 from pinlab.topology.render import format_size
+from pinlab.words import plural
 
 #: Output formats, chosen by the file's suffix.
 FORMATS = {".svg": "svg", ".png": "png"}
@@ -184,7 +185,7 @@ def title_of(placement: Placement) -> str:
     """``scatter, 4 threads on clovertown``; says that nobody pins for ``none``."""
     name = placement.topology.name
     if placement.cpus is None:
-        return f"none: the OS places the threads ({placement.threads} threads on {name}, no pinning)"
+        return f"none: the OS places the threads ({plural(placement.threads, 'thread')} on {name}, no pinning)"
     strategy = placement.strategy
     if placement.expression:
         strategy += f" {placement.expression}"

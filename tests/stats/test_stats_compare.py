@@ -182,11 +182,16 @@ def test_constant_samples_by_hand():
     assert cmp.median_p_faster == pytest.approx(0.5 * math.erfc(z / math.sqrt(2)), rel=1e-12)
     assert cmp.median_p_faster == pytest.approx(0.02342, abs=1e-5)
     assert cmp.median_verdict == FASTER
-    # zero variances: the difference is certain (t = +inf, p = 0) where scipy calls the samples normal
-    assert cmp.mean_p_faster == 0.0 and cmp.mean_verdict == FASTER
+    # zero variances: the difference is certain (t = +inf, p = 0); 3 equal runs count as normal
+    # (Shapiro-Wilk is skipped for them, whatever scipy would say: p = 1 up to 1.17, NaN in 1.18)
+    assert cmp.baseline_shapiro_p is None and cmp.baseline_shapiro_skipped == "all runs equal"
+    assert cmp.t_statistic == math.inf and (cmp.mean_p_faster, cmp.mean_p_slower) == (0.0, 1.0)
+    assert cmp.mean_test_valid and cmp.mean_verdict == FASTER
     assert cmp.verdict == FASTER
+    # the same constant twice: t = 0 and p = 1/2 each way, as for any sample against itself
     same = compare(b, b)
-    assert math.isnan(same.mean_p_faster) and same.to_dict()["mean_p_faster"] is None
+    assert same.t_statistic == 0.0 and (same.mean_p_faster, same.mean_p_slower) == (0.5, 0.5)
+    assert (same.median_p_faster, same.median_p_slower) == (1.0, 1.0) and same.median_method == "all tied"
     assert same.mean_verdict == NO_DIFFERENCE and same.verdict == NO_DIFFERENCE
 
 

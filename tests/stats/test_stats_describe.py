@@ -6,9 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from pinlab.errors import UsageError
 from pinlab.stats import AV_LIMIT_S, RV_LIMIT, InvalidSample, describe, median_ci_ranks
+from pinlab.stats.variability import t_quantile
 from tests.stats import stats_reference as ref
 
 
@@ -176,3 +178,16 @@ def test_bad_samples_are_refused(sample):
 def test_bad_confidence_is_refused(confidence):
     with pytest.raises(InvalidSample):
         describe([1.0, 2.0], confidence=confidence)
+
+
+@pytest.mark.parametrize("confidence", [0.5, 0.8, 0.9, 0.95, 0.99, 0.999])
+def test_t_quantile_by_closed_forms(confidence):
+    """1 and 2 degrees of freedom have closed forms (evaluated with some cancellation near 1,
+    hence 1e-12); older scipy's t.ppf missed them by 1e-11 to 1e-9."""
+    p = (1 + confidence) / 2
+    assert t_quantile(confidence, 1) == pytest.approx(ref.t_quantile_df1(p), rel=1e-12)
+    assert t_quantile(confidence, 2) == pytest.approx(ref.t_quantile_df2(p), rel=1e-12)
+    # and in general, its two-sided tail is 1 - confidence
+    for df in (3, 7, 34, 200):
+        q = t_quantile(confidence, df)
+        assert 2 * stats.t.sf(q, df) == pytest.approx(1 - confidence, rel=1e-13)

@@ -1,7 +1,9 @@
 """Statistics on run times: variability, speedups and the Speedup-Test protocol's verdicts.
 
 Pure functions on plain sequences of run times (seconds) that return small frozen records with
-``to_dict()`` (JSON-able, NaN as None). Every statistical test is scipy's.
+``to_dict()`` (JSON-able, NaN as None). Every statistical test is scipy's on regular samples;
+degenerate ones (one run, all runs equal, every run tied) follow the rules written out in
+:func:`compare`, so verdicts do not depend on the scipy version.
 
 - :func:`describe` — one sample: mean, median, variance, AV, RV, unstable, confidence intervals.
 - :func:`compare` — a placement against the baseline: speedups, tests, verdicts.

@@ -1,4 +1,10 @@
-"""What every stats module shares: checking a sample, quiet scipy calls, JSON-able records."""
+"""What every stats module shares: checking a sample, quiet scipy calls, JSON-able records.
+
+No NaN or infinity ever reaches a statistic: :func:`as_sample` refuses non-finite run times, and
+bounds them to [``MIN_TIME``, ``MAX_TIME``] so that no square, sum or ratio of run times overflows
+to infinity or underflows to zero (a subnormal "sample" such as [5e-324, 1e-323] would otherwise
+have a variance of exactly 0 without being constant).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -12,12 +18,19 @@ import numpy as np
 from pinlab.errors import UsageError
 
 
+#: The smallest and largest run time accepted (seconds, or whatever unit the caller uses):
+#: far beyond any real measure, and narrow enough that squares and ratios stay normal floats.
+MIN_TIME = 1e-100
+MAX_TIME = 1e100
+
+
 class InvalidSample(UsageError, ValueError):
     """A sample or a parameter the statistics cannot use (empty, not finite, not positive, ...)."""
 
 
 def as_sample(sample: Sequence[float], what: str = "sample") -> np.ndarray:
-    """The run times as a 1-D float array; every time must be a finite number of seconds > 0."""
+    """The run times as a 1-D float array; every time must be a finite number of seconds > 0,
+    within [MIN_TIME, MAX_TIME]."""
     try:
         x = np.asarray(sample, dtype=float)
     except (TypeError, ValueError) as e:
@@ -28,7 +41,14 @@ def as_sample(sample: Sequence[float], what: str = "sample") -> np.ndarray:
         raise InvalidSample(f"{what}: no run times (at least one run is needed)")
     if not np.all(np.isfinite(x)) or np.any(x <= 0):
         raise InvalidSample(f"{what}: run times must be finite and > 0 seconds")
+    if np.any(x < MIN_TIME) or np.any(x > MAX_TIME):
+        raise InvalidSample(f"{what}: run times must lie between {MIN_TIME:g} and {MAX_TIME:g} seconds")
     return x
+
+
+def all_equal(x: np.ndarray) -> bool:
+    """Whether every run took exactly the same time (a sample of one run counts as all equal)."""
+    return bool(np.all(x == x[0]))
 
 
 def check_level(value: float, name: str) -> float:
@@ -41,8 +61,11 @@ def check_level(value: float, name: str) -> float:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """Silence scipy's warnings on degenerate samples (zero range, n < 3, ...): the records say
-    what is undefined (NaN / None / a validity flag) instead."""
+    """Silence numpy's and scipy's warnings around a scipy test. Degenerate samples (one run,
+    all runs equal, all values tied, ...) never reach scipy: the stats modules decide them by
+    their own documented rules. What is left is warnings scipy gives on regular samples (e.g.
+    Shapiro-Wilk's "p may be inaccurate for N > 5000", or "precision loss" on nearly constant
+    runs), which change no result."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with np.errstate(all="ignore"):

@@ -6,7 +6,9 @@ median speedup with a one-sided Wilcoxon-Mann-Whitney test. Over a suite of prog
 tables give the overall speedups of the mean and of the median, the min and max variances and
 the share of programs significantly accelerated.
 
-Every test is scipy's; every function is pure (plain sequences of seconds in, frozen records out).
+Every test is scipy's on regular samples; degenerate ones (a single run, all runs equal, every
+run tied) are decided by the rules written in :func:`compare`, the same whatever scipy's version.
+Every function is pure (plain sequences of seconds in, frozen records out).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from pinlab.stats._base import InvalidSample, Record, as_sample, check_level, num, quiet
+from pinlab.stats._base import InvalidSample, Record, all_equal, as_sample, check_level, num, quiet
 from pinlab.stats.variability import Description, describe
 
 FASTER = "faster"
@@ -29,6 +31,16 @@ LARGE_SAMPLE = 30
 #: How variances are compared (scipy.stats.levene with its default center="median", i.e. the
 #: Brown-Forsythe variant, robust to non-normal run times).
 VARIANCE_TEST = "levene"
+#: Shapiro-Wilk needs at least this many runs.
+SHAPIRO_MIN_RUNS = 3
+#: Why Shapiro-Wilk was not run on a sample (``*_shapiro_skipped``).
+SHAPIRO_FEW = "fewer than 3 runs"
+SHAPIRO_CONSTANT = "all runs equal"
+SHAPIRO_UNDEFINED = "no p-value for these runs"
+#: The exact Mann-Whitney distribution is used when a sample has at most this many runs (no ties).
+EXACT_MWU_MAX_RUNS = 8
+#: ``median_method`` when every run of both samples has the same value.
+MWU_ALL_TIED = "all tied"
 
 _OPPOSITE = {FASTER: SLOWER, SLOWER: FASTER}
 
@@ -39,18 +51,23 @@ class Comparison(Record):
 
     Speedups are baseline / candidate (> 1: the candidate is faster). Every ``*_p_faster`` is
     the p-value of a one-sided test whose alternative is "the candidate takes less time";
-    ``*_p_slower`` the opposite one. p-values scipy cannot define are NaN (None in ``to_dict``).
+    ``*_p_slower`` the opposite one. Undefined p-values are NaN (None in ``to_dict``); which
+    ones are undefined is decided by :func:`compare`'s rules, not by scipy.
 
-    - ``baseline_shapiro_p`` / ``candidate_shapiro_p``: Shapiro-Wilk, None when n < 3.
+    - ``baseline_shapiro_p`` / ``candidate_shapiro_p``: Shapiro-Wilk, None when skipped, and
+      ``*_shapiro_skipped`` says why ("fewer than 3 runs", "all runs equal"), None when run.
     - ``variance_test`` = "levene", ``variance_p`` its p-value; ``variances_differ`` is
       ``variance_p < alpha``, None when Levene is undefined (then Welch's test is used).
     - ``mean_test``: "welch" when variances differ (or that is unknown), else "student";
-      ``t_statistic`` is positive when the candidate's mean is lower.
-    - ``mean_test_valid``: both n > 30, or both samples pass Shapiro-Wilk (p > alpha);
-      ``mean_validity`` says which, or why not.
+      ``t_statistic`` is positive when the candidate's mean is lower (+inf / -inf when both
+      samples are constant at different values).
+    - ``mean_test_valid``: both n > 30, or both samples normal (Shapiro-Wilk p > alpha, or at
+      least 3 runs all equal); ``mean_validity`` says which, or why not.
     - ``u_statistic``: Mann-Whitney U of the baseline (pairs where the baseline run is longer,
-      ties count 1/2); the p-values use scipy's method "auto" and its tie handling.
+      ties count 1/2); ``median_method`` is "exact", "asymptotic" (normal approximation with
+      tie and continuity corrections) or "all tied" (p = 1).
     - ``mean_verdict``, ``median_verdict``, ``verdict``: see :func:`compare`.
+    - ``notes``: each degenerate-sample rule that decided part of this comparison, in words.
     """
 
     alpha: float
@@ -60,6 +77,8 @@ class Comparison(Record):
     median_speedup: float
     baseline_shapiro_p: float | None
     candidate_shapiro_p: float | None
+    baseline_shapiro_skipped: str | None
+    candidate_shapiro_skipped: str | None
     variance_test: str
     variance_p: float
     variances_differ: bool | None
@@ -71,10 +90,12 @@ class Comparison(Record):
     mean_validity: str
     mean_verdict: str
     u_statistic: float
+    median_method: str
     median_p_faster: float
     median_p_slower: float
     median_verdict: str
     verdict: str
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -126,21 +147,130 @@ def _direction(p_faster: float, p_slower: float, alpha: float) -> str:
     return NO_DIFFERENCE
 
 
-def _shapiro(x: np.ndarray) -> float | None:
-    if x.size < 3:
-        return None
+def _shapiro(x: np.ndarray) -> tuple[float | None, str | None]:
+    """Shapiro-Wilk's p-value, or None and why the test was not run.
+
+    Skipped (p None) when n < 3 (the test needs 3 runs) and when all runs are equal: W is then
+    0/0, and scipy's answer has changed across versions (p = 1 with a warning up to 1.17, NaN
+    from 1.18). Whether such a sample may count as normal is :func:`compare`'s rule, not scipy's.
+    """
+    if x.size < SHAPIRO_MIN_RUNS:
+        return None, SHAPIRO_FEW
+    if all_equal(x):
+        return None, SHAPIRO_CONSTANT
     # W is scale-free but scipy's zero-range check is absolute (1e-19): bring the runs to
     # [0.5, 1) by a power of two (exact), so seconds and nanoseconds get the same answer
     y = np.ldexp(x, -math.frexp(float(x.max()))[1])
     with quiet():
-        return num(stats.shapiro(y).pvalue)
+        p = num(stats.shapiro(y).pvalue)
+    if math.isnan(p):  # no known regular sample gives this; never read NaN as "normal"
+        return None, SHAPIRO_UNDEFINED
+    return p, None
 
 
-def _levene(b: np.ndarray, c: np.ndarray) -> float:
+def _flat_deviations(x: np.ndarray) -> bool:
+    """Every run is exactly as far from the sample's median as every other: 2 runs, all runs
+    equal, or an even number of runs in two tied halves (e.g. 1 1 3 3). Brown-Forsythe's
+    within-sample spread is then 0."""
+    n = x.size
+    s = np.sort(x)
+    if n % 2:
+        return bool(s[0] == s[-1])
+    return bool(np.all(s[: n // 2] == s[0]) and np.all(s[n // 2:] == s[-1]))
+
+
+def _levene(b: np.ndarray, c: np.ndarray, const_b: bool, const_c: bool) -> tuple[float, str | None]:
+    """Brown-Forsythe's p-value (Levene centred on the medians) and a note on a degenerate case.
+
+    - a sample with one run: undefined (NaN): there is no spread to compare.
+    - both samples constant: both variances are exactly 0, hence equal: p = 1.
+    - both samples with flat deviations (see :func:`_flat_deviations`; e.g. 2 runs each) and not
+      both constant: the statistic divides by a within-sample spread of 0. It is undefined
+      (NaN) rather than scipy's "p = 0" or NaN: 2 runs cannot show that variances differ.
+      Undefined selects Welch's t-test, which assumes nothing about the variances.
+    - otherwise scipy.stats.levene (center="median").
+    """
+    if b.size < 2 or c.size < 2:
+        return math.nan, "variance test undefined: a sample has a single run"
+    if const_b and const_c:
+        return 1.0, "variance test: both samples have zero variance (all runs equal), so equal variances (p = 1)"
+    if _flat_deviations(b) and _flat_deviations(c):
+        return math.nan, ("variance test undefined: in both samples every run is as far from the "
+                          "median as the others (2 runs, or two tied halves)")
     # the same call whichever sample is the baseline: swapping the samples swaps the verdicts exactly
     first, second = (b, c) if (b.size, b.tolist()) <= (c.size, c.tolist()) else (c, b)
     with quiet():
-        return num(stats.levene(first, second).pvalue)
+        return num(stats.levene(first, second).pvalue), None
+
+
+def _t_test(b: np.ndarray, c: np.ndarray, db: Description, dc: Description,
+            equal_var: bool) -> tuple[float, float, float, str | None]:
+    """One-sided t-tests both ways: (t of baseline - candidate, p faster, p slower, note).
+
+    - a sample with one run: undefined (NaN): a one-run sample has no variance, so Welch's
+      standard error does not exist (and the mean verdict needs >= 3 runs anyway).
+    - both samples constant (standard error 0): the difference of the means is exact.
+      Different values: t = +inf (candidate faster: p_faster = 0, p_slower = 1) or -inf (the
+      reverse) -- the difference is certain. Same value: t = 0 and both p = 1/2, exactly what
+      any pair of identical samples gives (the limit of equal means as the variances shrink).
+    - one sample constant: its variance is exactly 0 and its mean exactly its value, and the
+      statistic is computed by the textbook formula (Welch: t = (mb - mc) / sqrt(vb/nb + vc/nc)
+      with the Welch-Satterthwaite df, which is then the other sample's n - 1; Student: pooled
+      variance, nb + nc - 2 df), p from Student's t distribution (scipy.stats.t.sf); scipy's
+      ttest_ind would see a rounded, non-zero variance and warn.
+    - otherwise scipy.stats.ttest_ind (alternative "greater" on (b, c) and on (c, b)).
+    """
+    if b.size < 2 or c.size < 2:
+        return math.nan, math.nan, math.nan, "mean test undefined: a sample has a single run"
+    if db.constant and dc.constant:
+        if db.mean == dc.mean:
+            return 0.0, 0.5, 0.5, "mean test: both samples constant at the same value: t = 0, p = 1/2 each way"
+        up = db.mean > dc.mean
+        return ((math.inf, 0.0, 1.0) if up else (-math.inf, 1.0, 0.0)) + (
+            "mean test: both samples constant at different values: the difference is certain (p = 0)",)
+    if db.constant or dc.constant:
+        nb, nc = b.size, c.size
+        if equal_var:
+            df = nb + nc - 2
+            pooled = ((nb - 1) * db.variance + (nc - 1) * dc.variance) / df
+            se = math.sqrt(pooled * (1 / nb + 1 / nc))
+        else:
+            # Welch-Satterthwaite with one variance 0: df = (runs of the other sample) - 1
+            se = math.sqrt(db.variance / nb + dc.variance / nc)
+            df = (nc if db.constant else nb) - 1
+        t = (db.mean - dc.mean) / se
+        return t, num(stats.t.sf(t, df)), num(stats.t.sf(-t, df)), None
+    with quiet():
+        faster = stats.ttest_ind(b, c, equal_var=equal_var, alternative="greater")
+        slower = stats.ttest_ind(c, b, equal_var=equal_var, alternative="greater")
+    return num(faster.statistic), num(faster.pvalue), num(slower.pvalue), None
+
+
+def _mann_whitney(b: np.ndarray, c: np.ndarray) -> tuple[float, float, float, str]:
+    """One-sided Wilcoxon-Mann-Whitney both ways: (U of the baseline, p faster, p slower, method).
+
+    The method is chosen here, by the rule of scipy's "auto" up to at least 1.18 (written out so
+    that a future default cannot change a verdict): "exact" (the permutation distribution of U)
+    when a sample has at most 8 runs and no two of all the runs are equal; "asymptotic"
+    otherwise (the normal approximation with the tie-corrected variance and a continuity
+    correction of 1/2, as R's wilcox.test does with ties). When every run of both samples has
+    the same value the ranks carry no information: every permutation gives U = nb * nc / 2, so
+    p = 1 each way (method "all tied"; the normal approximation would divide by 0).
+    """
+    pooled = np.concatenate([b, c])
+    if all_equal(pooled):
+        return b.size * c.size / 2, 1.0, 1.0, MWU_ALL_TIED
+    ties = np.unique(pooled).size < pooled.size
+    method = "exact" if min(b.size, c.size) <= EXACT_MWU_MAX_RUNS and not ties else "asymptotic"
+    with quiet():
+        faster = stats.mannwhitneyu(b, c, alternative="greater", method=method)
+        slower = stats.mannwhitneyu(c, b, alternative="greater", method=method)
+    return num(faster.statistic), num(faster.pvalue), num(slower.pvalue), method
+
+
+def _normal_enough(p: float | None, skipped: str | None, alpha: float) -> bool:
+    # a constant sample (>= 3 runs) counts as normal: the zero-variance limit of a normal sample
+    return (p is not None and p > alpha) or skipped == SHAPIRO_CONSTANT
 
 
 def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float = 0.05) -> Comparison:
@@ -153,40 +283,74 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float 
       for "slower"): "faster", "slower" or "no significant difference".
     - ``mean_verdict``: one-sided t-test the same way (scipy.stats.ttest_ind, Welch's variant when
       Levene says the variances differ or cannot tell). "more runs needed" unless the test is
-      valid: both samples have n > 30, or both pass Shapiro-Wilk (p > alpha). The p-values are
-      reported even when not valid.
+      valid: both samples have n > 30, or both samples are normal -- each passes Shapiro-Wilk
+      (p > alpha) or has at least 3 runs all equal (a zero-variance sample: Shapiro-Wilk's W is
+      0/0 there, and such a sample is the limit of a normal one as its variance shrinks). The
+      p-values are reported even when not valid.
     - ``verdict``: the median verdict when it is "faster" or "slower" and the mean verdict is not
       the opposite direction (an invalid or non-significant mean test does not contradict);
       "no significant difference" otherwise.
+
+    Degenerate samples are decided by the rules below, never by what scipy returns for them
+    (which differs across versions); each rule applied is listed in ``notes``:
+
+    - one run in a sample: no Shapiro-Wilk, no variance test, no t-test (NaN); the median test
+      still runs (exact for a single pair). Mean verdict "more runs needed".
+    - 2 runs in a sample: no Shapiro-Wilk (it needs 3), so "more runs needed" for the mean
+      unless both samples have more than 30 runs.
+    - all runs equal (n >= 3): Shapiro-Wilk skipped ("all runs equal") and counted as normal.
+    - both samples constant, different values: t = +-inf, mean p = 0 one way and 1 the other;
+      equal variances (p = 1). With >= 3 runs each the mean verdict is certain.
+    - both samples constant, same value: t = 0, mean p = 1/2 each way, Mann-Whitney p = 1 each
+      way (all tied): "no significant difference", decided with >= 3 runs each.
+    - one sample constant, the other not: the t statistic by formula with a variance of exactly 0.
+    - every run as far from its sample's median as the others in both samples (2 runs each, or
+      two tied halves), not both constant: the variance test is undefined (NaN), Welch's t-test.
+    - ties (a coarse timer): the Mann-Whitney normal approximation with tie correction; every
+      run of both samples equal: Mann-Whitney p = 1 each way.
+    - NaN, infinite, zero or negative run times, and times outside [1e-100, 1e100], are refused
+      (:class:`InvalidSample`): no NaN or infinity can reach a test.
     """
     alpha = _check_alpha(alpha)
     b = as_sample(baseline, "baseline")
     c = as_sample(candidate, "candidate")
     db, dc = describe(b, 1 - alpha), describe(c, 1 - alpha)
+    notes: list[str] = []
 
-    shapiro_b, shapiro_c = _shapiro(b), _shapiro(c)
-    variance_p = _levene(b, c)
+    shapiro_b, skip_b = _shapiro(b)
+    shapiro_c, skip_c = _shapiro(c)
+    for what, skipped in (("baseline", skip_b), ("candidate", skip_c)):
+        if skipped is not None:
+            notes.append(f"{what}: Shapiro-Wilk skipped ({skipped})")
+    variance_p, note = _levene(b, c, db.constant, dc.constant)
+    notes += [note] if note else []
     variances_differ = None if math.isnan(variance_p) else bool(variance_p < alpha)
     equal_var = variances_differ is False
 
-    with quiet():
-        faster = stats.ttest_ind(b, c, equal_var=equal_var, alternative="greater")
-        slower = stats.ttest_ind(c, b, equal_var=equal_var, alternative="greater")
-        u_faster = stats.mannwhitneyu(b, c, alternative="greater", method="auto")
-        u_slower = stats.mannwhitneyu(c, b, alternative="greater", method="auto")
+    t_statistic, mean_p_faster, mean_p_slower, note = _t_test(b, c, db, dc, equal_var)
+    notes += [note] if note else []
+    u_statistic, median_p_faster, median_p_slower, median_method = _mann_whitney(b, c)
+    if median_method == MWU_ALL_TIED:
+        notes.append("median test: every run of both samples has the same value: U = nb * nc / 2, p = 1 each way")
 
+    normal_b = _normal_enough(shapiro_b, skip_b, alpha)
+    normal_c = _normal_enough(shapiro_c, skip_c, alpha)
     if b.size > LARGE_SAMPLE and c.size > LARGE_SAMPLE:
         valid, validity = True, f"both samples have more than {LARGE_SAMPLE} runs"
-    elif shapiro_b is not None and shapiro_c is not None and shapiro_b > alpha and shapiro_c > alpha:
-        valid, validity = True, "both samples pass Shapiro-Wilk"
+    elif normal_b and normal_c:
+        valid = True
+        if skip_b is None and skip_c is None:
+            validity = "both samples pass Shapiro-Wilk"
+        elif skip_b is not None and skip_c is not None:
+            validity = "both samples have all runs equal (zero variance)"
+        else:
+            validity = "one sample passes Shapiro-Wilk, the other has all runs equal (zero variance)"
     else:
         valid = False
         validity = (f"needs more than {LARGE_SAMPLE} runs in each sample, or both samples "
                     f"normal by Shapiro-Wilk (at least 3 runs each)")
 
-    mean_p_faster, mean_p_slower = num(faster.pvalue), num(slower.pvalue)
     mean_verdict = _direction(mean_p_faster, mean_p_slower, alpha) if valid else MORE_RUNS
-    median_p_faster, median_p_slower = num(u_faster.pvalue), num(u_slower.pvalue)
     median_verdict = _direction(median_p_faster, median_p_slower, alpha)
     if median_verdict in _OPPOSITE and mean_verdict != _OPPOSITE[median_verdict]:
         verdict = median_verdict
@@ -197,13 +361,14 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float 
         alpha=alpha, baseline=db, candidate=dc,
         mean_speedup=db.mean / dc.mean, median_speedup=db.median / dc.median,
         baseline_shapiro_p=shapiro_b, candidate_shapiro_p=shapiro_c,
+        baseline_shapiro_skipped=skip_b, candidate_shapiro_skipped=skip_c,
         variance_test=VARIANCE_TEST, variance_p=variance_p, variances_differ=variances_differ,
-        mean_test="student" if equal_var else "welch", t_statistic=num(faster.statistic),
+        mean_test="student" if equal_var else "welch", t_statistic=t_statistic,
         mean_p_faster=mean_p_faster, mean_p_slower=mean_p_slower,
         mean_test_valid=valid, mean_validity=validity, mean_verdict=mean_verdict,
-        u_statistic=num(u_faster.statistic),
+        u_statistic=u_statistic, median_method=median_method,
         median_p_faster=median_p_faster, median_p_slower=median_p_slower,
-        median_verdict=median_verdict, verdict=verdict,
+        median_verdict=median_verdict, verdict=verdict, notes=tuple(notes),
     )
 
 

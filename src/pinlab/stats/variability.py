@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from pinlab.stats._base import Record, as_sample, check_level, num
+from pinlab.stats._base import Record, all_equal, as_sample, check_level, num
 
 #: A program has non-negligible variability when AV > 1 s or RV > 1 % (seed 004, section 2.4).
 AV_LIMIT_S = 1.0
@@ -22,10 +22,14 @@ _AT_THRESHOLD = 1e-9
 class Description(Record):
     """Summary of one sample of run times (seconds).
 
-    ``variance`` is the sample variance (ddof=1) and ``std`` its square root, NaN when n < 2.
+    ``variance`` is the sample variance (ddof=1) and ``std`` its square root, NaN when n < 2 and
+    exactly 0 when every run took the same time (``constant``; a single run is not called constant:
+    it says nothing of the spread). ``mean`` lies within [min, max] (rounding never pushes it out:
+    a constant sample's mean is its value exactly).
     ``av`` = max - min (seconds) and ``rv`` = (max - min) / max are the absolute and relative
     variability of seed 004; ``unstable`` is ``av > 1 s or rv > 1 %``.
-    ``mean_ci`` is the Student-t interval of the mean at ``confidence`` (None when n < 2).
+    ``mean_ci`` is the Student-t interval of the mean at ``confidence`` (None when n < 2; the
+    single point (mean, mean) for a constant sample).
     ``median_ci`` is the distribution-free interval of the median between the order statistics
     of 1-based ranks ``median_ci_ranks`` = (j, n + 1 - j); ``median_ci_coverage`` is its exact
     coverage, at least ``confidence`` (all three None when even (min, max) covers less).
@@ -38,6 +42,7 @@ class Description(Record):
     max: float
     variance: float
     std: float
+    constant: bool
     av: float
     rv: float
     unstable: bool
@@ -70,6 +75,25 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[tuple[int, int], 
     return (j, n + 1 - j), float(coverage[i])
 
 
+def t_quantile(confidence: float, df: int) -> float:
+    """The two-sided Student-t quantile q: P(-q <= T <= q) = confidence, T with ``df`` degrees of freedom.
+
+    scipy's quantile function is off by up to ~1e-9 (relative) in older releases (1.10 to at
+    least 1.15: t.ppf(0.975, 1) = 12.706204736432 where tan(0.475 pi) = 12.706204736175; 1.10
+    to 1.12 also t.ppf(0.95, 34) by 3e-9), while its tail function t.sf is accurate in all of
+    them: scipy's value is polished by Newton's method on the upper tail, so the interval is
+    the same, to ~1e-15, whichever scipy is installed.
+    """
+    a = (1 - confidence) / 2
+    q = num(stats.t.isf(a, df))
+    for _ in range(3):
+        step = (num(stats.t.sf(q, df)) - a) / num(stats.t.pdf(q, df))
+        q += step
+        if abs(step) <= 1e-15 * q:
+            break
+    return q
+
+
 def is_unstable(av: float, rv: float) -> bool:
     """Seed 004's rule: AV > 1 s or RV > 1 % (values at a threshold are stable)."""
     return bool(av > AV_LIMIT_S * (1 + _AT_THRESHOLD) or rv > RV_LIMIT * (1 + _AT_THRESHOLD))
@@ -79,20 +103,29 @@ def describe(sample: Sequence[float], confidence: float = 0.95) -> Description:
     """Describe one sample of run times (seconds, finite, > 0; n >= 1).
 
     Never fails on small samples: what n does not allow is NaN (numbers) or None (intervals).
+    Degenerate samples are decided here, not by numpy's rounding: a constant sample (n >= 2, all
+    runs equal) has variance 0, std 0 and mean exactly its value (numpy's mean of [0.1] * 3 is
+    0.1 + 1 ulp, and its variance about 1e-34); any mean is clipped into [min, max].
     """
     x = as_sample(sample)
     confidence = check_level(confidence, "confidence")
     n = int(x.size)
-    mean = num(np.mean(x))
     lo, hi = num(np.min(x)), num(np.max(x))
-    variance = num(np.var(x, ddof=1)) if n >= 2 else math.nan
+    mean = min(max(num(np.mean(x)), lo), hi)
+    constant = n >= 2 and all_equal(x)
+    if n < 2:
+        variance = math.nan
+    elif constant:
+        variance = 0.0
+    else:
+        variance = num(np.var(x, ddof=1))
     std = math.sqrt(variance) if n >= 2 else math.nan
     av = hi - lo
     rv = av / hi
 
     mean_ci = None
     if n >= 2:
-        q = num(stats.t.ppf((1 + confidence) / 2, n - 1))
+        q = t_quantile(confidence, n - 1)
         half = q * std / math.sqrt(n)
         mean_ci = (mean - half, mean + half)
 
@@ -105,7 +138,7 @@ def describe(sample: Sequence[float], confidence: float = 0.95) -> Description:
 
     median = num(np.median(x))
     return Description(
-        n=n, mean=mean, median=median, min=lo, max=hi, variance=variance, std=std,
+        n=n, mean=mean, median=median, min=lo, max=hi, variance=variance, std=std, constant=constant,
         av=av, rv=rv, unstable=is_unstable(av, rv), confidence=confidence,
         mean_ci=mean_ci, median_ci=med_ci, median_ci_ranks=ranks, median_ci_coverage=coverage,
     )

@@ -220,6 +220,24 @@ def _timeline_placements(report) -> list[str]:
     return plots._placements(report, runs)
 
 
+def _timeline(report, placement: str) -> dict[str, Any]:
+    """One placement's "Where the threads ran": the picture of one run, or why there is none.
+
+    A run shorter than the sampling period can end before a worker thread is sampled, or with
+    one sample, a dot rather than a line: the page says so in words rather than show an empty
+    chart (see :func:`pinlab.report.plots.timeline_run`).
+    """
+    row, why = plots.timeline_run(report, placement)
+    item = {"title": f"Where the threads ran: {placement}", "src": None, "note": None, "short_runs": False,
+            "alt": f"CPU of each thread over time in one run with placement {placement}"}
+    if row is None:
+        item["note"] = why + "."
+        item["short_runs"] = "sampled" in why  # runs there were, but too short for their samples
+    else:
+        item["src"] = _png(plots.timeline(report, placement))
+    return item
+
+
 def _adaptive(report) -> dict[str, Any] | None:
     """The numbers of an adaptive study (``--runs auto``), as the page words them; None otherwise."""
     info = getattr(report, "adaptive", None)
@@ -423,11 +441,7 @@ def render_html(report) -> str:
         {"title": "Speedups over the baseline", "src": _png(plots.speedups(report)),
          "alt": "bar chart of the median speedup of each placement over the baseline"},
     ]
-    timelines = [
-        {"title": f"Where the threads ran: {p}", "src": _png(plots.timeline(report, p)),
-         "alt": f"CPU of each thread over time in one run with placement {p}"}
-        for p in _timeline_placements(report)
-    ]
+    timelines = [_timeline(report, p) for p in _timeline_placements(report)]
     metric = getattr(report, "metric", "time") or "time"
     context = {
         "name": str(getattr(study, "name", "study")),

@@ -339,7 +339,7 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
 
 def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, sample_ms,
                 max_failures, seed, workloads, program):
-    """The options of `pinlab study` as one StudyPlan (which checks itself before anything runs)."""
+    """The options of `pinlab study` as one StudyPlan (StudyPlan.validate checks it before anything runs)."""
     import datetime
     import os
 
@@ -374,8 +374,7 @@ def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, coun
                      strategies=strategies.split(","), threads=parse_cpulist(threads, what="--threads list"), runs=runs_value, order=order,
                      warmup=warmup, mem=mem.split(","), coruns=corun.split(","), metric=metric, timeout=timeout, max_failures=max_failures,
                      seed=seed, counters=usable, max_runs=max_runs, min_runs=min_runs, alpha=alpha, sample_ms=sample_value)
-    plan.validate()
-    return plan
+    return plan  # run_study validates it before it opens the database
 
 
 @cli.command()

@@ -77,8 +77,11 @@ def handler(signum, frame):
 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
     signal.signal(s, handler)
 print("ready", flush=True)
-time.sleep(60)
+for _ in range(600):
+    time.sleep(0.1)
 """
+# Short sleeps, not one long one: Python runs a handler between bytecodes, so a signal that lands
+# after the last check and before the sleep's system call would wait for the whole sleep.
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2])

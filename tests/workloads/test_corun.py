@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import subprocess
@@ -47,11 +48,15 @@ def runnable_share(pid: int, seconds: float, samples: int = 200) -> float:
 
     Unlike its share of CPU time, this does not depend on what else the (shared, noisy) machine
     runs on the same CPU: a busy loop stays runnable while it waits for its turn.
+    Samples are taken at random intervals: at a fixed interval that is a multiple of a periodic
+    load's period (5 ms against 1 ms), the sampler can lock onto one phase of it and see it
+    always asleep or always running.
     """
+    gaps = random.Random(pid)
     running = 0
     for _ in range(samples):
         running += open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "R"
-        time.sleep(seconds / samples)
+        time.sleep(gaps.uniform(0.2, 1.8) * seconds / samples)
     return running / samples
 
 

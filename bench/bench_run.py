@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""What pinning every thread at creation costs with ``pinlab run``, next to taskset, numactl and likwid-pin.
+"""What pinning every thread at creation costs with ``pinlab run``, next to the floor, taskset, numactl and likwid-pin.
 
-Run by hand: ``.venv/bin/python bench/bench_run.py [--rounds 7] [--threads 10000] [--batch 8]``.
-Not a test: it asserts nothing about time and always exits 0 (timings depend on the machine
-and its load); it prints tables and PASS/MISS against the target of the issue:
+Run by hand: ``.venv/bin/python bench/bench_run.py [--rounds 7] [--threads 10000] [--batch 8]``
+(any interpreter will do: pinlab is looked for in the running interpreter's scripts directory,
+then on PATH, then in this repository's ``.venv``; without one it says how to install and
+exits 2). Not a test: it asserts nothing about time and otherwise exits 0 (timings depend on
+the machine and its load); it prints tables and PASS/MISS against the targets:
 
-    pinlab's per-thread overhead within 10% of the fastest of those peers, and below 5
+    pinlab's per-thread cost within 1.15 times the floor: the same program pinning each of its
+    own threads at creation (pthread_attr_setaffinity_np) onto the same CPUs;
+    pinlab's per-thread overhead within 10% of the fastest of the peers below, and below 5
     microseconds per thread.
 
 1. Per-thread cost. ``bench/thread_churn.c`` (compiled here with ``cc -O2 -pthread`` into a
@@ -14,6 +18,11 @@ and its load); it prints tables and PASS/MISS against the target of the issue:
    It runs, in interleaved rounds (the order rotates every round), under:
 
    - nothing (unpinned);
+   - nothing, compiled with ``-DSELF_PIN`` (the floor): the program pins its main thread to the
+     first CPU of LIST and each thread it creates, round-robin over LIST, through
+     ``pthread_attr_setaffinity_np`` on the attributes it passes to ``pthread_create`` (glibc
+     applies them right after clone, before the thread runs): the placement ``pinlab run -c
+     LIST`` gives, at the least cost a program can pay for it;
    - ``pinlab run -c LIST --quiet --sample-ms 1000 --`` (every thread pinned at creation by the
      preload library, round-robin over LIST);
    - ``taskset -c LIST``, ``numactl --physcpubind=LIST`` (the whole process restricted to LIST:
@@ -24,13 +33,17 @@ and its load); it prints tables and PASS/MISS against the target of the issue:
    LIST is every CPU this process may use, or ``--cpus``. With one CPU (``--cpus 0``) the tools
    all end with every thread on that CPU: the difference is then pinlab's own per-thread cost,
    not the cost of moving threads to other CPUs, which only per-thread pinners pay. Reported: median (min-max) microseconds per thread,
-   the overhead of the median over unpinned, and pinlab's cost over the fastest peer's.
+   the overhead of the median over unpinned, pinlab's cost over the floor's (the ratio of the
+   medians, and the median of the ratios within each round, less sensitive to a loaded machine)
+   and over the fastest peer's.
 
    Then, to show where pinlab's per-thread time goes, the same program with the preload library
    set up by hand (the environment ``pinlab run`` gives it, without the Python launcher):
    pinning only, without the event file; pinning every thread on the first CPU of LIST (the
-   creator's CPU); and with the event file, as ``pinlab run`` does. When pinlab misses a target
-   the system calls per thread are also counted with ``strace -f -c`` (when installed).
+   creator's CPU); and with the event file, as ``pinlab run`` does. Then the scheduler's
+   software counters per thread (``perf stat -e task-clock,context-switches,cpu-migrations``,
+   when perf is installed) and the system calls per thread (``strace -f -c``, when installed)
+   of unpinned, the floor and the preload library.
 
 2. Fixed start-up: wall time of ``pinlab run -c 0 -- true`` (and with ``-q``) next to
    ``taskset -c 0 true``, the bare interpreter and ``import pinlab.cli``; many repetitions,
@@ -46,6 +59,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Sequence
@@ -53,10 +67,59 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "thread_churn.c"
-PINLAB = Path(sys.executable).parent / "pinlab"
-TARGET = "pinlab's per-thread overhead within 10% of the fastest of those peers, and below 5 microseconds per thread"
+TARGET = ("pinlab's per-thread cost within 1.15 times the floor (threads pinned by the program itself); "
+          "its overhead within 10% of the fastest peer's, and below 5 microseconds per thread")
+TARGET_FLOOR_RATIO = 1.15
 TARGET_OVERHEAD_US = 5.0
 TARGET_RATIO = 1.10
+FLOOR = "floor: self-pinning (pthread_attr_setaffinity_np)"
+# The event ring pinlab run prepares (pinlab.launch.runner), for when pinlab cannot be imported here.
+RING_MAGIC, RING_HEADER, RING_CAPACITY = b"PINLABE1", 4096, 64 << 20
+
+
+def find_pinlab() -> Path | None:
+    """The pinlab command: next to the running interpreter's scripts, else on PATH, else in this repository's .venv."""
+    candidates = [Path(sysconfig.get_path("scripts")) / "pinlab", Path(sys.executable).parent / "pinlab"]
+    found = shutil.which("pinlab")
+    if found:
+        candidates.append(Path(found))
+    candidates.append(HERE.parent / ".venv" / "bin" / "pinlab")
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+PINLAB: Path = Path("pinlab")  # set by main()
+PINLAB_PYTHON: str = sys.executable  # the interpreter pinlab is installed in, set by main()
+
+
+def interpreter_of(script: Path) -> str:
+    """The Python interpreter a console script runs with (its #! line), else this one."""
+    try:
+        with open(script, "rb") as f:
+            first = f.readline().decode("utf-8", "replace").strip()
+    except OSError:
+        return sys.executable
+    if first.startswith("#!"):
+        words = first[2:].split()
+        if words and "python" in os.path.basename(words[0]) and os.access(words[0], os.X_OK):
+            return words[0]
+    return sys.executable
+
+
+_PRELOAD: list[str] = []
+
+
+def preload_library() -> str:
+    """Path of pinlab's preload library, asked of the interpreter pinlab is installed in."""
+    if not _PRELOAD:
+        code = "from pinlab.native import native_path; print(native_path('libpinlab-preload.so'))"
+        proc = subprocess.run([PINLAB_PYTHON, "-c", code], capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise RuntimeError(f"cannot find pinlab's preload library with {PINLAB_PYTHON}: {proc.stderr.strip()[-200:]}")
+        _PRELOAD.append(proc.stdout.strip())
+    return _PRELOAD[0]
 LIKWID_BUDGET_S = 3.0  # likwid-pin runs on fewer threads when THREADS would take longer than this
 _OUTPUT = re.compile(r"threads=(\d+) batch=(\d+) elapsed_s=([0-9.]+)")
 
@@ -72,10 +135,13 @@ def cpulist(cpus) -> str:
     return ",".join(parts)
 
 
-def compile_churn(where: str) -> str:
-    exe = os.path.join(where, "thread_churn")
+def compile_churn(where: str, *defines: str, name: str = "thread_churn") -> str:
+    """bench/thread_churn.c compiled with cc -O2 -pthread (and -D flags: SELF_PIN for the floor)."""
+    exe = os.path.join(where, name)
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-O2", "-pthread", "-o", exe, str(SOURCE)], check=True)
+    if not shutil.which(cc):
+        raise RuntimeError(f"no C compiler ({cc}; set CC) to build {SOURCE.name}")
+    subprocess.run([cc, "-O2", "-pthread", *(f"-D{d}" for d in defines), "-o", exe, str(SOURCE)], check=True)
     return exe
 
 
@@ -97,10 +163,8 @@ def median_range(values: list[float]) -> str:
 
 def preload_env(cpus: str, allowed: str, events: str | None) -> dict[str, str]:
     """The environment `pinlab run -c CPUS` gives the program (pinlab.launch.runner.build_environment)."""
-    from pinlab.native import native_path
-
     env = dict(os.environ)
-    env["LD_PRELOAD"] = " ".join(p for p in (str(native_path("libpinlab-preload.so")), env.get("LD_PRELOAD", "")) if p)
+    env["LD_PRELOAD"] = " ".join(p for p in (preload_library(), env.get("LD_PRELOAD", "")) if p)
     env["PINLAB_CPUS"] = cpus
     env["PINLAB_OVERFLOW"] = "wrap"
     env["PINLAB_ALLOWED"] = allowed
@@ -112,23 +176,22 @@ def preload_env(cpus: str, allowed: str, events: str | None) -> dict[str, str]:
 
 def reset_ring(path: str) -> None:
     """An empty event ring at ``path``, laid out as pinlab run makes it (header page + sparse room)."""
-    from pinlab.launch.runner import RING_CAPACITY, RING_HEADER, RING_MAGIC
-
     with open(path, "wb") as ring:
         ring.write(RING_MAGIC + RING_CAPACITY.to_bytes(8, "little") + bytes(16))
         ring.truncate(RING_HEADER + RING_CAPACITY)
 
 
-def per_thread(args, exe: str) -> dict:
+def per_thread(args, exe: str, floor_exe: str) -> dict:
     allowed = sorted(int(c) for c in args.cpus.split(",")) if args.cpus else sorted(os.sched_getaffinity(0))
     listed = ",".join(map(str, allowed))
     compact = cpulist(allowed)
     n, batch = str(args.threads), str(args.batch)
-    tmp = tempfile.mkdtemp(prefix="bench-run-")
-    events = os.path.join(tmp, "events.txt")
-    # name -> (command, env, kind); kind: base, pinlab, peer, diag
+    tmp = tempfile.mkdtemp(prefix="bench-run-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    events = os.path.join(tmp, "events.txt")  # in /dev/shm, where pinlab run puts its ring
+    # name -> (command, env, kind); kind: base, floor, pinlab, peer, diag
     configs: dict[str, tuple[list[str], dict | None, str]] = {
         "unpinned": ([exe, n, batch], None, "base"),
+        FLOOR: ([floor_exe, n, batch, listed], None, "floor"),
         f"pinlab run -c {listed}": ([str(PINLAB), "run", "-c", listed, "--quiet", "--sample-ms", "1000", "--", exe, n, batch], None, "pinlab"),
         f"taskset -c {compact}": (["taskset", "-c", compact, exe, n, batch], None, "peer"),
         f"numactl --physcpubind={compact}": (["numactl", f"--physcpubind={compact}", exe, n, batch], None, "peer"),
@@ -152,8 +215,10 @@ def per_thread(args, exe: str) -> dict:
     configs.update(diag)
     names = list(configs)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    rounds: list[dict[str, float]] = []  # each round's values, for ratios within a round
     for r in range(args.rounds):
         order = names[r % len(names):] + names[: r % len(names)]
+        this: dict[str, float] = {}
         for name in order:
             command, env, _ = configs[name]
             if env and env.get("PINLAB_EVENTS") == events:
@@ -161,9 +226,18 @@ def per_thread(args, exe: str) -> dict:
             value = churn_once(command, env)
             if value is not None:
                 samples[name].append(value)
+                this[name] = value
+        rounds.append(this)
         print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"configs": configs, "samples": samples, "likwid_threads": likwid_threads, "listed": listed}
+    return {"configs": configs, "samples": samples, "rounds": rounds, "likwid_threads": likwid_threads, "listed": listed}
+
+
+def paired_ratio(rounds: list[dict[str, float]], a: str, b: str) -> float | None:
+    """The median over the rounds of a / b measured in the same round (a load that comes and goes
+    between rounds moves both)."""
+    ratios = [r[a] / r[b] for r in rounds if a in r and b in r and r[b] > 0]
+    return statistics.median(ratios) if ratios else None
 
 
 def print_per_thread(args, result: dict) -> tuple[bool, str]:
@@ -188,6 +262,19 @@ def print_per_thread(args, result: dict) -> tuple[bool, str]:
         print(f"   {label:56} {median_range(samples[name]):>24} {over} {ratio}")
     verdict_ok = True
     lines = []
+    if pinlab_name in med and FLOOR in med:
+        ratio = med[pinlab_name] / med[FLOOR]
+        paired = paired_ratio(result["rounds"], pinlab_name, FLOOR)
+        ok_floor = ratio <= TARGET_FLOOR_RATIO
+        verdict_ok = ok_floor
+        floor_over = f", overhead over unpinned {med[FLOOR] - base:+.2f} us" if base else ""
+        print(f"\n   floor: {med[FLOOR]:.2f} us/thread{floor_over} (each thread pinned by the program itself at creation)")
+        print(f"   pinlab / floor (per-thread cost): {ratio:.3f}  -> {'PASS' if ok_floor else 'MISS'} (target <= {TARGET_FLOOR_RATIO:.2f}); "
+              f"median of the ratios within each round {paired:.3f}; difference {med[pinlab_name] - med[FLOOR]:+.2f} us/thread")
+        lines.append(f"per-thread: pinlab/floor {ratio:.3f} ({'PASS' if ok_floor else 'MISS'})")
+    else:
+        print("\n   (not enough successful runs for the floor verdict)")
+        verdict_ok = False
     if pinlab_name in med and base and peers:
         fastest = min(peers, key=lambda k: med[k])
         overhead = med[pinlab_name] - base
@@ -195,7 +282,7 @@ def print_per_thread(args, result: dict) -> tuple[bool, str]:
         peer_over = med[fastest] - base
         ok_ratio = ratio <= TARGET_RATIO
         ok_abs = overhead < TARGET_OVERHEAD_US
-        verdict_ok = ok_ratio and ok_abs
+        verdict_ok = verdict_ok and ok_ratio and ok_abs
         print(f"\n   fastest peer: {fastest} ({med[fastest]:.2f} us/thread, overhead {peer_over:+.2f} us)")
         print(f"   pinlab / fastest peer (per-thread cost): {ratio:.3f}  -> {'PASS' if ok_ratio else 'MISS'} (target <= {TARGET_RATIO:.2f})")
         print(f"   pinlab overhead over unpinned: {overhead:+.2f} us/thread  -> {'PASS' if ok_abs else 'MISS'} (target < {TARGET_OVERHEAD_US:.0f} us)")
@@ -203,7 +290,7 @@ def print_per_thread(args, result: dict) -> tuple[bool, str]:
         low_fastest = min(peers, key=lambda k: lows[k])
         print(f"   (on the minima, the least disturbed runs: pinlab / fastest peer {lows[pinlab_name] / lows[low_fastest]:.3f}, "
               f"pinlab overhead {lows[pinlab_name] - lows['unpinned']:+.2f} us)")
-        lines.append(f"per-thread: pinlab/fastest peer {ratio:.3f} ({'PASS' if ok_ratio else 'MISS'}), overhead {overhead:+.2f} us ({'PASS' if ok_abs else 'MISS'})")
+        lines.append(f"pinlab/fastest peer {ratio:.3f} ({'PASS' if ok_ratio else 'MISS'}), overhead {overhead:+.2f} us ({'PASS' if ok_abs else 'MISS'})")
     else:
         print("\n   (not enough successful runs for a verdict)")
         verdict_ok = False
@@ -214,25 +301,65 @@ def print_per_thread(args, result: dict) -> tuple[bool, str]:
         if kind != "diag":
             continue
         over = f"{med[name] - base:+12.2f}" if name in med and base else f"{'-':>12}"
-        print(f"   {name:56} {median_range(samples[name]):>24} {over}")
+        vs_floor = f"{med[name] / med[FLOOR]:10.3f}x" if name in med and FLOOR in med else f"{'-':>11}"
+        print(f"   {name:56} {median_range(samples[name]):>24} {over} {vs_floor} floor")
     return verdict_ok, "; ".join(lines)
 
 
-def syscall_profile(exe: str, listed: str, allowed: str, threads: int, batch: int) -> None:
-    """System calls per thread, unpinned vs the preload library with its event file (strace -f -c)."""
+def software_counters(exe: str, floor_exe: str, listed: str, allowed: str, threads: int, batch: int, reps: int = 3) -> None:
+    """The scheduler's view per thread (perf stat software events): unpinned, the floor, the preload library."""
+    if not shutil.which("perf"):
+        print("\n   (perf not installed: no software counters)")
+        return
+    events = "task-clock,context-switches,cpu-migrations,page-faults"
+    tmp = tempfile.mkdtemp(prefix="bench-run-perf-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    ring = os.path.join(tmp, "events.ring")
+    runs = {
+        "unpinned": ([exe, str(threads), str(batch)], None),
+        "floor (self-pinning)": ([floor_exe, str(threads), str(batch), listed], None),
+        "preload + event ring": ([exe, str(threads), str(batch)], preload_env(listed, allowed, ring)),
+    }
+    values: dict[str, dict[str, list[float]]] = {name: {} for name in runs}
+    for _ in range(reps):
+        for name, (command, env) in runs.items():
+            if env:
+                reset_ring(ring)
+            proc = subprocess.run(["perf", "stat", "-x", ",", "-e", events, *command], env=env, capture_output=True, text=True, check=False)
+            for line in proc.stderr.splitlines():
+                fields = line.split(",")
+                if len(fields) > 2 and fields[2] in events.split(",") and fields[0].replace(".", "", 1).isdigit():
+                    values[name].setdefault(fields[2], []).append(float(fields[0]) / threads)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not any(values.values()):
+        print("\n   (perf stat failed: no software counters)")
+        return
+    print(f"\n   Software counters per created thread (perf stat, {threads} threads, median of {reps} runs):\n")
+    print(f"   {'':24} {'task-clock us':>14} {'context-switches':>17} {'cpu-migrations':>15} {'page-faults':>12}")
+    for name, table in values.items():
+        cells = [f"{statistics.median(table[e]) * (1e3 if e == 'task-clock' else 1):{w}.{2 if e == 'task-clock' else 3}f}"
+                 if table.get(e) else f"{'-':>{w}}" for e, w in zip(events.split(","), (14, 17, 15, 12))]
+        print(f"   {name:24} {' '.join(cells)}")
+
+
+def syscall_profile(exe: str, floor_exe: str, listed: str, allowed: str, threads: int, batch: int) -> None:
+    """System calls per thread: unpinned, the floor and the preload library with its event ring (strace -f -c)."""
     if not shutil.which("strace"):
         print("\n   (strace not installed: no system-call profile)")
         return
     print(f"\n   System calls per created thread (strace -f -c, {threads} threads; strace itself slows everything down):\n")
-    tmp = tempfile.mkdtemp(prefix="bench-run-strace-")
+    tmp = tempfile.mkdtemp(prefix="bench-run-strace-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    ring = os.path.join(tmp, "events.ring")
     counts: dict[str, dict[str, float]] = {}
     runs = {
-        "unpinned": None,
-        "preload + event file": preload_env(listed, allowed, os.path.join(tmp, "events.txt")),
+        "unpinned": ([exe, str(threads), str(batch)], None),
+        "floor": ([floor_exe, str(threads), str(batch), listed], None),
+        "preload + event ring": ([exe, str(threads), str(batch)], preload_env(listed, allowed, ring)),
     }
-    for name, env in runs.items():
+    for name, (command, env) in runs.items():
         out = os.path.join(tmp, f"{name.split()[0]}.strace")
-        subprocess.run(["strace", "-f", "-c", "-o", out, exe, str(threads), str(batch)], env=env, capture_output=True, check=False)
+        if env:
+            reset_ring(ring)
+        subprocess.run(["strace", "-f", "-c", "-o", out, *command], env=env, capture_output=True, check=False)
         table: dict[str, float] = {}
         try:
             text = Path(out).read_text()
@@ -245,22 +372,21 @@ def syscall_profile(exe: str, listed: str, allowed: str, threads: int, batch: in
                 table[words[-1]] = int(words[3]) / threads
         counts[name] = table
     shutil.rmtree(tmp, ignore_errors=True)
-    if len(counts) != 2:
+    if len(counts) != 3:
         print("   (strace failed)")
         return
-    a, b = counts["unpinned"], counts["preload + event file"]
-    calls = sorted(set(a) | set(b), key=lambda c: -(b.get(c, 0) - a.get(c, 0)))
-    print(f"   {'system call':24} {'unpinned':>10} {'pinlab preload':>15} {'extra':>8}")
+    u, f, b = counts["unpinned"], counts["floor"], counts["preload + event ring"]
+    calls = sorted(set(u) | set(f) | set(b), key=lambda c: (-(b.get(c, 0) - f.get(c, 0)), -(f.get(c, 0) - u.get(c, 0))))
+    print(f"   {'system call':24} {'unpinned':>10} {'floor':>10} {'pinlab preload':>15} {'vs floor':>9}")
     for call in calls:
-        extra = b.get(call, 0) - a.get(call, 0)
-        if abs(extra) >= 0.05:
-            print(f"   {call:24} {a.get(call, 0):10.2f} {b.get(call, 0):15.2f} {extra:+8.2f}")
-    print(f"   {'all':24} {sum(a.values()):10.2f} {sum(b.values()):15.2f} {sum(b.values()) - sum(a.values()):+8.2f}")
+        if max(abs(b.get(call, 0) - f.get(call, 0)), abs(f.get(call, 0) - u.get(call, 0))) >= 0.05:
+            print(f"   {call:24} {u.get(call, 0):10.2f} {f.get(call, 0):10.2f} {b.get(call, 0):15.2f} {b.get(call, 0) - f.get(call, 0):+9.2f}")
+    print(f"   {'all':24} {sum(u.values()):10.2f} {sum(f.values()):10.2f} {sum(b.values()):15.2f} {sum(b.values()) - sum(f.values()):+9.2f}")
 
 
 def startup(args) -> None:
     reps = args.startup_reps
-    python = sys.executable
+    python = PINLAB_PYTHON
     configs = {
         "taskset -c 0 true": ["taskset", "-c", "0", "true"],
         "pinlab run -c 0 -- true": [str(PINLAB), "run", "-c", "0", "--", "true"],
@@ -315,7 +441,7 @@ def profile_run() -> None:
         "out = io.StringIO(); pstats.Stats(prof, stream=out).sort_stats('cumulative').print_stats(18)\n"
         "print(out.getvalue())\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    proc = subprocess.run([PINLAB_PYTHON, "-c", code], capture_output=True, text=True, check=False)
     print("\n   After the imports: 20 calls of pinlab.cli.main(['run', '-q', '-c', '0', '--', 'true']) in one process (cProfile, by cumulative time):\n")
     lines = proc.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if "function calls" in line), 0)
@@ -334,21 +460,27 @@ def main() -> int:
                         "with all threads on it, so the comparison isolates pinlab's own per-thread cost")
     parser.add_argument("--no-startup", action="store_true", help="skip the start-up measurements")
     args = parser.parse_args()
+    global PINLAB, PINLAB_PYTHON
+    found = find_pinlab()
+    if found is None:
+        print("bench_run: pinlab is not installed (not next to this interpreter, not on PATH, not in this repository's .venv): "
+              "run `make install` in the repository, or `pip install .` into the interpreter that runs this script", file=sys.stderr)
+        return 2
+    PINLAB, PINLAB_PYTHON = found, interpreter_of(found)
     try:
         import platform
 
         print(f"bench_run: {platform.node()}, {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} allowed), Linux {platform.release()}, Python {platform.python_version()}")
+        print(f"pinlab: {PINLAB} (Python {PINLAB_PYTHON})")
         print(f"target: {TARGET}")
-        if not PINLAB.exists():
-            print(f"pinlab is not installed next to {sys.executable} (run `make install`)")
-            return 0
         with tempfile.TemporaryDirectory(prefix="bench-run-cc-") as build:
             exe = compile_churn(build)
-            result = per_thread(args, exe)
+            floor_exe = compile_churn(build, "SELF_PIN", name="thread_churn_selfpin")
+            result = per_thread(args, exe, floor_exe)
             ok, summary = print_per_thread(args, result)
-            if not ok:
-                allowed = sorted(os.sched_getaffinity(0))
-                syscall_profile(exe, result["listed"], cpulist(allowed), min(args.threads, 2000), args.batch)
+            allowed = cpulist(sorted(os.sched_getaffinity(0)))
+            software_counters(exe, floor_exe, result["listed"], allowed, min(args.threads, 4000), args.batch)
+            syscall_profile(exe, floor_exe, result["listed"], allowed, min(args.threads, 2000), args.batch)
         if not args.no_startup:
             startup(args)
         print(f"\nverdict: {summary or 'no verdict'} -> {'PASS' if ok else 'MISS'}")

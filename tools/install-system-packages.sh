@@ -11,6 +11,7 @@ packages=(
   busybox-static   # its init
   cpio             # building its initramfs
   chromium         # a real browser: the tests render the HTML report
+  strace           # system calls per thread: the preload library's per-thread cost (tests, bench)
 )
 missing=()
 for p in "${packages[@]}"; do

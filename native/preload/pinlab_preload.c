@@ -7,6 +7,12 @@
  * The start routine is wrapped in a trampoline that logs an event, binds the thread's
  * memory to the node of its CPU (PINLAB_MEM_FOLLOW) and then calls the real routine.
  *
+ * Per thread it costs next to nothing beyond what a program pinning its own threads the same way
+ * pays (glibc's hand-over: clone, sched_setaffinity on the new thread, then its start): no
+ * malloc or free (the trampoline's record comes from a fixed pool), no stdio, no loader lookup
+ * after the first thread of each start routine, and two system calls on the new thread
+ * (gettid, sched_getaffinity for the event) besides the event's copy into a shared ring.
+ *
  * Environment (written by pinlab.launch.runner):
  *   PINLAB_CPUS         required, "c0,c1,...": slot 0 = main thread, slot k = k-th worker
  *   PINLAB_OVERFLOW     wrap (default) | unpinned | error: workers past the end of the plan
@@ -102,17 +108,31 @@ static atomic_long created;       /* threads really created */
 /* The plan CPU of the calling thread, -1 if it has none (helpers, unpinned threads). */
 static __thread int my_planned __attribute__((tls_model("initial-exec"))) = -1;
 
+/* What the wrapper hands the new thread: written by the creator before the thread exists, read
+ * by the trampoline first thing. Records come from a fixed pool (no malloc in the creator and,
+ * above all, no free on the new thread: a thread's first free sets up its malloc cache and takes
+ * an arena, and its exit gives the memory back to the creator's arena under that arena's lock,
+ * so every thread paid for malloc though the program's threads may never use it). One cache line
+ * each, so that creators and new threads on other CPUs do not share lines. */
 struct start {
     void *(*fn)(void *);
     void *arg;
     long index;
-    enum role role;
     long slot;    /* -1 if none */
+    const char *lib; /* dli_fname of the start routine (owned by the loader) or NULL */
+    enum role role;
     int planned;  /* -1 if none */
     int node;     /* memory node to bind to, -1 to leave the policy alone */
     pid_t creator;
-    const char *lib; /* dli_fname of the start routine (owned by the loader) or NULL */
-};
+    atomic_int busy; /* pool records: 1 from the creator's claim until the new thread has read it */
+} __attribute__((aligned(64)));
+
+#ifndef START_POOL
+#define START_POOL 256 /* threads created and not yet started; beyond, records are malloc'd */
+#endif
+static struct start start_pool[START_POOL];
+static atomic_uint start_hint;
+static pthread_mutex_t routines_lock = PTHREAD_MUTEX_INITIALIZER; /* the routine table, below */
 
 /* ---------------------------------------------------------------- output */
 
@@ -122,6 +142,19 @@ static void put_str(char *buf, size_t size, size_t *used, const char *s)
         buf[(*used)++] = *s++;
     buf[*used] = '\0';
 }
+
+/* n bytes of s (a literal: PUT_LIT), cut at the end of the buffer. */
+static void put_mem(char *buf, size_t size, size_t *used, const char *s, size_t n)
+{
+    if (*used + 1 >= size)
+        return;
+    if (n > size - 1 - *used)
+        n = size - 1 - *used;
+    memcpy(buf + *used, s, n);
+    *used += n;
+    buf[*used] = '\0';
+}
+#define PUT_LIT(buf, size, used, lit) put_mem(buf, size, used, lit, sizeof lit - 1)
 
 static void put_fmt(char *buf, size_t size, size_t *used, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -150,21 +183,53 @@ static void put_word(char *buf, size_t size, size_t *used, const char *s)
     buf[*used] = '\0';
 }
 
+/* A decimal number, without stdio (the thread event is written on every new thread). */
+static void put_long(char *buf, size_t size, size_t *used, long v)
+{
+    char digits[24];
+    int n = 0;
+    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+    do
+        digits[n++] = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (v < 0)
+        digits[n++] = '-';
+    while (n > 0 && *used + 1 < size)
+        buf[(*used)++] = digits[--n];
+    buf[*used] = '\0';
+}
+
+/* The first CPU at or after `from` that is in the set (want = 1) or not (want = 0); CPU_SETSIZE
+ * if none. A word at a time: the set has CPU_SETSIZE (1024) bits, most of them 0. */
+static int next_cpu(const cpu_set_t *set, int from, int want)
+{
+    enum { BITS = 8 * sizeof(__cpu_mask) };
+    while (from < CPU_SETSIZE) {
+        __cpu_mask word = set->__bits[from / BITS];
+        if (!want)
+            word = ~word;
+        word &= ~(__cpu_mask)0 << (from % BITS);
+        if (word)
+            return from / BITS * BITS + __builtin_ctzl(word);
+        from = (from / BITS + 1) * BITS;
+    }
+    return CPU_SETSIZE;
+}
+
 static void put_cpulist(char *buf, size_t size, size_t *used, const cpu_set_t *set)
 {
     int any = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, set))
-            continue;
-        int last = cpu;
-        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
-            last++;
-        if (last == cpu)
-            put_fmt(buf, size, used, "%s%d", any ? "," : "", cpu);
-        else
-            put_fmt(buf, size, used, "%s%d-%d", any ? "," : "", cpu, last);
+    for (int cpu = next_cpu(set, 0, 1); cpu < CPU_SETSIZE; cpu = next_cpu(set, cpu, 1)) {
+        int end = next_cpu(set, cpu, 0); /* one past the last CPU of this range */
+        if (any)
+            put_str(buf, size, used, ",");
+        put_long(buf, size, used, cpu);
+        if (end - 1 > cpu) {
+            put_str(buf, size, used, "-");
+            put_long(buf, size, used, end - 1);
+        }
         any = 1;
-        cpu = last;
+        cpu = end;
     }
     if (!any)
         put_str(buf, size, used, "-");
@@ -182,7 +247,21 @@ static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* This process's pid and each thread's tid, asked of the kernel once (reset after fork). */
 static pid_t cached_pid;
-static __thread pid_t cached_tid;
+static __thread pid_t cached_tid __attribute__((tls_model("initial-exec")));
+static int tid_from_clock; /* set by pinlab_init once checked against gettid on the main thread */
+
+/* The calling thread's tid without a system call: the C library keeps it (the kernel writes it
+ * at clone, CLONE_PARENT_SETTID, before the thread runs), and pthread_getcpuclockid encodes it in
+ * the thread's CPU-time clock id, as the kernel defines those ids (MAKE_THREAD_CPUCLOCK:
+ * ~tid << 3 | flags). A gettid() costs 0.3-0.5 us on a new thread here. 0 if it cannot. */
+static pid_t clock_tid(void)
+{
+    clockid_t clock;
+    if (pthread_getcpuclockid(pthread_self(), &clock) != 0 || clock >= 0)
+        return 0;
+    long tid = ~((long)clock >> 3);
+    return tid > 0 && tid <= INT_MAX ? (pid_t)tid : 0;
+}
 
 static pid_t my_pid(void)
 {
@@ -193,8 +272,10 @@ static pid_t my_pid(void)
 
 static pid_t my_tid(void)
 {
-    if (!cached_tid)
-        cached_tid = gettid();
+    if (!cached_tid) {
+        pid_t tid = tid_from_clock ? clock_tid() : 0;
+        cached_tid = tid > 0 ? tid : gettid();
+    }
     return cached_tid;
 }
 
@@ -317,6 +398,11 @@ static void warn_event(const char *fmt, ...)
     emit_line(line, sizeof line, used);
 }
 
+/* The event of a thread, written by the thread itself first thing (the main thread from the
+ * constructor, the others from the trampoline): its CPU and mask as the kernel gives them at its
+ * first instruction. One system call (sched_getaffinity); the CPU from the rseq area
+ * (sched_getcpu), the tid from the C library (my_tid); no stdio: the line is built by hand and
+ * copied into the ring. */
 static void thread_event(long index, pid_t tid, const char *role, long slot, int planned,
                          pid_t creator, const char *lib)
 {
@@ -330,13 +416,28 @@ static void thread_event(long index, pid_t tid, const char *role, long slot, int
     cpu_set_t mask;
     CPU_ZERO(&mask);
     int mask_ok = sched_getaffinity(0, sizeof mask, &mask) == 0;
-    put_fmt(line, sizeof line, &used, "thread pid=%d index=%ld tid=%d role=%s slot=%ld planned=%d cpu=%d mask=",
-            (int)my_pid(), index, (int)tid, role, slot, planned, cpu);
+    PUT_LIT(line, sizeof line, &used, "thread pid=");
+    put_long(line, sizeof line, &used, my_pid());
+    PUT_LIT(line, sizeof line, &used, " index=");
+    put_long(line, sizeof line, &used, index);
+    PUT_LIT(line, sizeof line, &used, " tid=");
+    put_long(line, sizeof line, &used, tid);
+    PUT_LIT(line, sizeof line, &used, " role=");
+    put_str(line, sizeof line, &used, role);
+    PUT_LIT(line, sizeof line, &used, " slot=");
+    put_long(line, sizeof line, &used, slot);
+    PUT_LIT(line, sizeof line, &used, " planned=");
+    put_long(line, sizeof line, &used, planned);
+    PUT_LIT(line, sizeof line, &used, " cpu=");
+    put_long(line, sizeof line, &used, cpu);
+    PUT_LIT(line, sizeof line, &used, " mask=");
     if (mask_ok)
         put_cpulist(line, sizeof line, &used, &mask);
     else
-        put_str(line, sizeof line, &used, "-");
-    put_fmt(line, sizeof line, &used, " creator=%d lib=", (int)creator);
+        PUT_LIT(line, sizeof line, &used, "-");
+    PUT_LIT(line, sizeof line, &used, " creator=");
+    put_long(line, sizeof line, &used, creator);
+    PUT_LIT(line, sizeof line, &used, " lib=");
     put_word(line, sizeof line, &used, lib);
     emit_line(line, sizeof line, used);
 }
@@ -599,6 +700,10 @@ static void after_fork_child(void)
     cached_pid = 0;
     cached_tid = 0;
     pthread_mutex_init(&events_lock, NULL);
+    pthread_mutex_init(&routines_lock, NULL);
+    /* Records in use belonged to threads the parent was creating: none of them exists here. */
+    for (int i = 0; i < START_POOL; i++)
+        atomic_store_explicit(&start_pool[i].busy, 0, memory_order_relaxed);
     atomic_store(&creations, 0);
     atomic_store(&next_slot, 1);
     atomic_store(&created, 0);
@@ -607,6 +712,9 @@ static void after_fork_child(void)
 static void pinlab_init(void)
 {
     find_real_create();
+    pid_t tid = gettid();
+    tid_from_clock = clock_tid() == tid;
+    cached_tid = tid;
     const char *events = env_or_null("PINLAB_EVENTS");
     if (events && strlen(events) < sizeof cfg.events) {
         strcpy(cfg.events, events);
@@ -790,16 +898,102 @@ static int find_domain(int cpu, int *pos)
     return -1;
 }
 
+/* Where a start routine lives (its library, and whether that makes the thread a helper), asked
+ * of the loader once per routine: dladdr scans the whole symbol table of the library to name the
+ * symbol (about 3 ns a symbol: 9 us for a routine in libc, more in libstdc++, where std::thread
+ * starts its threads), on every pthread_create. The answers are kept in a small table, valid as
+ * long as no library was loaded or unloaded (dl_iterate_phdr's counters, read from its first
+ * object, 40 ns): an unloaded library's name, kept by pointer, is never used after its dlclose. */
+#define ROUTINES 64
+static struct routine {
+    void *fn;
+    const char *lib;
+    int helper;
+    unsigned long long generation;
+} routines[ROUTINES];
+
+static int loader_generation_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(unsigned long long *)data = (unsigned long long)info->dlpi_adds + ((unsigned long long)info->dlpi_subs << 32);
+    return 1; /* the first object is enough */
+}
+
+static unsigned long long loader_generation(void)
+{
+    unsigned long long generation = 0;
+    dl_iterate_phdr(loader_generation_cb, &generation);
+    return generation + 1; /* never 0: 0 marks an empty entry */
+}
+
+static const char *routine_lookup(void *(*start_routine)(void *), int *helper)
+{
+    void *fn = (void *)start_routine;
+    unsigned long long generation = loader_generation();
+    struct routine *r = &routines[((uintptr_t)fn >> 4) % ROUTINES];
+    pthread_mutex_lock(&routines_lock);
+    if (r->fn == fn && r->generation == generation) {
+        const char *lib = r->lib;
+        *helper = r->helper;
+        pthread_mutex_unlock(&routines_lock);
+        return lib;
+    }
+    pthread_mutex_unlock(&routines_lock);
+
+    Dl_info info;
+    struct link_map *map = NULL;
+    const char *lib = NULL, *sym = NULL;
+    if (dladdr1(fn, &info, (void **)&map, RTLD_DL_LINKMAP)) {
+        lib = info.dli_fname;
+        sym = info.dli_sname;
+        /* The main program's link map has an empty name; dladdr then gives argv[0]. */
+        if ((map && map->l_name && !map->l_name[0]) || (lib && !lib[0]))
+            lib = cfg.exe[0] ? cfg.exe : lib;
+    }
+    *helper = is_helper_routine(lib, sym);
+    pthread_mutex_lock(&routines_lock);
+    *r = (struct routine){ .fn = fn, .lib = lib, .helper = *helper, .generation = generation };
+    pthread_mutex_unlock(&routines_lock);
+    return lib;
+}
+
+/* A start record: from the pool, else (more than START_POOL threads created and not yet
+ * started) from malloc. NULL if neither. */
+static struct start *start_claim(void)
+{
+    unsigned hint = atomic_fetch_add_explicit(&start_hint, 1, memory_order_relaxed);
+    for (unsigned i = 0; i < START_POOL; i++) {
+        struct start *s = &start_pool[(hint + i) % START_POOL];
+        if (!atomic_load_explicit(&s->busy, memory_order_relaxed)
+            && !atomic_exchange_explicit(&s->busy, 1, memory_order_acquire))
+            return s;
+    }
+    return aligned_alloc(_Alignof(struct start), sizeof(struct start));
+}
+
+static void start_release(struct start *s)
+{
+    if (s >= start_pool && s < start_pool + START_POOL)
+        atomic_store_explicit(&s->busy, 0, memory_order_release);
+    else
+        free(s);
+}
+
 static void *trampoline(void *p)
 {
     struct start *s = p;
     void *(*fn)(void *) = s->fn;
     void *arg = s->arg;
-    thread_event(s->index, my_tid(), role_names[s->role], s->slot, s->planned, s->creator, s->lib);
-    my_planned = s->planned;
-    if (s->node >= 0 && bind_memory(s->node) != 0)
-        warn_event("cannot bind the memory of thread %ld to node %d: %s", s->index, s->node, strerror(errno));
-    free(s);
+    long index = s->index, slot = s->slot;
+    const char *lib = s->lib;
+    enum role role = s->role;
+    int planned = s->planned, node = s->node;
+    pid_t creator = s->creator;
+    start_release(s); /* first: the record is free for the next thread at once */
+    thread_event(index, my_tid(), role_names[role], slot, planned, creator, lib);
+    my_planned = planned;
+    if (node >= 0 && bind_memory(node) != 0)
+        warn_event("cannot bind the memory of thread %ld to node %d: %s", index, node, strerror(errno));
     return fn(arg);
 }
 
@@ -876,22 +1070,14 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
     long index = atomic_fetch_add(&creations, 1) + 1;
     pid_t creator = my_tid();
 
-    Dl_info info;
-    struct link_map *map = NULL;
-    const char *lib = NULL, *sym = NULL;
-    if (dladdr1((void *)start_routine, &info, (void **)&map, RTLD_DL_LINKMAP)) {
-        lib = info.dli_fname;
-        sym = info.dli_sname;
-        /* The main program's link map has an empty name; dladdr then gives argv[0]. */
-        if ((map && map->l_name && !map->l_name[0]) || (lib && !lib[0]))
-            lib = cfg.exe[0] ? cfg.exe : lib;
-    }
+    int helper_routine;
+    const char *lib = routine_lookup(start_routine, &helper_routine);
 
     enum role role;
     long slot = -1;
     int planned = -1;
     int use_helper_mask = 0;
-    if (is_skipped(index) || is_helper_routine(lib, sym)) {
+    if (is_skipped(index) || helper_routine) {
         role = ROLE_HELPER;
         use_helper_mask = 1;
     } else {
@@ -923,7 +1109,7 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
         }
     }
 
-    struct start *s = malloc(sizeof *s);
+    struct start *s = start_claim();
     if (!s) {
         warn_event("out of memory: thread %ld created unpinned", index);
         int rc = real_create(thread, attr, start_routine, arg);
@@ -931,8 +1117,15 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
             atomic_fetch_add(&created, 1);
         return rc;
     }
-    *s = (struct start){ .fn = start_routine, .arg = arg, .index = index, .role = role, .slot = slot,
-                         .planned = planned, .node = node_of(planned), .creator = creator, .lib = lib };
+    s->fn = start_routine;
+    s->arg = arg;
+    s->index = index;
+    s->slot = slot;
+    s->lib = lib;
+    s->role = role;
+    s->planned = planned;
+    s->node = node_of(planned);
+    s->creator = creator;
 
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -973,6 +1166,6 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
     if (rc == 0)
         atomic_fetch_add(&created, 1);
     else
-        free(s);
+        start_release(s);
     return rc;
 }

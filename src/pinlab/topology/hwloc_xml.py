@@ -166,27 +166,44 @@ def _numbers(el: ET.Element | None) -> list[int]:
     return [int(v) for v in (el.text or "").split()] if el is not None else []
 
 
-def _distances(root_el: ET.Element, root: TopoObject) -> NumaDistances | None:
-    """The NUMA latency matrix, if hwloc recorded one (``<distances2 type="NUMANode">``)."""
-    candidates = [d for d in root_el.findall("distances2") if d.get("type") == "NUMANode"]
-    if not candidates:
-        return None
-    chosen = next((d for d in candidates if d.get("name") == "NUMALatency"), candidates[0])
-    count = int(chosen.get("nbobjs", "0"))
-    indexes = _numbers(chosen.find("indexes"))
-    values: list[int] = []
-    for values_el in chosen.findall("u64values"):
-        values.extend(_numbers(values_el))
-    if count == 0 or len(indexes) != count or len(values) != count * count:
-        raise UsageError("hwloc XML has a malformed NUMA distance matrix; export it again with lstopo")
-    if chosen.get("indexing", "os") == "gp":  # distances by global persistent index: map to OS index
-        gp_to_os = {}
-        for el in root_el.iter("object"):
-            if el.get("type") == "NUMANode" and el.get("gp_index") is not None:
-                gp_to_os[int(el.get("gp_index"))] = int(el.get("os_index", "0"))
-        indexes = [gp_to_os.get(i, i) for i in indexes]
-    matrix = [values[i * count:(i + 1) * count] for i in range(count)]
-    return NumaDistances(nodes=indexes, matrix=matrix, name=chosen.get("name", "NUMALatency"))
+# Bits of a distances structure's ``kind`` (hwloc/distances.h).
+KIND_FROM_OS, KIND_FROM_USER, KIND_MEANS_LATENCY, KIND_MEANS_BANDWIDTH, KIND_HETEROGENEOUS = 1, 2, 4, 8, 16
+
+
+def _distances(root_el: ET.Element, root: TopoObject) -> list[NumaDistances]:
+    """Every matrix between NUMA nodes hwloc recorded, latency first.
+
+    hwloc 2.x writes each as ``<distances2 type="NUMANode" nbobjs=N kind=K name=...
+    indexing="os"|"gp">`` holding the N node indexes and the N*N values split over as many
+    ``<indexes>`` and ``<u64values>`` elements as it likes (ten numbers each, so a machine of
+    more than 10 nodes has several ``<indexes>``): all of them are read, in order. Matrices
+    between objects of other or mixed types (GPUs, ``<distances2hetero>``) are not NUMA
+    distances and are skipped. Files of hwloc 2.0 and 2.1 name no matrix: the name then comes
+    from the kind (``NUMALatency``, ``NUMABandwidth``).
+    """
+    gp_to_os: dict[int, int] | None = None
+    found = []
+    for el in root_el.findall("distances2"):
+        if el.get("type") != "NUMANode":
+            continue
+        count = int(el.get("nbobjs", "0"))
+        kind = int(el.get("kind", "0"))
+        indexes = [n for part in el.findall("indexes") for n in _numbers(part)]
+        values = [n for part in el.findall("u64values") for n in _numbers(part)]
+        name = el.get("name") or ("NUMABandwidth" if kind & KIND_MEANS_BANDWIDTH else "NUMALatency")
+        if count == 0 or len(indexes) != count or len(values) != count * count:
+            raise UsageError(f"hwloc XML has a malformed NUMA distance matrix {name!r} ({count} nodes announced, "
+                             f"{len(indexes)} indexes, {len(values)} values for {count * count}); export it again with lstopo")
+        if el.get("indexing", "os") == "gp":  # by global persistent index: map to OS index
+            if gp_to_os is None:
+                gp_to_os = {int(o.get("gp_index")): int(o.get("os_index", "0")) for o in root_el.iter("object")
+                            if o.get("type") == "NUMANode" and o.get("gp_index") is not None}
+            indexes = [gp_to_os.get(i, i) for i in indexes]
+        matrix = [values[i * count:(i + 1) * count] for i in range(count)]
+        found.append(NumaDistances(nodes=indexes, matrix=matrix, name=name, kind=kind))
+    # The latency matrix is the one placement reads: the one hwloc calls NUMALatency, else any of latency kind.
+    found.sort(key=lambda d: (d.name != "NUMALatency", not d.kind & KIND_MEANS_LATENCY))
+    return found
 
 
 def _cpu_kinds(root_el: ET.Element) -> list[CpuKind]:

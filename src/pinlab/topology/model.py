@@ -103,6 +103,12 @@ class NumaDistances:
     nodes: list[int]
     matrix: list[list[int]]
     name: str = "NUMALatency"
+    kind: int = 0  # hwloc's bits: 1 from the OS, 2 from the user, 4 latency, 8 bandwidth
+
+    @property
+    def meaning(self) -> str:
+        """``latency``, ``bandwidth`` or ``unknown``: what a larger value means (further, or faster)."""
+        return "bandwidth" if self.kind & 8 else "latency" if self.kind & 4 or self.name == "NUMALatency" else "unknown"
 
     def between(self, a: int, b: int) -> int:
         return self.matrix[self.nodes.index(a)][self.nodes.index(b)]
@@ -139,13 +145,15 @@ class Topology:
         xml: str,
         allowed_cpus: frozenset[int] | None = None,
         allowed_nodes: frozenset[int] | None = None,
-        distances: NumaDistances | None = None,
+        distances: NumaDistances | list[NumaDistances] | None = None,
         cpu_kinds: list[CpuKind] | None = None,
     ) -> None:
         self.root = root
         self.source = source
         self.xml = xml
-        self.distances = distances
+        # Every matrix between NUMA nodes (latency, bandwidth...); ``distances`` is the latency one.
+        self.all_distances = [distances] if isinstance(distances, NumaDistances) else list(distances or [])
+        self.distances = next((d for d in self.all_distances if d.meaning == "latency"), None)
         self.cpu_kinds = cpu_kinds or []
         self._index()
         self.allowed_cpus = self.root.cpus if allowed_cpus is None else frozenset(allowed_cpus) & self.root.cpus

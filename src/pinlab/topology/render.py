@@ -62,11 +62,11 @@ def render_tree(topo: Topology) -> str:
             visit(child, indent + 1)
 
     visit(topo.root, 0)
-    if topo.distances is not None:
-        lines.append(f"NUMA distances ({topo.distances.name}, by node OS index):")
-        width = max(len(str(v)) for row in topo.distances.matrix for v in row) + 2
-        lines.append("  node" + "".join(f"{n:>{width}}" for n in topo.distances.nodes))
-        for node, row in zip(topo.distances.nodes, topo.distances.matrix):
+    for matrix in topo.all_distances:
+        lines.append(f"NUMA distances ({matrix.name}, {matrix.meaning}, by node OS index):")
+        width = max(len(str(v)) for row in matrix.matrix for v in row) + 2
+        lines.append("  node" + "".join(f"{n:>{width}}" for n in matrix.nodes))
+        for node, row in zip(matrix.nodes, matrix.matrix):
             lines.append(f"  {node:>4}" + "".join(f"{v:>{width}}" for v in row))
     for kind in topo.cpu_kinds if len(topo.cpu_kinds) > 1 else []:
         lines.append(f"CPU kind {kind.name} (efficiency {kind.efficiency}): CPUs {format_cpulist(kind.cpus)}")
@@ -105,7 +105,12 @@ def topology_to_json(topo: Topology) -> dict[str, Any]:
         "allowed_cpus": format_cpulist(topo.allowed_cpus),
         "allowed_numa_nodes": sorted(topo.allowed_nodes),
         "levels": topo.kinds(),
-        "distances": None if topo.distances is None else {"name": topo.distances.name, "nodes": topo.distances.nodes, "matrix": topo.distances.matrix},
+        "distances": None if topo.distances is None else _matrix_json(topo.distances),
+        "distance_matrices": [_matrix_json(m) for m in topo.all_distances],
         "cpu_kinds": [{"cpus": format_cpulist(k.cpus), "efficiency": k.efficiency, "infos": k.infos} for k in topo.cpu_kinds],
         "root": object_to_json(topo.root),
     }
+
+
+def _matrix_json(matrix) -> dict[str, Any]:
+    return {"name": matrix.name, "meaning": matrix.meaning, "kind": matrix.kind, "nodes": matrix.nodes, "matrix": matrix.matrix}

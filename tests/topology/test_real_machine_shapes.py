@@ -1,0 +1,133 @@
+"""Shapes real machines have and small test machines rarely do, each built here as hwloc XML.
+
+- more than 10 NUMA nodes (4-socket EPYC in NPS4 mode: 16; 8-socket Xeon with sub-NUMA
+  clustering: 16 to 32; hwloc then writes the distance matrix's indexes over several elements);
+- several matrices between NUMA nodes (hwloc 2.3+ on machines with HMAT: latency and bandwidth);
+- matrices indexed by hwloc's global persistent index rather than by OS index.
+
+Machines are made by hwloc itself where it can (``lstopo -i`` synthetic, ``hwloc-annotate``
+for distances), otherwise written by hand in hwloc's format.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from pinlab.errors import UsageError
+from pinlab.topology import load_topology
+from pinlab.topology.render import render_tree, topology_to_json
+from tests.conftest import run_pinlab
+
+needs_hwloc = pytest.mark.skipif(not (shutil.which("lstopo-no-graphics") and shutil.which("hwloc-annotate")),
+                                 reason="hwloc's tools are not installed (make install installs them)")
+
+
+def two_level_distance(i: int, j: int, per_group: int) -> int:
+    """10 within a node, 12 within its group (socket), 32 across: the SLIT of a multi-socket server."""
+    return 10 if i == j else 12 if i // per_group == j // per_group else 32
+
+
+def annotated_machine(tmp_path, synthetic: str, nodes: int, per_group: int, name: str = "NUMALatency", kind: int = 5) -> str:
+    """hwloc's XML of ``synthetic`` with a distance matrix added by hwloc-annotate; returns the path."""
+    plain, annotated = tmp_path / "plain.xml", tmp_path / f"{name}.xml"
+    subprocess.run(["lstopo-no-graphics", "-i", synthetic, "--of", "xml", str(plain)], check=True)
+    lines = [f"name={name}", str(kind), str(nodes), *(f"NUMANode:{i}" for i in range(nodes))]
+    lines += [str(two_level_distance(i, j, per_group)) for i in range(nodes) for j in range(nodes)]
+    (tmp_path / "distances.txt").write_text("\n".join(lines) + "\n")
+    subprocess.run(["hwloc-annotate", str(plain), str(annotated), "--", "root", "--", "distances", str(tmp_path / "distances.txt")], check=True)
+    return str(annotated)
+
+
+@needs_hwloc
+@pytest.mark.parametrize("sockets, per_socket", [(4, 4), (8, 3), (2, 6)], ids=["16 nodes", "24 nodes", "12 nodes"])
+def test_more_than_ten_numa_nodes_with_their_distances(tmp_path, sockets, per_socket):
+    nodes = sockets * per_socket
+    path = annotated_machine(tmp_path, f"pack:{sockets} die:{per_socket} [numa] core:2 pu:1", nodes, per_socket)
+    assert open(path).read().count("<indexes") > 1  # hwloc split the indexes: the case that failed
+    topo = load_topology(path)
+    assert len(topo.numa_nodes) == nodes
+    assert topo.distances.nodes == list(range(nodes))
+    for i in range(nodes):
+        for j in range(nodes):
+            assert topo.distances.between(i, j) == two_level_distance(i, j, per_socket)
+    result = run_pinlab("topology", "-t", path)
+    assert result.returncode == 0, result.stderr
+    assert f"{nodes - 1:>4}" in result.stdout.splitlines()[-1]  # the matrix's last row, printed whole
+
+
+def hand_written(nodes_os: list[int], matrices: str, numa_attrs=lambda os, gp: "") -> str:
+    """A one-package machine with one core per NUMA node (node OS indexes as given, gp_index 100+i)."""
+    objects = []
+    for i, os_index in enumerate(nodes_os):
+        objects.append(
+            f'<object type="Core" os_index="{i}" cpuset="0x{1 << i:x}">'
+            f'<object type="NUMANode" os_index="{os_index}" gp_index="{100 + i}" cpuset="0x{1 << i:x}" nodeset="0x{1 << os_index:x}" local_memory="1073741824"{numa_attrs(os_index, 100 + i)}/>'
+            f'<object type="PU" os_index="{i}" cpuset="0x{1 << i:x}"/></object>'
+        )
+    full = (1 << len(nodes_os)) - 1
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
+            f'<object type="Machine" os_index="0" cpuset="0x{full:x}" complete_cpuset="0x{full:x}" allowed_cpuset="0x{full:x}">'
+            f'<object type="Package" os_index="0" cpuset="0x{full:x}">{"".join(objects)}</object></object>\n{matrices}</topology>\n')
+
+
+def split(numbers: list[int], sizes: list[int]) -> list[list[int]]:
+    parts, at = [], 0
+    for size in sizes:
+        parts.append(numbers[at:at + size])
+        at += size
+    assert at == len(numbers)
+    return parts
+
+
+def matrix_xml(tag_attrs: str, indexes: list[int], values: list[int], index_parts: list[int], value_parts: list[int]) -> str:
+    body = "".join(f'<indexes length="{len(" ".join(map(str, p)))}">{" ".join(map(str, p))} </indexes>' for p in split(indexes, index_parts))
+    body += "".join(f'<u64values length="{len(" ".join(map(str, p)))}">{" ".join(map(str, p))} </u64values>' for p in split(values, value_parts))
+    return f"<distances2 {tag_attrs}>{body}</distances2>\n"
+
+
+def test_every_index_and_value_element_is_read_whatever_their_split(tmp_path):
+    nodes = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13]  # sparse OS numbers, as on machines with offline nodes
+    n = len(nodes)
+    latency = [10 if i == j else 20 + abs(i - j) for i in range(n) for j in range(n)]
+    bandwidth = [100_000 if i == j else 50_000 - 1000 * abs(i - j) for i in range(n) for j in range(n)]
+    matrices = (
+        matrix_xml(f'type="NUMANode" nbobjs="{n}" kind="9" name="NUMABandwidth" indexing="os"', nodes, bandwidth, [n], [n * n])
+        + matrix_xml(f'type="NUMANode" nbobjs="{n}" kind="5" name="NUMALatency" indexing="os"', nodes, latency, [5, 1, 6], [7, 60, 77])
+    )
+    path = tmp_path / "m.xml"
+    path.write_text(hand_written(nodes, matrices))
+    topo = load_topology(str(path))
+    assert topo.distances.name == "NUMALatency" and topo.distances.meaning == "latency"
+    assert topo.distances.nodes == nodes
+    assert topo.distances.between(8, 13) == 20 + abs(nodes.index(8) - nodes.index(13))
+    assert [m.name for m in topo.all_distances] == ["NUMALatency", "NUMABandwidth"]
+    assert topo.all_distances[1].meaning == "bandwidth" and topo.all_distances[1].between(0, 1) == 49_000
+    data = topology_to_json(topo)
+    assert data["distances"]["matrix"][0][:2] == [10, 21]
+    assert [m["meaning"] for m in data["distance_matrices"]] == ["latency", "bandwidth"]
+    assert "NUMA distances (NUMABandwidth, bandwidth, by node OS index):" in render_tree(topo)
+
+
+def test_unnamed_matrices_of_early_hwloc_2_and_gp_indexing(tmp_path):
+    """hwloc 2.0/2.1 wrote no name; some exports index by gp_index: both end up by OS index."""
+    nodes = [3, 7]
+    values = [10, 31, 31, 10]
+    matrices = matrix_xml('type="NUMANode" nbobjs="2" kind="5" indexing="gp"', [100, 101], values, [2], [4])
+    path = tmp_path / "m.xml"
+    path.write_text(hand_written(nodes, matrices))
+    topo = load_topology(str(path))
+    assert topo.distances.name == "NUMALatency" and topo.distances.nodes == [3, 7] and topo.distances.between(7, 3) == 31
+
+
+@pytest.mark.parametrize("index_parts, value_parts", [([3], [16]), ([4], [15])], ids=["an index missing", "a value missing"])
+def test_a_matrix_that_does_not_add_up_is_refused_in_one_line(tmp_path, index_parts, value_parts):
+    nodes = [0, 1, 2, 3]
+    indexes = nodes[: sum(index_parts)]
+    values = list(range(sum(value_parts)))
+    matrices = matrix_xml('type="NUMANode" nbobjs="4" kind="5" name="NUMALatency" indexing="os"', indexes, values, index_parts, value_parts)
+    path = tmp_path / "m.xml"
+    path.write_text(hand_written(nodes, matrices))
+    with pytest.raises(UsageError, match=r"malformed NUMA distance matrix 'NUMALatency' \(4 nodes announced"):
+        load_topology(str(path))

@@ -9,8 +9,8 @@ from tests.conftest import with_allowed
 
 @st.composite
 def synthetic_descriptions(draw, max_pus: int = 256) -> str:
-    """An hwloc synthetic string: packages, optional NUMA level and groups, caches, cores, SMT,
-    and a random OS numbering of the PUs (real machines rarely number them in tree order)."""
+    """An hwloc synthetic string: packages, optional NUMA level and groups, caches, cores, SMT
+    (sometimes with a cache between a core and its PUs), and a random OS numbering of the PUs (real machines rarely number them in tree order)."""
     levels: list[tuple[str, int]] = [("pack", draw(st.integers(1, 4)))]
     numa_at = draw(st.sampled_from(["none", "pack", "group"]))
     if numa_at == "group" or draw(st.booleans()):
@@ -20,12 +20,18 @@ def synthetic_descriptions(draw, max_pus: int = 256) -> str:
     if draw(st.booleans()):
         levels.append(("l2", draw(st.integers(1, 4))))
     levels.append(("core", draw(st.integers(1, 4))))
-    levels.append(("pu", draw(st.sampled_from([1, 1, 2, 4]))))
+    smt = draw(st.sampled_from([1, 1, 2, 4]))
+    if smt > 1 and draw(st.booleans()):
+        # A cache per hardware thread between the core and its PUs (CPUID leaf 0x1F parts, some
+        # AMD/Hygon, QEMU guests): the PUs are not the core's children.
+        levels.append(("l1d", smt))
+        smt = 1
+    levels.append(("pu", smt))
     total = 1
     for _, arity in levels:
         total *= arity
     if total > max_pus:
-        levels[-2] = ("core", 1)
+        levels[[name for name, _ in levels].index("core")] = ("core", 1)
     total = 1
     for _, arity in levels:
         total *= arity

@@ -96,17 +96,25 @@ def test_scatter_is_balanced_across_packages_and_caches(topo, smt, data):
 
 @SETTINGS
 @given(topo=machines(restrict=True), smt=st.booleans(), data=st.data())
-def test_scatter_with_holes_never_leaves_a_sibling_emptier_than_it_must(topo, smt, data):
+def test_scatter_shares_threads_by_capacity_at_every_level(topo, smt, data):
+    """hwloc_distrib's rule with holes (disallowed CPUs make siblings unequal): below every
+    object, each child gets its share of that object's threads by the units it has, within one,
+    and children of equal capacity differ by at most one."""
     n = data.draw(st.integers(1, n_units(topo, smt)))
     cpus = make_placement(topo, strategy="scatter", threads=n, smt=smt).cpus
     for obj in topo.root.walk():
         children = [c for c in obj.children if units_under(topo, c, smt)]
-        for a in children:
-            for b in children:
-                ca = sum(1 for c in cpus if c in a.cpus)
-                cb = sum(1 for c in cpus if c in b.cpus)
-                # a may hold two more than b only when b has no room left
-                assert ca - cb <= 1 or cb == len(units_under(topo, b, smt))
+        if len(children) < 2:
+            continue
+        below = sum(1 for c in cpus if c in obj.cpus)
+        capacities = [len(units_under(topo, c, smt)) for c in children]
+        counts = [sum(1 for c in cpus if c in child.cpus) for child in children]
+        for count, capacity in zip(counts, capacities):
+            assert abs(count - below * capacity / sum(capacities)) < 1, (obj, counts, capacities)
+        for a in range(len(children)):
+            for b in range(len(children)):
+                if capacities[a] == capacities[b]:
+                    assert abs(counts[a] - counts[b]) <= 1, (obj, counts, capacities)
 
 
 @SETTINGS
@@ -138,15 +146,19 @@ def test_intra_socket_stays_in_one_package_inter_socket_alternates(topo, smt, da
 
 
 @given(capacities=st.lists(st.integers(0, 12), min_size=1, max_size=12), data=st.data())
-def test_share_is_water_filling(capacities, data):
+def test_share_follows_capacity(capacities, data):
     from pinlab.placement.strategies import share
 
     n = data.draw(st.integers(0, sum(capacities)))
     counts = share(n, capacities)
     assert sum(counts) == n
-    assert all(0 <= c <= cap for c, cap in zip(counts, capacities))
+    total = sum(capacities)
+    for count, capacity in zip(counts, capacities):
+        assert 0 <= count <= capacity
+        assert total == 0 or abs(count - n * capacity / total) < 1
     for a, ca in enumerate(counts):
         for b, cb in enumerate(counts):
-            assert ca - cb <= 1 or cb == capacities[b]
+            if capacities[a] == capacities[b]:
+                assert abs(ca - cb) <= 1
     if n and capacities[0] and len(set(capacities)) == 1:
         assert counts[0] == max(counts)  # the first child gets an extra thread first

@@ -131,3 +131,24 @@ def test_a_matrix_that_does_not_add_up_is_refused_in_one_line(tmp_path, index_pa
     path.write_text(hand_written(nodes, matrices))
     with pytest.raises(UsageError, match=r"malformed NUMA distance matrix 'NUMALatency' \(4 nodes announced"):
         load_topology(str(path))
+
+
+@pytest.mark.parametrize("description", ["pack:2 core:4 l1d:2 pu:1", "pack:1 l3:2 core:3 l1d:1 pu:1", "pack:2 l2:2 core:2 l1i:2 pu:1"])
+def test_cores_whose_pus_sit_below_a_cache_are_cores_with_their_pus(description):
+    """CPUID leaf 0x1F parts, some AMD/Hygon and QEMU guests put a cache between a core and its
+    PUs: every core is still a unit (its first PU), for every strategy, and with --smt every PU."""
+    from pinlab.placement import make_placement
+    from pinlab.placement.strategies import STRATEGIES
+
+    topo = load_topology(f"synthetic:{description}")
+    firsts = [min(core.cpus) for core in topo.cores]
+    for strategy in STRATEGIES:
+        if strategy == "none":
+            continue
+        n = len(topo.cores) // len(topo.packages) if strategy == "intra-socket" else len(topo.cores)
+        cpus = make_placement(topo, strategy=strategy, threads=n).cpus
+        assert len(set(cpus)) == n and set(cpus) <= set(firsts), strategy
+    every = make_placement(topo, strategy="compact", threads=len(topo.pus), smt=True).cpus
+    assert sorted(every) == sorted(topo.pu_by_os)
+    result = run_pinlab("place", "-t", f"synthetic:{description}", "-s", "scatter", "-n", str(len(topo.cores)))
+    assert result.returncode == 0, result.stderr

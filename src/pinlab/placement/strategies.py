@@ -49,9 +49,16 @@ def units_under(topo: Topology, obj: TopoObject, smt: bool) -> list[TopoObject]:
 
 
 def _first_allowed_pu(topo: Topology, core: TopoObject) -> TopoObject | None:
-    for child in core.children:
-        if child.type == "PU" and child.os_index in topo.allowed_cpus:
-            return child
+    """The core's first allowed PU in tree order, however deep: caches may sit between a core
+    and its PUs (an L1 per hardware thread on CPUID leaf 0x1F parts, some AMD/Hygon, QEMU guests)."""
+    stack = [core]
+    while stack:
+        obj = stack.pop()
+        if obj.type == "PU":
+            if obj.os_index in topo.allowed_cpus:
+                return obj
+        else:
+            stack.extend(reversed(obj.children))
     return None
 
 
@@ -110,36 +117,27 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _evenly(n: int, k: int) -> list[int]:
-    """``n`` split over ``k`` slots, counts differing by at most one, the larger ones evenly
-    spaced starting with the first slot: slot j gets ceil((j+1)n/k) - ceil(jn/k)."""
-    return [_ceil_div((j + 1) * n, k) - _ceil_div(j * n, k) for j in range(k)]
-
-
 def share(n: int, capacities: list[int]) -> list[int]:
-    """Split ``n`` threads over children with the given capacities as evenly as possible.
+    """Split ``n`` threads over children in proportion to their capacities (hwloc_distrib's rule).
 
-    Water-filling: every child gets the same count unless its capacity is smaller; the few
-    extra threads left go to children evenly spaced among those with room, the first one
-    first. With equal capacities the counts differ by at most one.
+    Child j gets ceil(C(j+1) n / C) - ceil(C(j) n / C) threads, where C(j) is the capacity of
+    the children before it and C the total: its share of n by capacity, rounded so that the
+    counts add up to n, the first children rounded up first. A child never gets more than its
+    capacity (when n <= C), children of equal capacity differ by at most one, and a child twice
+    as large gets about twice as many: on an irregular tree (a group of three packages beside a
+    lone one) every package gets its part, where equal shares per child would crowd the lone
+    package and starve the others. With equal capacities this is an even split, larger counts
+    first and evenly spaced.
     """
-    k = len(capacities)
-    if k and min(capacities) >= _ceil_div(n, k):  # the common case: every child has room for its share
-        return _evenly(n, k)
-    counts = [0] * k
-    remaining = n
-    active = [i for i, c in enumerate(capacities) if c > 0]
-    while active and remaining >= len(active):
-        give = min(remaining // len(active), min(capacities[i] - counts[i] for i in active))
-        for i in active:
-            counts[i] += give
-        remaining -= give * len(active)
-        active = [i for i in active if counts[i] < capacities[i]]
-    if remaining:
-        if not active:
-            raise ValueError("more threads than capacity")
-        for i, extra in zip(active, _evenly(remaining, len(active))):
-            counts[i] += extra
+    total = sum(capacities)
+    if n > total:
+        raise ValueError("more threads than capacity")
+    if total == 0:
+        return [0] * len(capacities)
+    counts, before = [], 0
+    for capacity in capacities:
+        counts.append(_ceil_div((before + capacity) * n, total) - _ceil_div(before * n, total))
+        before += capacity
     return counts
 
 

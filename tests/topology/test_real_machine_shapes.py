@@ -152,3 +152,48 @@ def test_cores_whose_pus_sit_below_a_cache_are_cores_with_their_pus(description)
     assert sorted(every) == sorted(topo.pu_by_os)
     result = run_pinlab("place", "-t", f"synthetic:{description}", "-s", "scatter", "-n", str(len(topo.cores)))
     assert result.returncode == 0, result.stderr
+
+
+def memory_machine(allowed_cpus: str, allowed_nodes: str | None) -> str:
+    """Two packages of two cores, a node each (0 and 1); node 2 memory-only at the machine level
+    (CXL), node 3 memory-only in a Group with no CPU (how some exports hold an HBM or CXL node)."""
+    def core(i: int) -> str:
+        return (f'<object type="Core" os_index="{i}" cpuset="{hex(1 << i)}" complete_cpuset="{hex(1 << i)}">'
+                f'<object type="PU" os_index="{i}" cpuset="{hex(1 << i)}" complete_cpuset="{hex(1 << i)}"/></object>')
+
+    nodeset = f' allowed_nodeset="{allowed_nodes}"' if allowed_nodes else ""
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
+            f'<object type="Machine" os_index="0" cpuset="0xf" complete_cpuset="0xf" allowed_cpuset="{allowed_cpus}"{nodeset}>'
+            '<object type="NUMANode" os_index="2" cpuset="0x0" complete_cpuset="0x0" nodeset="0x4" local_memory="1073741824" subtype="CXL"/>'
+            f'<object type="Package" os_index="0" cpuset="0x3" complete_cpuset="0x3">'
+            f'<object type="NUMANode" os_index="0" cpuset="0x3" complete_cpuset="0x3" nodeset="0x1" local_memory="1073741824"/>{core(0)}{core(1)}</object>'
+            f'<object type="Package" os_index="1" cpuset="0xc" complete_cpuset="0xc">'
+            f'<object type="NUMANode" os_index="1" cpuset="0xc" complete_cpuset="0xc" nodeset="0x2" local_memory="1073741824"/>{core(2)}{core(3)}</object>'
+            '<object type="Group" cpuset="0x0" complete_cpuset="0x0">'
+            '<object type="NUMANode" os_index="3" cpuset="0x0" complete_cpuset="0x0" nodeset="0x8" local_memory="1073741824" subtype="HBM"/></object>'
+            '</object>\n</topology>\n')
+
+
+@pytest.mark.parametrize("allowed_nodes, expected", [("0xf", {0, 1, 2, 3}), ("0x6", {1, 2}), (None, {0, 1, 2, 3})],
+                         ids=["all nodes allowed", "a cgroup's mems 1-2", "no nodeset recorded"])
+def test_a_node_is_allowed_when_its_number_is_in_the_allowed_nodeset_whatever_its_cpus(tmp_path, allowed_nodes, expected):
+    path = tmp_path / "m.xml"
+    path.write_text(memory_machine("0x3", allowed_nodes))  # only package 0's CPUs are allowed
+    topo = load_topology(str(path))
+    assert len(topo.numa_nodes) == 4
+    assert topo.allowed_nodes == expected
+    assert {n.os_index for n in topo.numa_nodes if n.allowed} == expected
+    assert topology_to_json(topo)["allowed_numa_nodes"] == sorted(expected)
+    tree = render_tree(topo)
+    for node in range(4):
+        line = next(line for line in tree.splitlines() if f"(P#{node} " in line and "NUMANode" in line)
+        assert ("[unavailable]" in line) == (node not in expected), line
+
+
+def test_narrowing_to_mems_allowed_keeps_memory_only_nodes():
+    """For this machine pinlab narrows hwloc's sets to the process's Mems_allowed: a memory-only
+    node in it stays allowed even when hwloc recorded no allowed nodeset."""
+    from pinlab.topology.hwloc_xml import parse_xml
+
+    topo = parse_xml(memory_machine("0xf", None), source="test", narrow_nodes=frozenset({0, 2, 3}))
+    assert topo.allowed_nodes == {0, 2, 3}

@@ -52,7 +52,8 @@ def parse_xml(
     if narrow_cpus is not None:
         allowed_cpus = (root.cpus if allowed_cpus is None else allowed_cpus) & narrow_cpus
     if narrow_nodes is not None:
-        allowed_nodes = (root.nodes if allowed_nodes is None else allowed_nodes) & narrow_nodes
+        every_node = frozenset(n.os_index for o in root.walk() for n in o.memory_children if n.os_index is not None)
+        allowed_nodes = (every_node if allowed_nodes is None else allowed_nodes) & narrow_nodes
     return Topology(
         root,
         source=source,

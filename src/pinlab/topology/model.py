@@ -157,7 +157,11 @@ class Topology:
         self.cpu_kinds = cpu_kinds or []
         self._index()
         self.allowed_cpus = self.root.cpus if allowed_cpus is None else frozenset(allowed_cpus) & self.root.cpus
-        self.allowed_nodes = self.root.nodes if allowed_nodes is None else frozenset(allowed_nodes) & self.root.nodes
+        # A node is allowed when its OS index is in the allowed nodeset (Linux's Mems_allowed),
+        # whatever its CPUs: memory-only nodes (MCDRAM, CXL, HBM) and nodes whose CPUs are all
+        # outside the cgroup still take memory.
+        present = frozenset(self.node_by_os)
+        self.allowed_nodes = present if allowed_nodes is None else frozenset(allowed_nodes) & present
         self._mark_allowed()
 
     # -- building ---------------------------------------------------------------------------

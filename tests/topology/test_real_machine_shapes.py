@@ -197,3 +197,63 @@ def test_narrowing_to_mems_allowed_keeps_memory_only_nodes():
 
     topo = parse_xml(memory_machine("0xf", None), source="test", narrow_nodes=frozenset({0, 2, 3}))
     assert topo.allowed_nodes == {0, 2, 3}
+
+
+def v1_machine(allowed: int) -> str:
+    """hwloc 1.x XML (no version attribute, Socket objects, online/allowed sets on every object):
+    two sockets of two cores, the PUs outside ``allowed`` disallowed (a cgroup-restricted export)."""
+    def sets(mask: int) -> str:
+        return f'cpuset="{hex(mask)}" complete_cpuset="{hex(mask)}" online_cpuset="{hex(mask)}" allowed_cpuset="{hex(mask & allowed)}"'
+
+    body = ""
+    for socket in range(2):
+        cores = "".join(f'<object type="Core" os_index="{c}" {sets(1 << (2 * socket + c))}><object type="PU" os_index="{2 * socket + c}" '
+                        f'{sets(1 << (2 * socket + c))}/></object>' for c in range(2))
+        body += f'<object type="Socket" os_index="{socket}" {sets(3 << (2 * socket))}>{cores}</object>'
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc.dtd">\n<topology>\n'
+            f'<object type="Machine" os_index="0" {sets(0xf)}>{body}</object>\n</topology>\n')
+
+
+@needs_hwloc
+def test_hwloc_1_files_keep_their_disallowed_cpus(tmp_path):
+    path = tmp_path / "v1.xml"
+    path.write_text(v1_machine(allowed=0x3))
+    topo = load_topology(str(path))
+    assert sorted(topo.pu_by_os) == [0, 1, 2, 3]  # all four, as hwloc 2.x files keep them
+    assert topo.allowed_cpus == {0, 1}
+    assert [p.allowed for p in topo.packages] == [True, False]
+
+
+def v3_machine() -> str:
+    """What hwloc 3.0 writes: version 3.0 (DOCTYPE still hwloc2.dtd), an id per object, the
+    topology-wide infos under <topology> after the objects."""
+    def obj(kind: str, os_index: int, mask: int, gp: int, inner: str = "") -> str:
+        return (f'<object type="{kind}" os_index="{os_index}" cpuset="{hex(mask)}" complete_cpuset="{hex(mask)}" '
+                f'nodeset="0x1" complete_nodeset="0x1" gp_index="{gp}" id="obj{gp}">{inner}</object>')
+
+    cores = "".join(obj("Core", c, 1 << c, 10 + c, obj("PU", c, 1 << c, 20 + c)) for c in range(4))
+    numa = '<object type="NUMANode" os_index="0" cpuset="0xf" complete_cpuset="0xf" nodeset="0x1" complete_nodeset="0x1" gp_index="2" id="obj2" local_memory="1073741824"/>'
+    machine = ('<object type="Machine" os_index="0" cpuset="0xf" complete_cpuset="0xf" allowed_cpuset="0xf" nodeset="0x1" '
+               f'complete_nodeset="0x1" allowed_nodeset="0x1" gp_index="1" id="obj1">{numa}{obj("Package", 0, 0xf, 3, cores)}</object>')
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="3.0">\n'
+            f'{machine}\n<support name="custom.exported_support"/>\n<info name="HostName" value="node042"/>\n'
+            '<info name="Backend" value="Linux"/>\n</topology>\n')
+
+
+def test_hwloc_3_files_are_read(tmp_path):
+    path = tmp_path / "v3.xml"
+    path.write_text(v3_machine())
+    topo = load_topology(str(path))
+    assert topo.summary()["pus"] == 4 and topo.summary()["numa_nodes"] == 1
+    assert topo.name == "node042"  # the host name from <topology>'s own infos
+    result = run_pinlab("place", "-t", str(path), "-s", "scatter", "-n", "4")
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_xml_version_pinlab_cannot_read_is_named_with_what_to_do(tmp_path):
+    path = tmp_path / "v4.xml"
+    path.write_text(v3_machine().replace('version="3.0"', 'version="4.1"'))
+    result = run_pinlab("topology", "-t", str(path))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "hwloc XML version 4.1" in result.stderr and "--export-xml-flags v2" in result.stderr and "minimalistic" not in result.stderr

@@ -1,4 +1,4 @@
-"""Read hwloc's XML (version 2) into a :class:`~pinlab.topology.model.Topology`.
+"""Read hwloc's XML (versions 2 and 3) into a :class:`~pinlab.topology.model.Topology`.
 
 One parser serves every source (this machine, a file, a synthetic string, a preset): they are
 all hwloc XML by the time they reach here. Only what placement needs is kept: the CPU tree,
@@ -25,7 +25,7 @@ def parse_xml(
     narrow_cpus: frozenset[int] | None = None,
     narrow_nodes: frozenset[int] | None = None,
 ) -> Topology:
-    """Build a topology from hwloc 2 XML. ``source`` says where it came from, for messages.
+    """Build a topology from hwloc 2.x or 3.x XML. ``source`` says where it came from, for messages.
 
     The allowed sets are the ones hwloc recorded (the cgroup's, for this machine), narrowed
     further by ``narrow_cpus``/``narrow_nodes`` when given (this process's affinity mask and
@@ -47,6 +47,8 @@ def parse_xml(
     if not root.cpus:
         raise UsageError(f"{source}: the topology has no PU (processing unit); it cannot be used for placement")
     _fill_nodes(root)
+    for info in root_el.findall("info"):  # hwloc 3.x keeps topology-wide infos (HostName...) here, not on the Machine
+        root.infos.setdefault(info.get("name", ""), info.get("value", ""))
     allowed_cpus = _bitmap_attr(machine_el, "allowed_cpuset")
     allowed_nodes = _bitmap_attr(machine_el, "allowed_nodeset")
     if narrow_cpus is not None:

@@ -95,7 +95,7 @@ def load_synthetic(description: str) -> Topology:
 
 
 def load_file(path: Path) -> Topology:
-    """A topology from an hwloc XML file (hwloc 1.x files are converted through lstopo)."""
+    """A topology from an hwloc XML file: versions 2.x and 3.x read directly, 1.x converted by hwloc."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -103,14 +103,30 @@ def load_file(path: Path) -> Topology:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read topology file {str(path)!r}: {exc}") from None
     tag = re.search(r"<topology\b[^>]*>", text[:4096])
-    if tag is not None and not re.search(r"version\s*=\s*[\"']2", tag.group(0)):
-        # Only a complete, well-formed file is taken for hwloc 1.x (no version attribute): a file
-        # cut short or damaged is said to be so, not blamed on its hwloc version.
+    if tag is None:
+        if "<topology" in text[:4096]:
+            _check_well_formed(text, path)
+        return parse_xml(text, source=str(path))
+    version = re.search(r"""\bversion\s*=\s*["']([^"']*)["']""", tag.group(0))
+    major = version.group(1).split(".")[0] if version else "1"
+    if major == "1":
+        # hwloc 1.x (no version attribute): converted by hwloc itself, keeping disallowed CPUs
+        # and nodes as 2.x exports of pinlab's do. Only a complete, well-formed file is taken for
+        # 1.x: a file cut short or damaged is said to be so, not blamed on its hwloc version.
         _check_well_formed(text, path)
-        text = lstopo(["-i", str(path), "--of", "xml", "-"], what=f"hwloc 1.x file {str(path)!r}")
-    elif tag is None and "<topology" in text[:4096]:
-        _check_well_formed(text, path)
+        try:
+            text = lstopo(["-i", str(path), "--if", "xml", "--of", "xml", "--disallowed", "-"], what=f"hwloc 1.x file {str(path)!r}")
+        except UsageError as exc:  # hwloc 3 reads no 1.x file: the conversion needs hwloc 2.x
+            raise UsageError(f"{exc}; converting an hwloc 1.x file needs hwloc 2.x's lstopo-no-graphics") from None
+    elif major not in SUPPORTED_XML_MAJORS:
+        raise UsageError(f"{path}: hwloc XML version {version.group(1)}, which pinlab cannot read (it reads versions 1.x, 2.x and 3.x); "
+                         "export it again with an hwloc that writes 2.x files (hwloc 3: `lstopo --export-xml-flags v2 --of xml FILE`)")
     return parse_xml(text, source=str(path))
+
+
+# hwloc XML versions read directly: 3.x files differ from 2.x in what pinlab does not read
+# (an id per object, topology-wide <info> moved under <topology>, I/O device attributes).
+SUPPORTED_XML_MAJORS = ("2", "3")
 
 
 def _check_well_formed(text: str, path: Path) -> None:

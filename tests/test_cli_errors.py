@@ -14,7 +14,7 @@ CASES = [
     (["place", "-t", "clovertown", "-c", "0,2,x"], "malformed CPU list"),
     (["place", "-t", "clovertown", "-c", "0,8"], "CPU 8 does not exist"),
     (["place", "-t", "clovertown", "-c", "S0:0-4"], "index 4 is out of range"),
-    (["place", "-t", "opteron-4x4", "-c", "M4:0"], "domain M4 does not exist"),
+    (["place", "-t", "opteron-4x4", "-c", "M4:0"], "there is no NUMA node 4"),
     (["place", "-t", "clovertown", "-c", "Q1:0"], "unknown domain 'Q1'"),
     (["place", "-t", "clovertown", "-s", "compact", "-c", "0"], "not both"),
     (["place", "-t", "clovertown", "-s", "compact", "-n", "2", "-f", "yaml"], "unknown format 'yaml'"),

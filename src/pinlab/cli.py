@@ -64,9 +64,10 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
 @click.option("--seed", type=int, help="Seed for the random strategy (default: a fresh one, printed in the JSON).")
 @click.option("--smt", is_flag=True, help="Allow hardware-thread siblings (default: one thread per physical core).")
 @click.option("--oversubscribe", is_flag=True, help="Wrap round-robin when there are more threads than CPUs.")
+@click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option("--format", "-f", "fmt", default="list", show_default=True, help="list, json, omp, kmp, numactl, taskset, likwid, slurm")
 @click.option("--picture", type=click.Path(dir_okay=False, writable=True), help="Also draw the placement to FILE.svg or FILE.png.")
-def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, picture) -> None:
+def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture) -> None:
     """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
     from pinlab.placement import make_placement
     from pinlab.placement.exports import FORMATS, export
@@ -82,7 +83,8 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, pictur
         if not Path(picture).resolve().parent.is_dir():
             raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
     topo = load_topology(source)
-    placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)
+    placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
+                               cpu_kind=cpu_kind)
     if placement.cpus is None and fmt == "list":
         from pinlab.topology.cpuset import format_cpulist
 
@@ -104,6 +106,7 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, pictur
 @click.option("--smt", is_flag=True, help="Allow hardware-thread siblings in the plan.")
 @click.option("--oversubscribe", is_flag=True, help="Allow more threads than CPUs in the plan (round-robin).")
 @click.option("--seed", type=int, help="Seed for the random strategy.")
+@click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option("--mem", help="Memory policy: first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow.")
 @click.option("--overflow", type=click.Choice(["wrap", "unpinned", "error"]), default="wrap", show_default=True, help="Workers past the end of the plan.")
 @click.option("--skip", help="Creation indexes (1 = first thread created) to leave unpinned as helpers, e.g. 1,3.")
@@ -116,7 +119,7 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, fmt, pictur
 @click.option("--sample-ms", type=float, default=100.0, show_default=True, help="How often to sample where each thread runs.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overflow, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms, quiet, program) -> int:
+def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms, quiet, program) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
@@ -139,7 +142,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, mem, overf
             raise UsageError(f"cannot write the record {record_path!r}: {exc.strerror}") from None
     spec = plan_spec(
         list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
-        seed=seed, mem=mem, overflow=overflow, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
+        seed=seed, cpu_kind=cpu_kind, mem=mem, overflow=overflow, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
         sample_ms=sample_ms if (record_path or not quiet) else None, counters=counters,
     )
     for notice in spec.counters.notices if spec.counters else ():

@@ -74,6 +74,7 @@ def plan_spec(
     smt: bool = False,
     oversubscribe: bool = False,
     seed: int | None = None,
+    cpu_kind: str | None = None,
     mem: str | None = None,
     overflow: str = "wrap",
     skip: str | Sequence[int] | None = None,
@@ -94,10 +95,12 @@ def plan_spec(
     if thp not in (None, "never", "always"):
         raise UsageError(f"unknown --thp {thp!r}: use never or always")
     plan: dict[str, Any] | None
+    if cpu_kind is not None and (plan_file is not None or placement is not None or (cpus is not None and not isinstance(cpus, str))):
+        raise UsageError("--cpu-kind narrows a strategy or a CPU expression: it does not apply to a given plan")
     if plan_file is not None:
         plan = _load_plan_file(plan_file)
         planned, threads = plan["cpus"], threads or plan["threads"]
-    elif isinstance(cpus, str) and is_cpulist(cpus.strip()):
+    elif isinstance(cpus, str) and is_cpulist(cpus.strip()) and cpu_kind is None:
         # A plain CPU list needs no topology: checked against the kernel's CPUs and our mask.
         from pinlab.placement.strategies import take
         from pinlab.topology.cpuset import parse_cpulist
@@ -120,7 +123,8 @@ def plan_spec(
             from pinlab.placement import make_placement
             from pinlab.topology import load_topology
 
-            placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)
+            placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
+                                       cpu_kind=cpu_kind)
         plan, planned, threads = placement.to_json(), placement.cpus, placement.threads
     else:
         plan, planned = None, None

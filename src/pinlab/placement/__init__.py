@@ -19,12 +19,18 @@ def make_placement(
     smt: bool = False,
     oversubscribe: bool = False,
     seed: int | None = None,
+    cpu_kind: str | None = None,
 ) -> Placement:
     """A placement from either a strategy and a thread count, or an explicit CPU list/expression.
 
     With ``cpus``, the threads take the listed CPUs in order; ``threads`` (optional) takes the
-    first ones, or wraps round-robin past the end with ``oversubscribe``.
+    first ones, or wraps round-robin past the end with ``oversubscribe``. With ``cpu_kind``
+    (performance, efficiency, or a kind's name) only the CPUs of that kind of core are used.
     """
+    if cpu_kind is not None:
+        from pinlab.placement.kinds import restrict_to_kind
+
+        topo = restrict_to_kind(topo, cpu_kind)
     if cpus is not None and strategy not in (None, "explicit"):
         raise UsageError("give either a strategy (-s) or CPUs (-c), not both")
     if cpus is None:

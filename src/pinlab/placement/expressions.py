@@ -4,12 +4,20 @@
 - Domain expressions in likwid-pin's style: ``DOMAIN[:INDEXES]``, several joined with ``@``.
   A domain is ``N`` (the whole node), ``S<i>`` (package/socket), ``D<i>`` (die), ``M<i>``
   (NUMA node), ``C<i>`` (last-level cache), ``L<k>_<i>`` (level-k cache, e.g. ``L3_2``),
-  ``G<i>`` (hwloc group). ``<i>`` is the domain's logical index (lstopo's ``L#``).
-  INDEXES select among the domain's allowed CPUs ordered as likwid does: first PU of each core
-  in order, then the second PUs, and so on; so ``S1:0-3`` is the first four cores of socket 1.
-  Without INDEXES the whole domain is taken (one PU per core unless smt).
-- ``E:DOMAIN:COUNT[:CHUNK:STRIDE]``: COUNT CPUs from the domain, CHUNK consecutive ones every
-  STRIDE positions (likwid's expression syntax): ``E:N:4:1:2`` is positions 0,2,4,6.
+  ``G<i>`` (hwloc group). For ``M`` ``<i>`` is the node's OS number (numactl's, ``--mem``'s,
+  /sys's and numa_maps' node i); for the others it is the domain's logical index (lstopo's
+  ``L#``), as likwid numbers sockets and caches.
+- ``DOMAIN:INDEXES`` and ``L:DOMAIN:INDEXES`` (likwid's logical numbering; ``L:INDEXES`` is
+  domain N) select among the domain's allowed CPUs ordered physical cores first: the first PU
+  of each core in order, then the second PUs, and so on; so ``S1:0-3`` is the first four cores
+  of socket 1. Without INDEXES the whole domain is taken (one PU per core unless smt).
+- ``E:DOMAIN:COUNT[:CHUNK:STRIDE]``: likwid's selection function, over the domain's hardware
+  threads in hardware order (each core's PUs next to each other): COUNT of them, CHUNK
+  consecutive ones every STRIDE positions. ``E:N:8:1:2`` on a machine with two PUs per core is
+  the first eight physical cores; without CHUNK and STRIDE the first COUNT hardware threads.
+- ``<letter>:scatter`` (``S:scatter``, ``M:scatter``, ``D:scatter``, ``C:scatter``): every
+  allowed CPU, dealt round-robin over all domains of that kind, each domain's CPUs physical
+  cores first (likwid's scatter): sockets ``0,4,1,5`` and ``2,6,3,7`` give ``0,2,1,3,4,6,5,7``.
 """
 from __future__ import annotations
 
@@ -43,8 +51,16 @@ def domain_object(topo: Topology, name: str) -> TopoObject:
         if not caches:
             raise UsageError(f"domain {name}: this topology describes no cache")
         objects, index = topo.objects(caches[0]), int(m.group(5))
+    elif letter == "M":
+        index = int(m.group(4))
+        if not topo.numa_nodes:
+            raise UsageError(f"domain {name}: this topology has no NUMANode objects")
+        if index not in topo.node_by_os:
+            raise UsageError(f"domain {name}: there is no NUMA node {index} (M<i> is the OS node number, as numactl and /sys "
+                             f"name it; this machine's nodes: {format_cpulist(topo.node_by_os)})")
+        return topo.node_by_os[index]
     else:
-        kind = {"S": "Package", "D": "Die", "M": "NUMANode", "G": "Group"}[letter]
+        kind = {"S": "Package", "D": "Die", "G": "Group"}[letter]
         objects = topo.objects(kind) if kind != "Group" else [o for o in topo.root.walk() if o.type == "Group"]
         index = int(next(g for g in m.groups()[1:] if g is not None))
         if not objects:
@@ -67,9 +83,37 @@ def domain_cpus(topo: Topology, obj: TopoObject) -> list[int]:
     return [cpu for _, _, cpu in sorted(ordered)]
 
 
-def _allowed_domain_cpus(topo: Topology, name: str) -> list[int]:
-    """A domain's allowed CPUs (likwid order); a domain with none is an error that says so."""
-    cpus = domain_cpus(topo, domain_object(topo, name))
+def hardware_order(topo: Topology, obj: TopoObject) -> list[int]:
+    """The allowed CPUs of a domain in hardware order: the PUs in tree (logical) order, so each
+    core's hardware threads are next to each other (what likwid's E: expressions count in)."""
+    return [pu.os_index for pu in topo.pus if pu.os_index in topo.allowed_cpus and pu.os_index in obj.cpus]
+
+
+_SCATTER_KINDS = {"S": "Package", "M": "NUMANode", "D": "Die", "C": None}
+
+
+def _scatter(topo: Topology, letter: str, part: str) -> list[int]:
+    """``S:scatter`` and friends: all domains' CPUs (physical cores first) dealt round-robin."""
+    if letter not in _SCATTER_KINDS:
+        raise UsageError(f"malformed expression {part!r}: scatter works over S, M, D or C domains, e.g. S:scatter or M:scatter")
+    if letter == "C":
+        caches = topo.data_caches()
+        domains = topo.objects(caches[0]) if caches else []
+    else:
+        domains = topo.objects(_SCATTER_KINDS[letter])
+    lists = [cpus for cpus in (domain_cpus(topo, d) for d in domains) if cpus]
+    if not lists:
+        raise UsageError(f"{part}: this topology has no {letter} domain with a CPU this process may use")
+    dealt = []
+    for position in range(max(len(cpus) for cpus in lists)):
+        dealt.extend(cpus[position] for cpus in lists if position < len(cpus))
+    return dealt
+
+
+def _allowed_domain_cpus(topo: Topology, name: str, *, hardware: bool = False) -> list[int]:
+    """A domain's allowed CPUs (likwid's logical order, or hardware order); a domain with none is an error that says so."""
+    obj = domain_object(topo, name)
+    cpus = hardware_order(topo, obj) if hardware else domain_cpus(topo, obj)
     if not cpus:
         raise UsageError(f"domain {name} has no CPU this process may use (allowed CPUs: {format_cpulist(topo.allowed_cpus)}); choose another domain")
     return cpus
@@ -91,7 +135,7 @@ def _select(topo: Topology, part: str, smt: bool) -> list[int]:
         fields = part.split(":")
         if len(fields) not in (3, 5) or not all(re.fullmatch(r"[0-9]+", f) for f in fields[2:]):
             raise UsageError(f"malformed expression {part!r}: use E:DOMAIN:COUNT or E:DOMAIN:COUNT:CHUNK:STRIDE, e.g. E:S0:4:1:2")
-        cpus = _allowed_domain_cpus(topo, fields[1])
+        cpus = _allowed_domain_cpus(topo, fields[1], hardware=True)
         count = int(fields[2])
         chunk, stride = (int(fields[3]), int(fields[4])) if len(fields) == 5 else (1, 1)
         if count == 0 or chunk == 0 or stride == 0:
@@ -105,6 +149,13 @@ def _select(topo: Topology, part: str, smt: bool) -> list[int]:
             positions.extend(block[: count - len(positions)])
             start += stride
         return [cpus[p] for p in positions]
+    if part.endswith(":scatter") and part.count(":") == 1:
+        return _scatter(topo, part.split(":")[0], part)
+    if part.startswith("L:"):  # likwid's logical numbering, which plain DOMAIN:INDEXES also uses
+        rest = part[2:]
+        part = rest if ":" in rest or not rest[:1].isdigit() else f"N:{rest}"
+        if ":" not in part:
+            raise UsageError(f"malformed expression {'L:' + rest!r}: use L:INDEXES or L:DOMAIN:INDEXES, e.g. L:N:0-3 or L:S1:0-3")
     name, colon, indexes = part.partition(":")
     cpus = _allowed_domain_cpus(topo, name)
     if not colon:

@@ -25,9 +25,22 @@
  *   PINLAB_EVENTS       file the events go to: an event ring prepared by pinlab run (a header
  *                       page, then lines appended through a shared mapping, no system call
  *                       per event), or any other file, appended to with one write() per line
+ *   PINLAB_CHILDREN     next (default) | inherit | unpinned: what a process the program starts
+ *                       gets (its main thread takes the plan's next slot, as a thread would;
+ *                       keeps the mask it inherited; gets PINLAB_ALLOWED, threads unpinned too)
+ *
+ * Slots are the program's, not one process's: with an event ring, the ring's header page holds
+ * the count of slots handed out and which process holds which slot, shared by every process of
+ * the program (fork, vfork, posix_spawn, exec), so threads and processes take the plan's CPUs
+ * in the order they appear. The first process's main thread starts on the union of the plan's
+ * CPUs, so that runtimes sizing their pools from sched_getaffinity (OpenBLAS, libgomp without
+ * OMP_NUM_THREADS, Rust, Go, Java, TBB) see the plan's CPUs, and is narrowed to its own CPU
+ * (slot 0) when it creates its first thread, before that thread exists.
  *
  * Events (key=value words, first word the type; values never contain spaces):
- *   thread pid= index= tid= role=main|worker|helper|nested slot= planned= cpu= mask= creator= lib=
+ *   thread pid= index= tid= role=main|worker|helper|nested slot= planned= cpu= mask= creator= lib= [wide=]
+ *                                   (wide= on a main thread started on the plan's CPUs: that set)
+ *   narrow pid= tid= cpu= ns=       (the main thread narrowed to its CPU; CLOCK_MONOTONIC ns)
  *   pages pid= N0= N1= ...          (at exit, from /proc/self/numa_maps)
  *   exit pid= threads=              (at exit, threads successfully created)
  *   warning pid= text=              (spaces replaced by _)
@@ -67,6 +80,7 @@ typedef int (*getstackaddr_fn)(const pthread_attr_t *, void **);
 typedef int (*setstackaddr_fn)(pthread_attr_t *, void *);
 
 enum overflow_mode { OVERFLOW_WRAP, OVERFLOW_UNPINNED, OVERFLOW_ERROR };
+enum children_mode { CHILDREN_NEXT, CHILDREN_INHERIT, CHILDREN_UNPINNED };
 enum role { ROLE_WORKER, ROLE_HELPER, ROLE_NESTED };
 static const char *const role_names[] = { "worker", "helper", "nested" };
 
@@ -82,6 +96,7 @@ static struct {
     int *cpus;   /* the plan, slot k -> cpus[k] */
     int ncpus;
     enum overflow_mode overflow;
+    enum children_mode children;
     long *skip;
     int nskip;
     cpu_set_t helper_mask;
@@ -102,7 +117,8 @@ static getstackaddr_fn get_stackaddr;
 static setstackaddr_fn set_stackaddr;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static atomic_long creations;     /* all pthread_create calls, the creation index */
-static atomic_long next_slot = 1; /* the next worker slot (slot 0 is the main thread) */
+static atomic_long next_slot = 1; /* the next worker slot (slot 0 is the main thread), without a ring */
+static atomic_int main_wide;      /* the main thread still runs on the plan's CPUs (narrowed at its first create) */
 static atomic_long created;       /* threads really created */
 
 /* The plan CPU of the calling thread, -1 if it has none (helpers, unpinned threads). */
@@ -318,12 +334,22 @@ static void events_reopen(void)
  * `used` and skips any stretch a killed process reserved but never filled (zero bytes). */
 #define RING_MAGIC 0x314542414c4e4950ULL /* the bytes "PINLABE1" read as a little-endian uint64 */
 #define RING_HEADER 4096
+#define PROCESS_TABLE 500
 struct ring_header {
     uint64_t magic;
     uint64_t capacity; /* bytes of line data after the header */
     _Atomic uint64_t used;
     _Atomic uint64_t dropped; /* lines that did not fit */
+    /* Shared by all the program's processes (zero as pinlab run makes the file): */
+    _Atomic uint64_t slots_taken; /* slots handed out after slot 0 */
+    _Atomic int32_t first_pid;    /* the process holding slot 0 (the one pinlab started) */
+    int32_t unused;
+    struct {
+        _Atomic int32_t pid; /* 0 = free */
+        _Atomic int32_t slot; /* its main thread's slot, -1 if none */
+    } processes[PROCESS_TABLE];
 };
+_Static_assert(sizeof(struct ring_header) <= 4096, "the ring header is one page");
 static struct ring_header *ring;
 
 static void ring_open(void)
@@ -356,6 +382,36 @@ static int ring_append(const char *line, size_t len)
     }
     memcpy((char *)ring + RING_HEADER + at, line, len);
     return 1;
+}
+
+/* The next slot of the plan: shared by all the program's processes when there is a ring (the
+ * first process's main thread holds slot 0), else this process's own count. */
+static long take_slot(void)
+{
+    if (ring)
+        return 1 + (long)atomic_fetch_add(&ring->slots_taken, 1);
+    return atomic_fetch_add(&next_slot, 1);
+}
+
+/* The slot a process took (its entry in the ring's table), or -2 if it has none yet. */
+static long process_slot(pid_t pid)
+{
+    for (int i = 0; ring && i < PROCESS_TABLE; i++)
+        if (atomic_load(&ring->processes[i].pid) == pid)
+            return atomic_load(&ring->processes[i].slot);
+    return -2;
+}
+
+/* Remember a process's slot, so that the program it execs keeps it; a full table forgets. */
+static void register_process(pid_t pid, long slot)
+{
+    for (int i = 0; ring && i < PROCESS_TABLE; i++) {
+        int32_t free_entry = 0;
+        if (atomic_compare_exchange_strong(&ring->processes[i].pid, &free_entry, (int32_t)pid)) {
+            atomic_store(&ring->processes[i].slot, (int32_t)slot);
+            return;
+        }
+    }
 }
 
 /* Append one line: to the ring when there is one, else with O_APPEND and a single write() so
@@ -404,7 +460,7 @@ static void warn_event(const char *fmt, ...)
  * (sched_getcpu), the tid from the C library (my_tid); no stdio: the line is built by hand and
  * copied into the ring. */
 static void thread_event(long index, pid_t tid, const char *role, long slot, int planned,
-                         pid_t creator, const char *lib)
+                         pid_t creator, const char *lib, const cpu_set_t *wide)
 {
     if (!cfg.has_events)
         return;
@@ -439,6 +495,10 @@ static void thread_event(long index, pid_t tid, const char *role, long slot, int
     put_long(line, sizeof line, &used, creator);
     PUT_LIT(line, sizeof line, &used, " lib=");
     put_word(line, sizeof line, &used, lib);
+    if (wide) {
+        PUT_LIT(line, sizeof line, &used, " wide=");
+        put_cpulist(line, sizeof line, &used, wide);
+    }
     emit_line(line, sizeof line, used);
 }
 
@@ -553,6 +613,18 @@ static const char *read_config(char *why, size_t why_size)
         cfg.overflow = OVERFLOW_ERROR;
     else {
         snprintf(why, why_size, "PINLAB_OVERFLOW=%s is not wrap, unpinned or error", v);
+        return why;
+    }
+
+    v = env_or_null("PINLAB_CHILDREN");
+    if (!v || !strcmp(v, "next"))
+        cfg.children = CHILDREN_NEXT;
+    else if (!strcmp(v, "inherit"))
+        cfg.children = CHILDREN_INHERIT;
+    else if (!strcmp(v, "unpinned"))
+        cfg.children = CHILDREN_UNPINNED;
+    else {
+        snprintf(why, why_size, "PINLAB_CHILDREN=%s is not next, inherit or unpinned", v);
         return why;
     }
 
@@ -693,6 +765,94 @@ static int node_of(int cpu)
     return cfg.node_of_cpu && cpu >= 0 && cpu < CPU_SETSIZE ? cfg.node_of_cpu[cpu] : -1;
 }
 
+/* The CPU a slot gets: the plan's, round-robin past its end with --overflow wrap; -1 past the
+ * end otherwise. */
+static int slot_cpu(long slot)
+{
+    if (slot < 0)
+        return -1;
+    if (slot < cfg.ncpus || cfg.overflow == OVERFLOW_WRAP)
+        return cfg.cpus[slot % cfg.ncpus];
+    return -1;
+}
+
+/* Place this process's main thread and record it (from the constructor, and in a child right
+ * after fork). The first process, the one pinlab started, holds slot 0: its main thread runs on
+ * the union of the plan's CPUs, so that runtimes sizing their pools from the mask see them, until
+ * it creates its first thread (narrow_main). A process the program starts takes the plan's next
+ * slot and runs on its CPU (PINLAB_CHILDREN=next), keeps what it inherited (inherit), or gets
+ * PINLAB_ALLOWED (unpinned). An exec keeps the process's slot (the ring's process table). */
+static void place_main_thread(void)
+{
+    pid_t me = my_pid();
+    int first = 1;
+    long slot = 0;
+    if (ring) {
+        int32_t nobody = 0;
+        if (!atomic_compare_exchange_strong(&ring->first_pid, &nobody, (int32_t)me) && nobody != (int32_t)me) {
+            first = 0;
+            slot = process_slot(me);
+            if (slot == -2) {
+                slot = cfg.children == CHILDREN_NEXT ? take_slot() : -1;
+                register_process(me, slot);
+            }
+        }
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int planned = -1, wide = 0;
+    if (first) {
+        planned = cfg.cpus[0];
+        for (int i = 0; i < cfg.ncpus; i++)
+            CPU_SET(cfg.cpus[i], &set);
+        wide = CPU_COUNT(&set) > 1;
+    } else if (cfg.children == CHILDREN_NEXT && (planned = slot_cpu(slot)) >= 0) {
+        CPU_SET(planned, &set);
+    } else if (cfg.children != CHILDREN_INHERIT && cfg.helper_mask_ok) {
+        set = cfg.helper_mask; /* unpinned, or a process past the end of the plan */
+    }
+    if (CPU_COUNT(&set) > 0 && sched_setaffinity(0, sizeof set, &set) != 0) {
+        warn_event("cannot set the CPUs of the main thread of process %d: %s", (int)me, strerror(errno));
+        planned = -1;
+        wide = 0;
+    }
+    my_planned = planned;
+    if (planned >= 0) {
+        int node = node_of(planned);
+        if (node >= 0 && bind_memory(node) != 0)
+            warn_event("cannot bind the memory of the main thread to node %d: %s", node, strerror(errno));
+    }
+    atomic_store(&main_wide, wide);
+    thread_event(0, my_tid(), "main", slot, planned, 0, cfg.exe, wide ? &set : NULL);
+}
+
+/* The first process's main thread, on the plan's CPUs until now, onto its own CPU (slot 0):
+ * called as it creates its first thread, before that thread exists. */
+static void narrow_main(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cfg.cpus[0], &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        warn_event("cannot narrow the main thread to CPU %d: %s", cfg.cpus[0], strerror(errno));
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    char line[256];
+    size_t used = 0;
+    line[0] = '\0';
+    PUT_LIT(line, sizeof line, &used, "narrow pid=");
+    put_long(line, sizeof line, &used, my_pid());
+    PUT_LIT(line, sizeof line, &used, " tid=");
+    put_long(line, sizeof line, &used, my_tid());
+    PUT_LIT(line, sizeof line, &used, " cpu=");
+    put_long(line, sizeof line, &used, cfg.cpus[0]);
+    PUT_LIT(line, sizeof line, &used, " ns=");
+    put_long(line, sizeof line, &used, (long)now.tv_sec * 1000000000L + now.tv_nsec);
+    emit_line(line, sizeof line, used);
+}
+
 static void after_fork_child(void)
 {
     /* A new process: its own pid and tid, creation indexes and slots. The events descriptor is
@@ -707,6 +867,9 @@ static void after_fork_child(void)
     atomic_store(&creations, 0);
     atomic_store(&next_slot, 1);
     atomic_store(&created, 0);
+    atomic_store(&main_wide, 0);
+    if (cfg.enabled)
+        place_main_thread(); /* a process of the program's: the next slot, as PINLAB_CHILDREN says */
 }
 
 static void pinlab_init(void)
@@ -745,22 +908,7 @@ static void pinlab_init(void)
     if (cfg.nested_inherit && !cfg.ndomains)
         warn_event("PINLAB_NESTED=inherit without PINLAB_DOMAINS: nested threads take plan slots");
 
-    /* The main thread: slot 0. */
-    int cpu = cfg.cpus[0];
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    int planned = cpu;
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
-        warn_event("cannot pin the main thread to CPU %d: %s", cpu, strerror(errno));
-        planned = -1;
-    } else {
-        my_planned = cpu;
-        int node = node_of(cpu);
-        if (node >= 0 && bind_memory(node) != 0)
-            warn_event("cannot bind the memory of the main thread to node %d: %s", node, strerror(errno));
-    }
-    thread_event(0, my_tid(), "main", 0, planned, 0, cfg.exe);
+    place_main_thread();
 }
 
 __attribute__((constructor)) static void pinlab_constructor(void)
@@ -990,7 +1138,7 @@ static void *trampoline(void *p)
     int planned = s->planned, node = s->node;
     pid_t creator = s->creator;
     start_release(s); /* first: the record is free for the next thread at once */
-    thread_event(index, my_tid(), role_names[role], slot, planned, creator, lib);
+    thread_event(index, my_tid(), role_names[role], slot, planned, creator, lib, NULL);
     my_planned = planned;
     if (node >= 0 && bind_memory(node) != 0)
         warn_event("cannot bind the memory of thread %ld to node %d: %s", index, node, strerror(errno));
@@ -1069,6 +1217,8 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
 
     long index = atomic_fetch_add(&creations, 1) + 1;
     pid_t creator = my_tid();
+    if (atomic_load_explicit(&main_wide, memory_order_relaxed) && creator == my_pid() && atomic_exchange(&main_wide, 0))
+        narrow_main();
 
     int helper_routine;
     const char *lib = routine_lookup(start_routine, &helper_routine);
@@ -1091,7 +1241,7 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
             role = ROLE_NESTED;
             planned = dom->cpus[(unsigned)(pos + 1 + (int)(step % (unsigned)dom->count)) % (unsigned)dom->count];
         } else {
-            slot = atomic_fetch_add(&next_slot, 1);
+            slot = take_slot();
             if (slot < cfg.ncpus || cfg.overflow == OVERFLOW_WRAP) {
                 planned = cfg.cpus[slot % cfg.ncpus];
             } else if (cfg.overflow == OVERFLOW_UNPINNED) {

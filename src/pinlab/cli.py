@@ -109,6 +109,8 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
 @click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option("--mem", help="Memory policy: first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow.")
 @click.option("--overflow", type=click.Choice(["wrap", "unpinned", "error"]), default="wrap", show_default=True, help="Workers past the end of the plan.")
+@click.option("--children", type=click.Choice(["next", "inherit", "unpinned"]), default="next", show_default=True,
+              help="Processes the program starts: the plan's next slots (as threads), the mask they inherit, or unpinned.")
 @click.option("--skip", help="Creation indexes (1 = first thread created) to leave unpinned as helpers, e.g. 1,3.")
 @click.option("--nested", help="inherit[:numa|cache]: threads created by non-main threads stay in their creator's NUMA node or cache domain.")
 @click.option("--no-aslr", is_flag=True, help="Turn address-space randomisation off for the program.")
@@ -119,7 +121,7 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
 @click.option("--sample-ms", type=float, default=100.0, show_default=True, help="How often to sample where each thread runs.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms, quiet, program) -> int:
+def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, children, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms, quiet, program) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
@@ -142,7 +144,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
             raise UsageError(f"cannot write the record {record_path!r}: {exc.strerror}") from None
     spec = plan_spec(
         list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
-        seed=seed, cpu_kind=cpu_kind, mem=mem, overflow=overflow, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
+        seed=seed, cpu_kind=cpu_kind, mem=mem, overflow=overflow, children=children, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
         sample_ms=sample_ms if (record_path or not quiet) else None, counters=counters,
     )
     for notice in spec.counters.notices if spec.counters else ():

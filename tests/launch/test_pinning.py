@@ -51,6 +51,11 @@ def test_pthreads_each_thread_on_its_plan_cpu_from_its_first_instruction(plan):
     assert len(rows) == n + 1
     for row in rows:
         slot = int(row["thread"])
+        if slot == 0:
+            # The main thread starts on all the plan's CPUs (runtimes size their pools from the
+            # mask), and is narrowed to its own before its first thread exists.
+            assert row["mask"] == set(plan) and int(row["cpu"]) in plan, row
+            continue
         assert row["mask"] == {plan[slot % len(plan)]}, row
         assert int(row["cpu"]) == plan[slot % len(plan)], row
 
@@ -188,15 +193,20 @@ def test_the_record_says_what_happened(tmp_path):
     threads = data["threads"]
     assert [t["index"] for t in threads] == list(range(len(plan) + 1))
     assert threads[0]["role"] == "main" and all(t["role"] == "worker" for t in threads[1:])
+    main = threads[0]
+    # The main thread starts on the plan's CPUs and is narrowed to its own as it creates its first thread.
+    assert main["planned_start_mask"] == (ALLOWED_LIST if len(plan) > 1 else None)
+    assert main["mask_at_start"] == ALLOWED_LIST and main["narrowed_to"] == (plan[0] if len(plan) > 1 else None)
     for t in threads:
         assert t["pinned_as_planned"] is True
-        assert t["mask_at_start"] == str(t["planned_cpu"])
+        if t is not main:
+            assert t["mask_at_start"] == str(t["planned_cpu"]) and t["planned_start_mask"] is None
         assert len(t["sample_times"]) == len(t["sample_cpus"]) >= 2  # sampled over 150 ms every 20 ms
         # A sample taken while glibc is still creating a thread (before it runs any of the program's
-        # code, before its affinity is applied) shows the creator's CPU: only a worker's first sample may.
-        creator = threads[0]["planned_cpu"]
+        # code, before its affinity is applied) shows the creator's CPU; the main thread's first
+        # sample may be any plan CPU (it starts on all of them): only a first sample may differ.
         first, rest = t["sample_cpus"][0], t["sample_cpus"][1:]
-        assert set(rest) == {t["planned_cpu"]} and first in ({t["planned_cpu"]} if t is threads[0] else {t["planned_cpu"], creator})
+        assert set(rest) == {t["planned_cpu"]} and first in set(plan)
     assert data["migrations"] == sum(t["sample_cpus"][0] != t["planned_cpu"] for t in threads)
     pages = data["pages_per_node"]
     assert pages and all(int(node) >= 0 and count > 0 for node, count in pages.items())
@@ -274,12 +284,13 @@ def test_python_api_returns_the_record(tmp_path):
     record = pinlab.run(["sh", "-c", f"{native_path('pinlab-threads-probe')} --threads 1 > {out}"], ALLOWED[::-1], sample_ms=10)
     assert record.exit_status == 0 and record.plan["cpus"] == ALLOWED[::-1]
     probe = probe_rows(out.read_text())
-    assert probe[0]["mask"] == {ALLOWED[::-1][0]}
-    # sh and the probe it starts are both preloaded: each process pins its main thread to slot 0,
-    # and the probe's worker takes slot 1 (wrapper scripts keep the plan).
     plan = ALLOWED[::-1]
-    seen = [(t.pid == record.pid, t.index, t.role, t.planned_cpu) for t in record.threads]
-    assert seen == [(True, 0, "main", plan[0]), (False, 0, "main", plan[0]), (False, 1, "worker", plan[1 % len(plan)])]
+    # sh and the probe it starts are both preloaded: sh, the first process, holds slot 0 on the
+    # plan's CPUs (it creates no thread, so it is never narrowed); the probe, a process the program
+    # started, takes the next slot, and its worker the one after (a wrapper shifts the plan by one).
+    assert probe[0]["mask"] == {plan[1 % len(plan)]} and probe[1]["mask"] == {plan[2 % len(plan)]}
+    seen = [(t.pid == record.pid, t.index, t.role, t.slot, t.planned_cpu) for t in record.threads]
+    assert seen == [(True, 0, "main", 0, plan[0]), (False, 0, "main", 1, plan[1 % len(plan)]), (False, 1, "worker", 2, plan[2 % len(plan)])]
     compact = pinlab.run(["true"], "compact", threads=1)
     assert compact.plan["strategy"] == "compact" and compact.exit_status == 0
     with pytest.raises(pinlab.launch.ProgramNotFound):
@@ -309,14 +320,14 @@ def test_event_ring_reader_skips_what_a_killed_process_left_unfilled(tmp_path):
 
 def test_clean_env_keeps_the_pinning():
     rows = threads_probe("--threads", str(len(ALLOWED)), plan=ALLOWED[::-1], extra=["--clean-env"])
-    assert [min(r["mask"]) for r in rows] == [ALLOWED[::-1][i % len(ALLOWED)] for i in range(len(rows))]
-    assert all(len(r["mask"]) == 1 for r in rows)
+    assert rows[0]["mask"] == set(ALLOWED)  # the main thread, before its first create: the plan's CPUs
+    assert [r["mask"] for r in rows[1:]] == [{ALLOWED[::-1][i % len(ALLOWED)]} for i in range(1, len(rows))]
 
 
 def test_threads_with_the_smallest_stacks_are_pinned_without_crashing():
     for args in (["--stack-kb", "16"], ["--stack-kb", "64", "--user-stack"], ["--detached"]):
         rows = threads_probe("--threads", "2", *args, plan=ALLOWED[::-1])
-        assert all(r["mask"] == {ALLOWED[::-1][int(r["thread"]) % len(ALLOWED)]} for r in rows), args
+        assert all(r["mask"] == {ALLOWED[::-1][int(r["thread"]) % len(ALLOWED)]} for r in rows if r["thread"] != "0"), args
 
 
 def test_nested_threads_never_leave_the_allowed_cpus(tmp_path):

@@ -137,5 +137,7 @@ def test_a_workload_runs_under_other_tools_and_pinned():
     finally:
         if os.path.exists(record_path):
             os.unlink(record_path)
-    assert [t["mask_at_start"] for t in threads] == plan.split(",")
+    # the main thread starts on the plan's CPUs and is narrowed to its own; the workers start on theirs
+    assert threads[0]["mask_at_start"] == (threads[0]["planned_start_mask"] or plan) and threads[0]["planned_cpu"] == int(plan.split(",")[0])
+    assert [t["mask_at_start"] for t in threads[1:]] == plan.split(",")[1:]
     assert all(t["pinned_as_planned"] for t in threads)

@@ -25,6 +25,11 @@ class ThreadRecord:
     mask_at_start: str | None = None
     creator_tid: int | None = None
     start_library: str | None = None
+    # The first process's main thread starts on all the plan's CPUs (so that runtimes sizing
+    # their pools from the mask see them) and is narrowed to its CPU as it creates its first thread.
+    planned_start_mask: str | None = None  # that set, as a CPU list; None for every other thread
+    narrowed_to: int | None = None
+    narrowed_at: float | None = None  # seconds after the start
     sample_times: list[float] = field(default_factory=list)
     sample_cpus: list[int] = field(default_factory=list)
     kernel_migrations: int | None = None
@@ -38,6 +43,8 @@ class ThreadRecord:
     def pinned_as_planned(self) -> bool | None:
         if self.planned_cpu is None or self.planned_cpu < 0 or self.mask_at_start is None:
             return None
+        if self.planned_start_mask is not None:  # the main thread: the plan's CPUs, then its own
+            return self.mask_at_start == self.planned_start_mask and self.narrowed_to in (None, self.planned_cpu)
         return self.mask_at_start == str(self.planned_cpu)
 
 
@@ -77,6 +84,17 @@ class RunRecord:
     def migrations(self) -> int:
         return sum(t.migrations for t in self.threads)
 
+    def processes(self) -> list[dict[str, Any]]:
+        """The program's processes apart from its threads: each pid with its main thread's slot and
+        planned CPU (None for a process left unpinned) and how many of its threads were recorded."""
+        found: dict[int, dict[str, Any]] = {}
+        for t in self.threads:
+            entry = found.setdefault(t.pid, {"pid": t.pid, "first": t.pid == self.pid, "slot": None, "planned_cpu": None, "threads": 0})
+            entry["threads"] += 1
+            if t.role == "main":
+                entry["slot"], entry["planned_cpu"] = t.slot, t.planned_cpu
+        return list(found.values())
+
     def to_json(self) -> dict[str, Any]:
         threads = []
         for t in self.threads:
@@ -105,6 +123,7 @@ class RunRecord:
             "migrations": self.migrations,
             "counters": self.counters,
             "threads": threads,
+            "processes": self.processes(),
             "pages_per_node": None if self.pages_per_node is None else {str(k): v for k, v in sorted(self.pages_per_node.items())},
             "warnings": self.warnings,
         }

@@ -37,6 +37,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent (Ctrl-C at a terminal), not kill()
 OVERFLOW_MODES = ("wrap", "unpinned", "error")
+CHILDREN_MODES = ("next", "inherit", "unpinned")
 
 
 class ProgramNotFound(Exception):
@@ -57,6 +58,7 @@ class LaunchSpec:
     plan: dict | None = None
     mem: memory.MemPolicy = field(default_factory=lambda: memory.MemPolicy("first-touch"))
     overflow: str = "wrap"
+    children: str = "next"  # what processes the program starts get: next (slots), inherit, unpinned
     skip: tuple[int, ...] = ()
     nested_domains: list[frozenset[int]] | None = None
     follow_nodes: list[int] | None = None
@@ -126,16 +128,15 @@ def _preload_library() -> str:
 def _openmp_environment(spec: LaunchSpec, env: dict[str, str], warnings: list[str]) -> dict[str, str]:
     """OpenMP variables so the runtime agrees with the plan and does not re-bind threads elsewhere.
 
-    The preload library has already pinned every thread at its creation, so the runtime's own
-    binding stays off. Asking the runtime to bind as well does not work: both libgomp and LLVM's
-    libomp take the initial thread's mask (already one CPU) as the whole machine, and libomp then
-    moves its workers back onto that CPU. libgomp binds nothing unless OMP_PROC_BIND, OMP_PLACES
-    or GOMP_CPU_AFFINITY ask it to; libomp needs KMP_AFFINITY=disabled (OMP_PROC_BIND=false as
-    well would only make it print a warning).
+    The preload library pins every thread at its creation, so the runtime's own binding stays
+    off: a runtime asked to bind as well moves the threads pinlab placed (libomp re-binds its
+    workers after they start). libgomp binds nothing unless OMP_PROC_BIND, OMP_PLACES or
+    GOMP_CPU_AFFINITY ask it to; libomp needs KMP_AFFINITY=disabled (OMP_PROC_BIND=false as well
+    would only make it print a warning).
     """
     extra: dict[str, str] = {}
     if "OMP_NUM_THREADS" not in env and spec.threads:
-        # Also needed because the runtimes size their default team from the initial thread's mask.
+        # The team size the plan asks for, whatever the runtime would derive from the CPUs it sees.
         extra["OMP_NUM_THREADS"] = str(spec.threads)
     if "KMP_AFFINITY" not in env:
         extra["KMP_AFFINITY"] = "disabled"
@@ -156,6 +157,7 @@ def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None,
         env["LD_PRELOAD"] = " ".join(p for p in (_preload_library(), env.get("LD_PRELOAD", "")) if p)
         env["PINLAB_CPUS"] = ",".join(map(str, spec.cpus))
         env["PINLAB_OVERFLOW"] = spec.overflow
+        env["PINLAB_CHILDREN"] = spec.children
         env["PINLAB_ALLOWED"] = format_cpulist(allowed)
         if spec.skip:
             env["PINLAB_SKIP"] = ",".join(map(str, spec.skip))
@@ -232,8 +234,9 @@ def _event_lines(path: str, warnings: list[str]) -> list[str]:
     return [line for line in lines if line]
 
 
-def _read_events(path: str, record: RunRecord) -> None:
-    """Fill the record's threads, pages and warnings from the preload library's event file."""
+def _read_events(path: str, record: RunRecord, started_monotonic: float | None = None) -> None:
+    """Fill the record's threads, pages and warnings from the preload library's event file
+    (``started_monotonic``: time.monotonic() at the start, for the times events carry)."""
     try:
         lines = _event_lines(path, record.warnings)
     except OSError:
@@ -254,6 +257,7 @@ def _read_events(path: str, record: RunRecord) -> None:
             thread.mask_at_start = fields.get("mask")
             thread.creator_tid = int(fields["creator"]) if fields.get("creator", "0") != "0" else None
             thread.start_library = None if fields.get("lib") in (None, "-") else fields["lib"]
+            thread.planned_start_mask = fields.get("wide")
             if tid not in by_tid:
                 by_tid[tid] = thread
                 record.threads.append(thread)
@@ -262,6 +266,10 @@ def _read_events(path: str, record: RunRecord) -> None:
                 if key.startswith("N") and key[1:].isdigit():
                     pages[int(key[1:])] = int(value)
             record.pages_per_node = pages
+        elif kind == "narrow" and "tid" in fields and int(fields["tid"]) in by_tid:
+            thread = by_tid[int(fields["tid"])]
+            thread.narrowed_at = round(int(fields.get("ns", 0)) / 1e9 - started_monotonic, 6) if started_monotonic else None
+            thread.narrowed_to = int(fields["cpu"]) if "cpu" in fields else None
         elif kind == "warning":
             record.warnings.append(fields.get("text", "").replace("_", " "))
     record.threads.sort(key=lambda t: (t.pid != record.pid, t.index if t.index is not None else 1 << 30, t.tid))
@@ -294,10 +302,12 @@ def run(spec: LaunchSpec) -> RunRecord:
         raise UsageError("no program given: pinlab run [OPTIONS] -- PROGRAM [ARGS...]")
     if spec.overflow not in OVERFLOW_MODES:
         raise UsageError(f"unknown --overflow {spec.overflow!r}: use wrap, unpinned or error")
+    if spec.children not in CHILDREN_MODES:
+        raise UsageError(f"unknown --children {spec.children!r}: use next, inherit or unpinned")
     base_env = os.environ if spec.env is None else spec.env
     program = resolve_program(spec.argv[0], base_env.get("PATH", os.defpath))
     options = {
-        "mem": str(spec.mem), "overflow": spec.overflow, "skip": list(spec.skip), "nested": spec.nested_domains is not None,
+        "mem": str(spec.mem), "overflow": spec.overflow, "children": spec.children, "skip": list(spec.skip), "nested": spec.nested_domains is not None,
         "no_aslr": spec.no_aslr, "clean_env": spec.clean_env, "thp": spec.thp, "sample_ms": spec.sample_ms,
     }
     if spec.counters is not None:
@@ -307,7 +317,10 @@ def run(spec: LaunchSpec) -> RunRecord:
     blocker = preload_blocker(program) if spec.cpus is not None else None
     mask: frozenset[int] | None = None
     if spec.cpus is not None:
-        mask = frozenset(spec.cpus[:1])
+        # The main thread starts on all the plan's CPUs, so that runtimes sizing their pools from
+        # the mask see them; the preload library narrows it to slot 0's CPU as it creates its
+        # first thread (see native/preload).
+        mask = frozenset(spec.cpus)
         if blocker is not None:
             # Threads cannot be pinned one by one: restrict the whole program to the plan's CPUs.
             mask = frozenset(spec.cpus)
@@ -459,7 +472,7 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
     else:
         record.exit_status = os.WEXITSTATUS(status)
     if events:
-        _read_events(events, record)
+        _read_events(events, record, start)
     return record
 
 

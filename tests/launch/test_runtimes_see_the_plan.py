@@ -1,0 +1,138 @@
+"""Runtimes that size their pools from the CPU mask, and processes the program starts, get the plan.
+
+Many runtimes count the CPUs of sched_getaffinity at start to size their thread pools (OpenBLAS,
+libgomp without OMP_NUM_THREADS, Rust's available_parallelism, Go, Java, TBB): the first
+process's main thread therefore starts on all the plan's CPUs and is narrowed to its own as it
+creates its first thread. Processes the program starts (Python multiprocessing, make -j, shell
+pipelines) take the plan's next slots, as threads do (--children next), or keep what they
+inherit (inherit), or run on every allowed CPU (unpinned).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+from tests.conftest import run_pinlab
+
+ALLOWED = sorted(os.sched_getaffinity(0))
+PLAN = ALLOWED[::-1]
+needs_two = pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU allowed: a plan of one CPU cannot show a pool sized from the mask")
+CC = shutil.which("cc") or shutil.which("gcc")
+
+POOL = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+/* Sizes its pool as many runtimes do: one thread per CPU of the mask the main thread starts with. */
+static void *work(void *arg) { printf("worker %ld cpu %d\n", (long)arg, sched_getcpu()); return NULL; }
+int main(void)
+{
+    cpu_set_t set;
+    sched_getaffinity(0, sizeof set, &set);
+    int n = CPU_COUNT(&set);
+    printf("pool %d\n", n);
+    pthread_t t[CPU_SETSIZE];
+    for (long i = 1; i < n; i++)
+        pthread_create(&t[i], NULL, work, (void *)i);
+    for (long i = 1; i < n; i++)
+        pthread_join(t[i], NULL);
+    sched_getaffinity(0, sizeof set, &set);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            printf("main now on %d\n", c);
+    return 0;
+}
+"""
+
+
+@needs_two
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_a_program_sizing_its_pool_from_the_mask_gets_one_thread_per_plan_cpu(tmp_path):
+    (tmp_path / "pool.c").write_text(POOL)
+    subprocess.run([CC, "-O2", "-pthread", "-o", str(tmp_path / "pool"), str(tmp_path / "pool.c")], check=True)
+    record = tmp_path / "r.json"
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, PLAN)), "--record", str(record), "--", str(tmp_path / "pool"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"pool {len(PLAN)}"  # it saw the plan's CPUs, not its own one
+    workers = sorted(int(line.split()[-1]) for line in lines if line.startswith("worker"))
+    assert workers == sorted(PLAN[1:])
+    assert lines[-1] == f"main now on {PLAN[0]}"  # narrowed as it created its first thread
+    main = json.loads(record.read_text())["threads"][0]
+    assert main["mask_at_start"] == format_cpulist(PLAN) and main["narrowed_to"] == PLAN[0] and main["pinned_as_planned"] is True
+    assert 0 <= main["narrowed_at"] < 10
+
+
+@needs_two
+def test_numpy_sees_the_plan_cpus():
+    pytest.importorskip("numpy")
+    script = "import os; n = len(os.sched_getaffinity(0)); import numpy; print(n, len(os.listdir('/proc/self/task')))"
+    result = run_pinlab("run", "-q", "-s", "compact", "-n", str(len(ALLOWED)), "--", sys.executable, "-c", script)
+    assert result.returncode == 0, result.stderr
+    seen, tasks = map(int, result.stdout.split())
+    assert seen == len(ALLOWED)
+    # numpy's BLAS starts its pool at import, one thread per CPU it may use (OpenBLAS), or none (a build without threads)
+    numpy_threads = subprocess.run([sys.executable, "-c", "import os, numpy; print(len(os.listdir('/proc/self/task')))"],
+                                   capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(len(ALLOWED)))).stdout
+    assert tasks == int(numpy_threads)  # as many threads as it starts when nothing restricts it
+
+
+MULTIPROCESSING = textwrap.dedent("""
+    import json, multiprocessing, os
+    def where(queue):
+        queue.put((sorted(os.sched_getaffinity(0)), os.getpid()))
+    if __name__ == "__main__":
+        multiprocessing.set_start_method({method!r})
+        queue = multiprocessing.Queue()
+        workers = [multiprocessing.Process(target=where, args=(queue,)) for _ in range(2)]
+        for worker in workers:
+            worker.start()
+        print(json.dumps([queue.get() for _ in workers]))
+        for worker in workers:
+            worker.join()
+""")
+
+
+@needs_two
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_worker_processes_take_the_next_slots(tmp_path, method):
+    script = tmp_path / "pool.py"
+    script.write_text(MULTIPROCESSING.format(method=method))
+    record = tmp_path / "r.json"
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, PLAN)), "--record", str(record), "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    masks = {pid: mask for mask, pid in json.loads(result.stdout)}
+    assert len(masks) == 2 and all(len(mask) == 1 for mask in masks.values())  # each worker on one CPU of the plan
+    assert {mask[0] for mask in masks.values()} <= set(PLAN)
+    data = json.loads(record.read_text())
+    processes = {p["pid"]: p for p in data["processes"]}
+    for pid, mask in masks.items():
+        assert processes[pid]["planned_cpu"] == mask[0] and processes[pid]["slot"] >= 1 and not processes[pid]["first"]
+    assert sum(p["first"] for p in data["processes"]) == 1
+
+
+@needs_two
+@pytest.mark.parametrize("mode, expected", [("inherit", set(PLAN)), ("unpinned", set(ALLOWED))])
+def test_children_can_inherit_or_run_unpinned(tmp_path, mode, expected):
+    script = tmp_path / "pool.py"
+    script.write_text(MULTIPROCESSING.format(method="fork"))
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, PLAN)), "--children", mode, "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    assert {tuple(mask) for mask, _ in json.loads(result.stdout)} == {tuple(sorted(expected))}
+
+
+def test_a_shell_pipeline_gets_one_slot_per_process(tmp_path):
+    """sh -c 'a | b': sh holds slot 0 on the plan's CPUs, a and b take the next slots."""
+    line = "grep Cpus_allowed_list /proc/self/status"
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, PLAN)), "--", "sh", "-c", f"{line}; {line} | cat")
+    assert result.returncode == 0, result.stderr
+    got = [parse_cpulist(row.split(":")[1]) for row in result.stdout.splitlines()]
+    assert got == [[PLAN[1 % len(PLAN)]], [PLAN[2 % len(PLAN)]]] or got == [[PLAN[1 % len(PLAN)]], [PLAN[3 % len(PLAN)]]]

@@ -300,6 +300,7 @@ def check(as_json: bool) -> None:
 @click.option("--mem", default="first-touch", show_default=True, help="Memory policies, comma-separated (see pinlab run).")
 @click.option("--corun", default="none", show_default=True, help="Co-runner configurations, comma-separated: none, cpu:1, sleep:2+cpu:1... (at most one co-runner per CPU).")
 @click.option("--metric", default="time", show_default=True, help="time, json:KEY, or a regular expression with one group.")
+@click.option("--metric-better", help="Which way the metric is better: lower (times) or higher (rates such as MB/s); required for any metric but time.")
 @click.option("--timeout", type=float, help="Seconds after which a run is killed and stored as timed out (default: no timeout).")
 @click.option("--sample-ms", default="auto", show_default=True, help="How often to sample where each thread runs: milliseconds, or auto (about 20 samples per run, from the warm-up runs' length, 5-100 ms).")
 @click.option("--max-failures", type=int, default=10, show_default=True, help="Stop after this many failed runs.")
@@ -308,8 +309,8 @@ def check(as_json: bool) -> None:
 @click.option("--resume", help="Continue the study NAME where it stopped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, sample_ms,
-          max_failures, seed, workloads, resume, quiet, program) -> int:
+def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
+          sample_ms, max_failures, seed, workloads, resume, quiet, program) -> int:
     """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS
 
     Exits with 0 when every configuration has successful runs, 1 when the study ended but a
@@ -322,10 +323,12 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
         if resume:
             if program or workloads:
                 raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
+            if metric_better is not None:
+                raise UsageError("--resume continues a stored study with its own metric and direction: leave --metric-better out")
             summary = run_study(None, db, resume=resume, max_failures=max_failures, progress=not quiet)
         else:
             plan = _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric,
-                               timeout, sample_ms, max_failures, seed, workloads, program)
+                               metric_better, timeout, sample_ms, max_failures, seed, workloads, program)
             summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
     except StudyInterrupted as exc:
         click.echo(f"pinlab: {exc}", err=True)
@@ -342,8 +345,8 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
     return 0
 
 
-def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, timeout, sample_ms,
-                max_failures, seed, workloads, program):
+def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
+                sample_ms, max_failures, seed, workloads, program):
     """The options of `pinlab study` as one StudyPlan (StudyPlan.validate checks it before anything runs)."""
     import datetime
     import os
@@ -377,7 +380,8 @@ def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, coun
         threads = str(len(os.sched_getaffinity(0)))
     plan = StudyPlan(name=name or datetime.datetime.now().strftime("study-%Y%m%d-%H%M%S"), programs=programs,
                      strategies=strategies.split(","), threads=parse_cpulist(threads, what="--threads list"), runs=runs_value, order=order,
-                     warmup=warmup, mem=mem.split(","), coruns=corun.split(","), metric=metric, timeout=timeout, max_failures=max_failures,
+                     warmup=warmup, mem=mem.split(","), coruns=corun.split(","), metric=metric, metric_better=metric_better,
+                     timeout=timeout, max_failures=max_failures,
                      seed=seed, counters=usable, max_runs=max_runs, min_runs=min_runs, alpha=alpha, sample_ms=sample_value)
     return plan  # run_study validates it before it opens the database
 
@@ -390,7 +394,8 @@ def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, coun
 @click.option("--html", "html_dir", type=click.Path(file_okay=False), help="Write a self-contained HTML report into DIR.")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write runs.csv and stats.csv into DIR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
-def report(name, db, baseline, alpha, html_dir, csv_dir, as_json) -> None:
+@click.option("--metric-better", help="For a study stored without its metric's direction (older pinlab): lower or higher is better.")
+def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better) -> None:
     """Statistics of a stored study (NAME, default the latest): tables, CSV, JSON, HTML."""
     from pathlib import Path
 
@@ -402,7 +407,7 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json) -> None:
     for option, directory in (("--csv", csv_dir), ("--html", html_dir)):
         if directory:
             check_output_directory(directory, option)
-    rep = study_report(db, name, baseline=baseline, alpha=alpha)
+    rep = study_report(db, name, baseline=baseline, alpha=alpha, metric_better=metric_better)
     if as_json:
         click.echo(dump_json(rep))
     else:

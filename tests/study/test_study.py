@@ -29,7 +29,7 @@ def stored(db, name):
 def test_a_tiny_study_end_to_end(tmp_path):
     db = tmp_path / "s.db"
     result = run_pinlab("study", "--db", str(db), "--name", "tiny", "-s", "none,compact", "-n", str(CORES), "--runs", "3", "-q",
-                        "--workload", "primes:--limit 5000", "--metric", "json:results.count")
+                        "--workload", "primes:--limit 5000", "--metric", "json:results.count", "--metric-better", "higher")
     assert result.returncode == 0, result.stderr
     study, configs, runs = stored(db, "tiny")
     assert [c["placement"] for c in configs] == ["none", "compact"]

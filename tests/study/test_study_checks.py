@@ -159,7 +159,7 @@ def test_schedules_are_generated_lazily_and_keep_their_order():
 
 FAILING = [
     (["-w", "primes:--limit abc"], "exit status 2: pinlab-primes: error: --limit"),
-    (["--metric", "json:no.such.key", "-w", "primes:--limit 1000"], "the metric 'json:no.such.key' was not found"),
+    (["--metric", "json:no.such.key", "--metric-better", "lower", "-w", "primes:--limit 1000"], "the metric 'json:no.such.key' was not found"),
     (["--", "sh", "-c", "echo out of cheese >&2; exit 3"], "exit status 3: out of cheese"),
     (["--", "sh", "-c", "kill -SEGV $$"], "killed by signal 11 (exit status 139)"),
 ]

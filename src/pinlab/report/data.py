@@ -4,6 +4,10 @@ For every configuration (program x threads x placement x memory policy x co-runn
 variability statistics of its measured, successful runs; for every configuration that is not
 the baseline, the comparison with the baseline configuration of the same program, threads,
 memory policy and co-runners; and the overall table across programs, per placement.
+
+Every number is in the metric's own unit (seconds, MB/s, ...): the statistics of a metric where
+higher is better are computed on its values, with the comparisons turned round (see
+:func:`pinlab.stats.compare`), so a speedup is the ratio of the means shown beside it.
 """
 from __future__ import annotations
 
@@ -24,8 +28,22 @@ class StudyReport:
     baseline: str
     alpha: float
     metric: str
+    direction: Any = None  # pinlab.study.direction.MetricDirection: which way the metric is better
     counters: list[str] = field(default_factory=list)  # events counted per run ("counter:NAME" columns)
     adaptive: dict[str, Any] | None = None  # for --runs auto: runs taken, against a fixed number, and what stayed undecided
+
+
+def direction_of(report) -> Any:
+    """The report's :class:`~pinlab.study.direction.MetricDirection`; for a report-shaped object
+    without one, the direction its study's parameters give (so every view labels speedups alike)."""
+    from pinlab.study.direction import study_direction
+
+    found = getattr(report, "direction", None)
+    if found is not None:
+        return found
+    parameters = dict(getattr(getattr(report, "study", None), "parameters", None) or {})
+    parameters.setdefault("metric", getattr(report, "metric", None) or "time")
+    return study_direction(parameters)
 
 
 def _config_label(row) -> str:
@@ -71,22 +89,26 @@ def _count(record: Any, event: str) -> float | None:
         return None
 
 
-def study_report(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05) -> StudyReport:
-    """Everything a report shows, computed from the stored runs."""
+def study_report(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05,
+                 metric_better: str | None = None) -> StudyReport:
+    """Everything a report shows, computed from the stored runs.
+
+    ``metric_better`` ("lower" or "higher") is for studies stored without their metric's
+    direction (older pinlab); a stored direction is always used (see
+    :func:`pinlab.study.direction.study_direction`).
+    """
     import pandas
 
     from pinlab.stats import compare, decided, describe, overall
+    from pinlab.study.direction import study_direction
 
     if not 0 < alpha < 0.5:
         raise UsageError(f"--alpha must be between 0 and 0.5 (got {alpha})")
     study, runs = load_runs(db, name)
     metric = study.parameters.get("metric", "time")
-    ok = runs[(runs["status"] == "ok") & runs["metric"].notna()]
-    if metric != "time":
-        # Larger is better for a throughput metric (MB/s...): speedups compare the inverse.
-        ok = ok.assign(value=1.0 / ok["metric"])
-    else:
-        ok = ok.assign(value=ok["metric"])
+    direction = study_direction(study.parameters, metric_better)
+    better, seconds = direction.better, direction.seconds
+    ok = runs[(runs["status"] == "ok") & runs["metric"].notna()]  # every statistic in the metric's own unit
     placements = list(dict.fromkeys(runs["placement"]))
     if baseline not in placements:
         raise UsageError(f"baseline {baseline!r} is not a placement of study {study.name} (placements: {', '.join(placements)})")
@@ -96,30 +118,32 @@ def study_report(db: str, name: str | None = None, baseline: str = "none", alpha
         program, threads, mem, corun, placement = key
         sample = ok[(ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == placement)]
         row: dict[str, Any] = {"program": program, "threads": threads, "placement": placement, "mem": mem, "corun": corun,
-                               "config": group["config"].iloc[0], "runs": len(group), "failed": int((group["status"] != "ok").sum())}
+                               "config": group["config"].iloc[0], "runs": len(group), "failed": int((group["status"] != "ok").sum()),
+                               "metric_better": better}
         if len(sample) == 0:
             rows.append(row)
             continue
-        d = describe(list(sample["metric"]), confidence=1 - alpha)
+        d = describe(list(sample["metric"]), confidence=1 - alpha, seconds=seconds)
         row.update(n=d.n, mean=d.mean, median=d.median, min=d.min, max=d.max, variance=d.variance, std=d.std, av=d.av, rv=d.rv,
                    unstable=d.unstable, mean_ci_low=d.mean_ci[0] if d.mean_ci else None, mean_ci_high=d.mean_ci[1] if d.mean_ci else None,
                    median_ci_low=d.median_ci[0] if d.median_ci else None, median_ci_high=d.median_ci[1] if d.median_ci else None)
         if placement != baseline:
             base = ok[(ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == baseline)]
             if len(base):
-                c = compare(list(base["value"]), list(sample["value"]), alpha=alpha)
-                row.update(mean_speedup=c.mean_speedup, median_speedup=c.median_speedup, mean_verdict=c.mean_verdict,
-                           median_verdict=c.median_verdict, verdict=c.verdict, mean_p=c.mean_p_faster, median_p=c.median_p_faster,
-                           shapiro_p=c.candidate_shapiro_p, mean_test=c.mean_test, decided=decided(c))
-        suite.setdefault(f"{program} x{threads} {mem} {corun}", {})[placement] = list(sample["value"])
+                c = compare(list(base["metric"]), list(sample["metric"]), alpha=alpha, better=better, seconds=seconds)
+                row.update(mean_speedup=c.mean_speedup, median_speedup=c.median_speedup,
+                           mean_verdict=c.mean_verdict, median_verdict=c.median_verdict, verdict=c.verdict, mean_p=c.mean_p_faster,
+                           median_p=c.median_p_faster, baseline_shapiro_p=c.baseline_shapiro_p, placement_shapiro_p=c.candidate_shapiro_p,
+                           mean_test=c.mean_test, mean_test_valid=c.mean_test_valid, decided=decided(c))
+        suite.setdefault(f"{program} x{threads} {mem} {corun}", {})[placement] = list(sample["metric"])
         rows.append(row)
     counters = list(study.parameters.get("counters", []))
     _add_counter_columns(rows, ok, counters, baseline)
     complete = {k: v for k, v in suite.items() if baseline in v}
-    overall_rows = [r.to_dict() for r in overall(complete, baseline=baseline, alpha=alpha)] if complete else []
+    overall_rows = [r.to_dict() for r in overall(complete, baseline=baseline, alpha=alpha, better=better, seconds=seconds)] if complete else []
     stats = pandas.DataFrame(rows)
     return StudyReport(study=study, runs=runs, stats=stats, overall=overall_rows, baseline=baseline, alpha=alpha, metric=metric,
-                       counters=counters, adaptive=_adaptive(study, runs, stats, baseline))
+                       direction=direction, counters=counters, adaptive=_adaptive(study, runs, stats, baseline))
 
 
 def _add_counter_columns(rows: list[dict[str, Any]], ok, counters: list[str], baseline: str) -> None:
@@ -157,7 +181,7 @@ def _adaptive(study, runs, stats, baseline: str) -> dict[str, Any] | None:
             "fewest": min(per_config, default=0), "most": max(per_config, default=0), "undecided": undecided}
 
 
-def load_study(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05):
+def load_study(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05, metric_better: str | None = None):
     """For notebooks: (runs, stats) as pandas DataFrames."""
-    report = study_report(db, name, baseline=baseline, alpha=alpha)
+    report = study_report(db, name, baseline=baseline, alpha=alpha, metric_better=metric_better)
     return report.runs, report.stats

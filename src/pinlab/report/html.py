@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pinlab.report import plots
+from pinlab.report.data import direction_of
+from pinlab.report.tables import assumed_text
 
 __all__ = ["write_html", "render_html", "TEMPLATE_DIR"]
 
@@ -197,11 +199,28 @@ def _stats(report) -> list[dict[str, Any]]:
             "mean_speedup": "baseline" if is_base else _fixed(get("mean_speedup")),
             "median_speedup": "baseline" if is_base else _fixed(get("median_speedup")),
             "mean_p": "" if is_base else _p(get("mean_p")),
+            "shapiro": "" if is_base else _shapiro(get("baseline_shapiro_p"), get("placement_shapiro_p")),
             "median_p": "" if is_base else _p(get("median_p")),
             "verdict": "" if is_base else (verdict or "–"),
             "verdict_class": _verdict_class(verdict),
         })
     return rows
+
+
+def _shapiro(baseline_p: Any, placement_p: Any) -> str:
+    """Both samples' Shapiro-Wilk p-values: the t-test needs both normal (or both large), so
+    showing one would hide half of why a mean test is or is not valid. '' when neither ran."""
+    b, c = _p(baseline_p), _p(placement_p)
+    if not b and not c:
+        return ""
+    return f"{b or 'not run'} / {c or 'not run'}"
+
+
+def _squared(unit: str | None) -> str:
+    """The unit of a variance, e.g. "s²" or "(MB/s)²", for the overall table's variance columns."""
+    if unit is None:
+        return "(the metric's unit)²"
+    return f"{unit}²" if "/" not in unit else f"({unit})²"
 
 
 def _run_counts(report) -> dict[str, int]:
@@ -443,6 +462,8 @@ def render_html(report) -> str:
     ]
     timelines = [_timeline(report, p) for p in _timeline_placements(report)]
     metric = getattr(report, "metric", "time") or "time"
+    direction = direction_of(report)
+    base = str(getattr(report, "baseline", ""))
     context = {
         "name": str(getattr(study, "name", "study")),
         "created": created_text,
@@ -454,9 +475,13 @@ def render_html(report) -> str:
         "counts": _run_counts(report),
         "baseline": str(getattr(report, "baseline", "")),
         "alpha": _num(getattr(report, "alpha", 0.05), 3),
+        "confidence": _num(1 - float(getattr(report, "alpha", 0.05)), 3),
         "metric": str(metric),
         "metric_label": plots.metric_label(report),
         "time_metric": metric == "time",
+        "direction": {"better": direction.better, "label": direction.label(), "ratio": direction.ratio(base),
+                      "assumed": assumed_text(direction) if direction.assumed else None, "seconds": direction.seconds,
+                      "squared": _squared(direction.unit)},
         "figures": figures,
         "timelines": timelines,
         "adaptive": _adaptive(report),

@@ -461,7 +461,10 @@ def speedups(report):
     ax.set_ylim(0, top * 1.18)
     ax.set_xticks(range(len(groups)))
     ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_ylabel(f"median speedup over {base}", fontsize=9)
+    from pinlab.report.data import direction_of
+
+    direction = direction_of(report)  # said beside the speedups: which way the metric is better
+    ax.set_ylabel(f"median speedup over {base}\n({direction.better} is better: {direction.ratio(base)})", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     handles = [Patch(facecolor=colors[p], edgecolor="black", label=p) for p in placements]
     handles += [

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pinlab.report.data import StudyReport
+from pinlab.report.data import StudyReport, direction_of
 
 RUN_COLUMNS = ["study", "program", "threads", "placement", "mem", "corun", "run_index", "status", "wall_seconds", "user_seconds",
                "system_seconds", "metric", "exit_status", "signal", "migrations", "voluntary_context_switches",
@@ -50,6 +50,8 @@ def to_json(report: StudyReport) -> dict[str, Any]:
         "baseline": report.baseline,
         "alpha": report.alpha,
         "metric": report.metric,
+        "metric_better": direction_of(report).better,
+        "metric_direction": direction_of(report).to_dict(),
         "counters": report.counters,
         "adaptive": report.adaptive,
         "runs": _records(runs_table(report)),
@@ -71,16 +73,23 @@ def print_report(report: StudyReport, console=None) -> None:
     import sys
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console(width=None if sys.stdout.isatty() else 180)
     study = report.study
-    console.print(f"[bold]Study {study.name}[/]: metric {report.metric}, baseline {report.baseline}, risk alpha = {report.alpha}; "
-                  f"{len(report.runs)} measured runs on {study.machine.get('hostname', '?')} ({study.machine.get('cpu_model') or 'CPU model unknown'})")
+    direction = direction_of(report)
+    console.print(f"[bold]Study {escape(study.name)}[/]: metric {escape(report.metric)} ({direction.label()}), baseline {report.baseline}, "
+                  f"risk alpha = {report.alpha}; {len(report.runs)} measured runs on {study.machine.get('hostname', '?')} "
+                  f"({study.machine.get('cpu_model') or 'CPU model unknown'})")
+    if direction.assumed:
+        console.print(f"[yellow]warning:[/] {escape(assumed_text(direction))}")
     for warning in study.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
-    table = Table(title="Per configuration (successful runs; speedups against the baseline)", show_lines=False)
-    for column in ("configuration", "n", "failed", "mean", "median", "min", "max", "variance", "RV", "stable", "mean speedup", "median speedup", "verdict"):
+    speedup = f"speedup\n({direction.better} is better:\n{direction.ratio(report.baseline)})"
+    table = Table(title="Per configuration (successful runs, in the metric's unit; speedups against the baseline)", show_lines=False)
+    for column in ("configuration", "n", "failed", "mean", "median", "min", "max", "variance", "RV", "stable", f"mean {speedup}",
+                   f"median {speedup}", "verdict"):
         table.add_column(column, justify="left" if column in ("configuration", "verdict") else "right")
     colours = {"faster": "green", "slower": "red", "more runs needed": "yellow"}
     for row in report.stats.to_dict(orient="records"):
@@ -100,8 +109,10 @@ def print_report(report: StudyReport, console=None) -> None:
     if report.counters:
         console.print(counters_table(report))
     if report.overall:
-        overall = Table(title=f"Overall, across programs (as the seed tables: speedup of total mean and median time against {report.baseline})")
-        for column in ("placement", "programs", "mean speedup", "median speedup", "geometric mean", "min variance", "max variance", "significantly faster"):
+        overall = Table(title=f"Overall, across programs (as the seed tables: speedup of the total of the means and of the medians "
+                              f"against {report.baseline}; variances in the metric's unit squared)")
+        for column in ("placement", "programs", f"mean {speedup}", f"median {speedup}", f"geometric mean of mean {speedup}",
+                       "min variance", "max variance", "significantly faster"):
             overall.add_column(column, justify="left" if column == "placement" else "right")
         for row in report.overall:
             low, high = row["share_faster_ci"] or (None, None)
@@ -109,8 +120,22 @@ def print_report(report: StudyReport, console=None) -> None:
             overall.add_row(row["placement"], str(row["n_programs"]), _fmt(row["mean_speedup"]), _fmt(row["median_speedup"]),
                             _fmt(row["geomean_speedup"]), _fmt(row["min_variance"]), _fmt(row["max_variance"]), share)
         console.print(overall)
-    console.print("Speedup > 1: faster than the baseline. Verdicts: one-sided Mann-Whitney on the medians, and the one-sided t-test on the "
-                  "means where valid (n > 30 or both samples normal by Shapiro-Wilk). Unstable: AV > 1 s or RV > 1%.")
+    console.print(f"Speedup > 1: faster than the baseline. Verdicts: one-sided Mann-Whitney on the medians, and the one-sided t-test on the "
+                  f"means where valid (n > 30 or both samples normal by Shapiro-Wilk). {unstable_rule(direction)}")
+
+
+def unstable_rule(direction) -> str:
+    """The "unstable" rule as it was applied: AV > 1 s only for a metric in seconds."""
+    if direction.seconds:
+        return "Unstable: AV > 1 s or RV > 1%."
+    return "Unstable: RV > 1% (AV > 1 s applies to times in seconds only; RV is unit-free)."
+
+
+def assumed_text(direction) -> str:
+    """What a report says of a study stored without its metric's direction, and how to state it."""
+    other = "lower" if direction.better == "higher" else "higher"
+    return (f"This study was stored without its metric's direction (by a pinlab older than metric_better): {direction.better} is better "
+            f"is assumed for {direction.metric!r}, as pinlab assumed when it ran; if {other} is better, report it with --metric-better {other}")
 
 
 def adaptive_text(adaptive: dict[str, Any]) -> str:

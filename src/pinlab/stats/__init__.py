@@ -6,7 +6,8 @@ degenerate ones (one run, all runs equal, every run tied) follow the rules writt
 :func:`compare`, so verdicts do not depend on the scipy version.
 
 - :func:`describe` — one sample: mean, median, variance, AV, RV, unstable, confidence intervals.
-- :func:`compare` — a placement against the baseline: speedups, tests, verdicts.
+- :func:`compare` — a placement against the baseline: speedups, tests, verdicts (``better``:
+  whether lower values, times, or higher values, rates, are faster).
 - :func:`overall` — the seed tables: one row per placement over a suite of programs.
 - :func:`decided` — whether a comparison needs more runs (adaptive studies).
 """
@@ -14,13 +15,17 @@ from __future__ import annotations
 
 from pinlab.stats._base import InvalidSample
 from pinlab.stats.speedup import (
+    BETTER,
     FASTER,
+    HIGHER,
     LARGE_SAMPLE,
+    LOWER,
     MORE_RUNS,
     NO_DIFFERENCE,
     SLOWER,
     Comparison,
     OverallRow,
+    check_better,
     compare,
     decided,
     overall,
@@ -28,7 +33,7 @@ from pinlab.stats.speedup import (
 from pinlab.stats.variability import AV_LIMIT_S, RV_LIMIT, Description, describe, median_ci_ranks
 
 __all__ = [
-    "AV_LIMIT_S", "FASTER", "LARGE_SAMPLE", "MORE_RUNS", "NO_DIFFERENCE", "RV_LIMIT", "SLOWER",
+    "AV_LIMIT_S", "BETTER", "FASTER", "HIGHER", "LARGE_SAMPLE", "LOWER", "MORE_RUNS", "NO_DIFFERENCE", "RV_LIMIT", "SLOWER",
     "Comparison", "Description", "InvalidSample", "OverallRow",
-    "compare", "decided", "describe", "median_ci_ranks", "overall",
+    "check_better", "compare", "decided", "describe", "median_ci_ranks", "overall",
 ]

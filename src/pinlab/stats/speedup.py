@@ -9,6 +9,11 @@ the share of programs significantly accelerated.
 Every test is scipy's on regular samples; degenerate ones (a single run, all runs equal, every
 run tied) are decided by the rules written in :func:`compare`, the same whatever scipy's version.
 Every function is pure (plain sequences of seconds in, frozen records out).
+
+Samples may also be of a metric where higher is better (a rate such as MB/s, ``better="higher"``):
+every statistic is then computed on the values as they are, in their own unit, and only the way
+round changes: speedups are candidate / baseline and "faster" means larger values. So a displayed
+speedup is always the ratio of the displayed means (or medians), whatever the metric.
 """
 from __future__ import annotations
 
@@ -43,15 +48,28 @@ EXACT_MWU_MAX_RUNS = 8
 MWU_ALL_TIED = "all tied"
 
 _OPPOSITE = {FASTER: SLOWER, SLOWER: FASTER}
+#: Which way a metric is better: ``LOWER`` for times (the default), ``HIGHER`` for rates.
+LOWER = "lower"
+HIGHER = "higher"
+BETTER = (LOWER, HIGHER)
+
+
+def check_better(better: str) -> str:
+    """``"lower"`` or ``"higher"``: which values of the metric mean a faster placement."""
+    if better not in BETTER:
+        raise InvalidSample(f"better must be {LOWER!r} (times) or {HIGHER!r} (rates such as MB/s), got {better!r}")
+    return better
 
 
 @dataclass(frozen=True)
 class Comparison(Record):
-    """A candidate placement's runs against the baseline's (times in seconds).
+    """A candidate placement's runs against the baseline's (times in seconds, or a metric in its unit).
 
-    Speedups are baseline / candidate (> 1: the candidate is faster). Every ``*_p_faster`` is
-    the p-value of a one-sided test whose alternative is "the candidate takes less time";
-    ``*_p_slower`` the opposite one. Undefined p-values are NaN (None in ``to_dict``); which
+    ``better`` says which way the metric is better. Speedups are baseline / candidate when lower
+    is better, candidate / baseline when higher is better: > 1 always means the candidate is
+    faster, and a speedup is the ratio of the two samples' means (medians) as described. Every
+    ``*_p_faster`` is the p-value of a one-sided test whose alternative is "the candidate takes
+    less time" (has larger values, when higher is better); ``*_p_slower`` the opposite one. Undefined p-values are NaN (None in ``to_dict``); which
     ones are undefined is decided by :func:`compare`'s rules, not by scipy.
 
     - ``baseline_shapiro_p`` / ``candidate_shapiro_p``: Shapiro-Wilk, None when skipped, and
@@ -59,18 +77,19 @@ class Comparison(Record):
     - ``variance_test`` = "levene", ``variance_p`` its p-value; ``variances_differ`` is
       ``variance_p < alpha``, None when Levene is undefined (then Welch's test is used).
     - ``mean_test``: "welch" when variances differ (or that is unknown), else "student";
-      ``t_statistic`` is positive when the candidate's mean is lower (+inf / -inf when both
-      samples are constant at different values).
+      ``t_statistic`` is positive when the candidate's mean is better (lower, or higher when
+      higher is better; +inf / -inf when both samples are constant at different values).
     - ``mean_test_valid``: both n > 30, or both samples normal (Shapiro-Wilk p > alpha, or at
       least 3 runs all equal); ``mean_validity`` says which, or why not.
-    - ``u_statistic``: Mann-Whitney U of the baseline (pairs where the baseline run is longer,
-      ties count 1/2); ``median_method`` is "exact", "asymptotic" (normal approximation with
+    - ``u_statistic``: Mann-Whitney U counting the pairs where the candidate's run is better
+      (for times: the baseline run is longer; ties count 1/2); ``median_method`` is "exact", "asymptotic" (normal approximation with
       tie and continuity corrections) or "all tied" (p = 1).
     - ``mean_verdict``, ``median_verdict``, ``verdict``: see :func:`compare`.
     - ``notes``: each degenerate-sample rule that decided part of this comparison, in words.
     """
 
     alpha: float
+    better: str
     baseline: Description
     candidate: Description
     mean_speedup: float
@@ -102,9 +121,11 @@ class Comparison(Record):
 class OverallRow(Record):
     """One line of the seed tables: a placement against the baseline over a suite of programs.
 
-    ``mean_speedup`` = sum of the baseline's mean times / sum of the placement's mean times,
-    ``median_speedup`` the same with medians; ``geomean_speedup`` is the geometric mean of the
-    per-program mean speedups. ``min_variance`` / ``max_variance`` are the smallest and largest
+    ``mean_speedup`` = sum of the baseline's mean times / sum of the placement's mean times
+    (when higher is better, ``better="higher"``: sum of the placement's means / sum of the
+    baseline's, in the metric's unit), ``median_speedup`` the same with medians;
+    ``geomean_speedup`` is the geometric mean of the per-program mean speedups (not of the
+    median speedups, nor the ratio of geometric means). ``min_variance`` / ``max_variance`` are the smallest and largest
     sample variances of the placement's runs across programs (``baseline_*`` the same for the
     baseline, as in the tables' captions; NaN where no program has two runs).
     ``n_faster`` / ``n_slower`` count the programs whose overall verdict is "faster" / "slower";
@@ -115,6 +136,7 @@ class OverallRow(Record):
     placement: str
     baseline: str
     alpha: float
+    better: str
     n_programs: int
     programs: tuple[str, ...]
     verdicts: tuple[str, ...]
@@ -273,8 +295,15 @@ def _normal_enough(p: float | None, skipped: str | None, alpha: float) -> bool:
     return (p is not None and p > alpha) or skipped == SHAPIRO_CONSTANT
 
 
-def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float = 0.05) -> Comparison:
+def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float = 0.05,
+            better: str = LOWER, seconds: bool | None = None) -> Comparison:
     """Compare a candidate placement's run times with the baseline's (seconds, n >= 1 each).
+
+    ``better="higher"`` compares a metric where larger values are better (MB/s): every test runs
+    on the values themselves, with the alternatives turned round (the one-sided tests "faster"
+    below ask whether the candidate's values are larger), and speedups are candidate / baseline.
+    ``seconds`` says whether the values are seconds, for the descriptions' "unstable" flag
+    (default: when lower is better).
 
     Verdict rules (risk ``alpha``, 0 < alpha < 0.5; a test is significant when p < alpha):
 
@@ -312,9 +341,11 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float 
       (:class:`InvalidSample`): no NaN or infinity can reach a test.
     """
     alpha = _check_alpha(alpha)
+    better = check_better(better)
+    seconds = better == LOWER if seconds is None else bool(seconds)
     b = as_sample(baseline, "baseline")
     c = as_sample(candidate, "candidate")
-    db, dc = describe(b, 1 - alpha), describe(c, 1 - alpha)
+    db, dc = describe(b, 1 - alpha, seconds), describe(c, 1 - alpha, seconds)
     notes: list[str] = []
 
     shapiro_b, skip_b = _shapiro(b)
@@ -327,9 +358,12 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float 
     variances_differ = None if math.isnan(variance_p) else bool(variance_p < alpha)
     equal_var = variances_differ is False
 
-    t_statistic, mean_p_faster, mean_p_slower, note = _t_test(b, c, db, dc, equal_var)
+    # every one-sided test below asks whether its first sample is the larger: the baseline's
+    # times, or the candidate's values when higher is better (Levene and Shapiro are symmetric)
+    (first, d_first), (second, d_second) = ((b, db), (c, dc)) if better == LOWER else ((c, dc), (b, db))
+    t_statistic, mean_p_faster, mean_p_slower, note = _t_test(first, second, d_first, d_second, equal_var)
     notes += [note] if note else []
-    u_statistic, median_p_faster, median_p_slower, median_method = _mann_whitney(b, c)
+    u_statistic, median_p_faster, median_p_slower, median_method = _mann_whitney(first, second)
     if median_method == MWU_ALL_TIED:
         notes.append("median test: every run of both samples has the same value: U = nb * nc / 2, p = 1 each way")
 
@@ -358,8 +392,8 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float 
         verdict = NO_DIFFERENCE
 
     return Comparison(
-        alpha=alpha, baseline=db, candidate=dc,
-        mean_speedup=db.mean / dc.mean, median_speedup=db.median / dc.median,
+        alpha=alpha, better=better, baseline=db, candidate=dc,
+        mean_speedup=d_first.mean / d_second.mean, median_speedup=d_first.median / d_second.median,
         baseline_shapiro_p=shapiro_b, candidate_shapiro_p=shapiro_c,
         baseline_shapiro_skipped=skip_b, candidate_shapiro_skipped=skip_c,
         variance_test=VARIANCE_TEST, variance_p=variance_p, variances_differ=variances_differ,
@@ -382,6 +416,13 @@ def decided(comparison: Comparison) -> bool:
     return comparison.median_verdict in _OPPOSITE or comparison.mean_test_valid
 
 
+def _total_ratio(baseline: list[float], candidate: list[float], better: str) -> float:
+    """The seeds' overall speedup: total baseline time over total time; for a metric where higher
+    is better, the placement's total over the baseline's (so > 1 is faster either way)."""
+    total_b, total_c = math.fsum(baseline), math.fsum(candidate)
+    return total_b / total_c if better == LOWER else total_c / total_b
+
+
 def _extreme(values: list[float], fn) -> float:
     finite = [v for v in values if not math.isnan(v)]
     return float(fn(finite)) if finite else math.nan
@@ -391,13 +432,17 @@ def overall(
     programs: Mapping[str, Mapping[str, Sequence[float]]],
     baseline: str = "none",
     alpha: float = 0.05,
+    better: str = LOWER,
+    seconds: bool | None = None,
 ) -> list[OverallRow]:
     """The seed tables: one row per placement other than ``baseline``, in first-seen order.
 
-    ``programs`` maps each program to {placement: run times}. Every program must have runs under
-    ``baseline``; a placement's row covers the programs that have runs under it.
+    ``programs`` maps each program to {placement: run times} (or values of a metric where
+    ``better="higher"``, see :func:`compare`). Every program must have runs under ``baseline``; a
+    placement's row covers the programs that have runs under it.
     """
     alpha = _check_alpha(alpha)
+    better = check_better(better)
     if not programs:
         raise InvalidSample("no programs to summarise")
     for program, samples in programs.items():
@@ -410,16 +455,16 @@ def overall(
     rows = []
     for placement in placements:
         names = [name for name, samples in programs.items() if placement in samples]
-        comps = [compare(programs[name][baseline], programs[name][placement], alpha) for name in names]
+        comps = [compare(programs[name][baseline], programs[name][placement], alpha, better, seconds) for name in names]
         verdicts = tuple(cmp.verdict for cmp in comps)
         n = len(comps)
         k = verdicts.count(FASTER)
         ci = stats.binomtest(k, n).proportion_ci(confidence_level=1 - alpha, method="wilson")
         rows.append(OverallRow(
-            placement=placement, baseline=baseline, alpha=alpha, n_programs=n,
+            placement=placement, baseline=baseline, alpha=alpha, better=better, n_programs=n,
             programs=tuple(names), verdicts=verdicts,
-            mean_speedup=math.fsum(x.baseline.mean for x in comps) / math.fsum(x.candidate.mean for x in comps),
-            median_speedup=math.fsum(x.baseline.median for x in comps) / math.fsum(x.candidate.median for x in comps),
+            mean_speedup=_total_ratio([x.baseline.mean for x in comps], [x.candidate.mean for x in comps], better),
+            median_speedup=_total_ratio([x.baseline.median for x in comps], [x.candidate.median for x in comps], better),
             geomean_speedup=num(stats.gmean([x.mean_speedup for x in comps])),
             min_variance=_extreme([x.candidate.variance for x in comps], min),
             max_variance=_extreme([x.candidate.variance for x in comps], max),

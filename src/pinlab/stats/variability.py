@@ -11,6 +11,7 @@ from scipy import stats
 from pinlab.stats._base import Record, all_equal, as_sample, check_level, num
 
 #: A program has non-negligible variability when AV > 1 s or RV > 1 % (seed 004, section 2.4).
+#: The absolute threshold is in seconds: it applies only to samples of times (``seconds=True``).
 AV_LIMIT_S = 1.0
 RV_LIMIT = 0.01
 #: A value within one part in a billion of a threshold counts as *at* the threshold, so that
@@ -20,14 +21,16 @@ _AT_THRESHOLD = 1e-9
 
 @dataclass(frozen=True)
 class Description(Record):
-    """Summary of one sample of run times (seconds).
+    """Summary of one sample of run times (seconds), or of any positive metric (its own unit).
 
     ``variance`` is the sample variance (ddof=1) and ``std`` its square root, NaN when n < 2 and
     exactly 0 when every run took the same time (``constant``; a single run is not called constant:
     it says nothing of the spread). ``mean`` lies within [min, max] (rounding never pushes it out:
     a constant sample's mean is its value exactly).
-    ``av`` = max - min (seconds) and ``rv`` = (max - min) / max are the absolute and relative
-    variability of seed 004; ``unstable`` is ``av > 1 s or rv > 1 %``.
+    ``av`` = max - min (in the sample's unit) and ``rv`` = (max - min) / max are the absolute and
+    relative variability of seed 004; ``unstable`` is ``av > 1 s or rv > 1 %`` for times
+    (``seconds``), ``rv > 1 %`` alone otherwise: an absolute threshold in seconds means nothing
+    for MB/s, and RV is unit-free (the RV of a rate equals the RV of the times 1/rate).
     ``mean_ci`` is the Student-t interval of the mean at ``confidence`` (None when n < 2; the
     single point (mean, mean) for a constant sample).
     ``median_ci`` is the distribution-free interval of the median between the order statistics
@@ -46,6 +49,7 @@ class Description(Record):
     av: float
     rv: float
     unstable: bool
+    seconds: bool
     confidence: float
     mean_ci: tuple[float, float] | None
     median_ci: tuple[float, float] | None
@@ -94,13 +98,22 @@ def t_quantile(confidence: float, df: int) -> float:
     return q
 
 
-def is_unstable(av: float, rv: float) -> bool:
-    """Seed 004's rule: AV > 1 s or RV > 1 % (values at a threshold are stable)."""
-    return bool(av > AV_LIMIT_S * (1 + _AT_THRESHOLD) or rv > RV_LIMIT * (1 + _AT_THRESHOLD))
+def is_unstable(av: float, rv: float, seconds: bool = True) -> bool:
+    """Seed 004's rule: AV > 1 s or RV > 1 % (values at a threshold are stable).
+
+    AV is compared with 1 s only when the values are seconds (``seconds``): for any other unit
+    (MB/s, a count a program prints) only the unit-free RV decides.
+    """
+    if rv > RV_LIMIT * (1 + _AT_THRESHOLD):
+        return True
+    return bool(seconds and av > AV_LIMIT_S * (1 + _AT_THRESHOLD))
 
 
-def describe(sample: Sequence[float], confidence: float = 0.95) -> Description:
+def describe(sample: Sequence[float], confidence: float = 0.95, seconds: bool = True) -> Description:
     """Describe one sample of run times (seconds, finite, > 0; n >= 1).
+
+    ``seconds=False`` for values in another unit (a rate, a figure a program prints): the
+    statistics are the same, but the "unstable" flag then uses RV alone (see :class:`Description`).
 
     Never fails on small samples: what n does not allow is NaN (numbers) or None (intervals).
     Degenerate samples are decided here, not by numpy's rounding: a constant sample (n >= 2, all
@@ -139,6 +152,6 @@ def describe(sample: Sequence[float], confidence: float = 0.95) -> Description:
     median = num(np.median(x))
     return Description(
         n=n, mean=mean, median=median, min=lo, max=hi, variance=variance, std=std, constant=constant,
-        av=av, rv=rv, unstable=is_unstable(av, rv), confidence=confidence,
+        av=av, rv=rv, unstable=is_unstable(av, rv, seconds), seconds=bool(seconds), confidence=confidence,
         mean_ci=mean_ci, median_ci=med_ci, median_ci_ranks=ranks, median_ci_coverage=coverage,
     )

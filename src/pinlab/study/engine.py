@@ -70,6 +70,9 @@ class StudyPlan:
     mem: list[str] = field(default_factory=lambda: ["first-touch"])
     coruns: list[str] = field(default_factory=lambda: ["none"])
     metric: str = "time"
+    #: "lower" or "higher": which values of the metric are better; required for any metric but
+    #: time (see :mod:`pinlab.study.direction`), stored with the study.
+    metric_better: str | None = None
     timeout: float | None = None
     max_failures: int = 10
     seed: int = 0
@@ -130,6 +133,9 @@ class StudyPlan:
         if self.adaptive and self.baseline not in self.strategies:
             raise UsageError(f"--runs auto compares every placement with the baseline {self.baseline}: add {self.baseline} to --strategies")
         check_metric(self.metric)
+        from pinlab.study.direction import check_better_option
+
+        self.metric_better = check_better_option(self.metric, self.metric_better, [(p.name, p.argv) for p in self.programs])
         from pinlab.launch.memory import parse_policy
 
         self.mem = [str(parse_policy(m)) for m in self.mem]
@@ -174,6 +180,8 @@ class StudyPlan:
         parameters = {"programs": [[p.name, p.argv] for p in self.programs], "strategies": self.strategies, "threads": self.threads,
                       "runs": self.runs, "order": self.order, "warmup": self.warmup, "mem": self.mem, "coruns": self.coruns,
                       "metric": self.metric, "timeout": self.timeout}
+        if self.metric_better is not None:  # None only for a study stored before directions were stored
+            parameters["metric_better"] = self.metric_better
         if self.counters:
             parameters["counters"] = self.counters
         parameters["sample_ms"] = self.sample_ms
@@ -447,14 +455,13 @@ def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_f
     adaptive = {k: p[k] for k in ("max_runs", "min_runs", "alpha", "baseline") if k in p}
     return StudyPlan(name=name, programs=[Program(n, a) for n, a in p["programs"]], strategies=p["strategies"], threads=p["threads"],
                      runs=p["runs"], order=p["order"], warmup=p["warmup"], mem=p["mem"], coruns=p["coruns"], metric=p["metric"],
-                     timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []),
+                     metric_better=p.get("metric_better"), timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []),
                      sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS), **adaptive)  # studies from before --sample-ms sampled every 100 ms
 
 
-def _values(runs: list[dict[str, Any]], metric: str) -> list[float]:
-    """The compared values of successful runs: times, or the inverse of a throughput metric."""
-    values = [r["metric"] for r in runs if r["status"] == "ok" and r["metric"] is not None]
-    return values if metric == "time" else [1.0 / v for v in values if v]
+def _values(runs: list[dict[str, Any]]) -> list[float]:
+    """The compared values of successful runs, in the metric's own unit (compare() is told its direction)."""
+    return [r["metric"] for r in runs if r["status"] == "ok" and r["metric"] is not None]
 
 
 def undecided(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[int, str]:
@@ -465,13 +472,15 @@ def undecided(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[st
     ``max_runs`` stored runs (failed ones count, so a failing program cannot loop forever).
     """
     from pinlab.stats import InvalidSample, compare, decided
+    from pinlab.study.direction import study_direction
 
     by_config: dict[int, list[dict[str, Any]]] = {c["id"]: [] for c in configs}
     for run in runs:
         if not run["warmup"]:
             by_config[run["config_id"]].append(run)
     stored = {c["position"]: len(by_config[c["id"]]) for c in configs}
-    values = {c["position"]: _values(by_config[c["id"]], plan.metric) for c in configs}
+    values = {c["position"]: _values(by_config[c["id"]]) for c in configs}
+    direction = study_direction(plan.parameters())  # a resumed study's stored direction, or what pinlab knows or assumed
     need = {c["position"]: f"{stored[c['position']]}/{plan.min_runs} first runs" for c in configs if stored[c["position"]] < plan.min_runs}
     if need:
         return need
@@ -488,7 +497,8 @@ def undecided(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[st
         if stored[position] >= plan.max_runs or stored[base] >= plan.max_runs:
             continue
         try:
-            settled = decided(compare(values[base], values[position], alpha=plan.alpha))
+            settled = decided(compare(values[base], values[position], alpha=plan.alpha, better=direction.better,
+                                      seconds=direction.seconds))
         except InvalidSample:
             settled = False  # too few successful runs to compare yet
         if not settled:

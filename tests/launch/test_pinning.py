@@ -189,15 +189,21 @@ def test_the_record_says_what_happened(tmp_path):
     assert [t["index"] for t in threads] == list(range(len(plan) + 1))
     assert threads[0]["role"] == "main" and all(t["role"] == "worker" for t in threads[1:])
     for t in threads:
-        assert t["pinned_as_planned"] is True
+        assert t["pinned_as_planned"] is True and t["off_plan"] is None and t["mask_changes"] == []
         assert t["mask_at_start"] == str(t["planned_cpu"])
         assert len(t["sample_times"]) == len(t["sample_cpus"]) >= 2  # sampled over 150 ms every 20 ms
         # A sample taken while glibc is still creating a thread (before it runs any of the program's
-        # code, before its affinity is applied) shows the creator's CPU: only a worker's first sample may.
+        # code, before its affinity is applied) shows the creator's CPU: only a worker's first sample
+        # may, and only one taken before the thread's first instruction, which is not a migration.
         creator = threads[0]["planned_cpu"]
-        first, rest = t["sample_cpus"][0], t["sample_cpus"][1:]
-        assert set(rest) == {t["planned_cpu"]} and first in ({t["planned_cpu"]} if t is threads[0] else {t["planned_cpu"], creator})
-    assert data["migrations"] == sum(t["sample_cpus"][0] != t["planned_cpu"] for t in threads)
+        after = [cpu for when, cpu in zip(t["sample_times"], t["sample_cpus"]) if when >= t["start_time"]]
+        before = [cpu for when, cpu in zip(t["sample_times"], t["sample_cpus"]) if when < t["start_time"]]
+        assert set(after) == {t["planned_cpu"]} and set(before) <= ({t["planned_cpu"]} if t is threads[0] else {t["planned_cpu"], creator})
+        assert 0 < t["start_time"] < data["wall_seconds"]
+        assert t["migrations"] == 0
+        if t["kernel_migrations"] is not None:  # born pinned: none; created pinned: the one move from the creator's CPU, if they differ
+            assert t["kernel_migrations"] == (0 if t is threads[0] or t["planned_cpu"] == creator else 1), t
+    assert data["migrations"] == 0
     pages = data["pages_per_node"]
     assert pages and all(int(node) >= 0 and count > 0 for node, count in pages.items())
     # Without --record, one summary line; with --quiet, nothing.

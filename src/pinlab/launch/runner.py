@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pinlab.errors import UsageError
-from pinlab.launch import controls, memory
+from pinlab.launch import controls, memory, openmp
 from pinlab.launch.record import RunRecord, ThreadRecord, mask_set
 from pinlab.launch.spawn import spawn
 from pinlab.measure import linux
@@ -123,7 +123,7 @@ def _preload_library() -> str:
     return str(native_path("libpinlab-preload.so"))
 
 
-def _openmp_environment(spec: LaunchSpec, env: dict[str, str], warnings: list[str]) -> dict[str, str]:
+def _openmp_environment(spec: LaunchSpec, env: dict[str, str]) -> dict[str, str]:
     """OpenMP variables so the runtime agrees with the plan and does not re-bind threads elsewhere.
 
     The preload library has already pinned every thread at its creation, so the runtime's own
@@ -139,20 +139,19 @@ def _openmp_environment(spec: LaunchSpec, env: dict[str, str], warnings: list[st
         extra["OMP_NUM_THREADS"] = str(spec.threads)
     if "KMP_AFFINITY" not in env:
         extra["KMP_AFFINITY"] = "disabled"
-    for name in ("KMP_AFFINITY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
-        if name in env and not (name == "KMP_AFFINITY" and env[name] == "disabled") and not (name == "OMP_PROC_BIND" and env[name] == "false"):
-            warnings.append(f"{name}={env[name]} is set by the user and kept: the OpenMP runtime may move threads away from the plan")
     return extra
 
 
 def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None, warnings: list[str]) -> dict[str, str]:
     env = dict(os.environ if spec.env is None else spec.env)
+    # The user's OpenMP variables are kept; say which ones fight the plan (see pinlab.launch.openmp).
+    warnings.extend(openmp.disagreements(env, spec.threads, pinned=spec.cpus is not None and blocker is None, overflow=spec.overflow))
     env.update(controls.thp_environment(spec.thp))
     if spec.cpus is None and spec.threads and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(spec.threads)  # unpinned ('none'), but with the thread count asked for
     if spec.cpus is not None and blocker is None:
         allowed = frozenset(os.sched_getaffinity(0))
-        env.update(_openmp_environment(spec, env, warnings))
+        env.update(_openmp_environment(spec, env))
         env["LD_PRELOAD"] = " ".join(p for p in (_preload_library(), env.get("LD_PRELOAD", "")) if p)
         env["PINLAB_CPUS"] = ",".join(map(str, spec.cpus))
         env["PINLAB_OVERFLOW"] = spec.overflow

@@ -38,8 +38,10 @@
  * (slot 0) when it creates its first thread, before that thread exists.
  *
  * Events (key=value words, first word the type; values never contain spaces):
- *   thread pid= index= tid= role=main|worker|helper|nested slot= planned= cpu= mask= creator= lib= [wide=]
- *                                   (wide= on a main thread started on the plan's CPUs: that set)
+ *   thread pid= index= tid= role=main|worker|helper|nested slot= planned= cpu= mask= creator= t= lib= [wide=]
+ *                                   (t: CLOCK_MONOTONIC in ns at the thread's first instruction, so
+ *                                   pinlab can tell the samples taken after it from those before;
+ *                                   wide= on a main thread started on the plan's CPUs: that set)
  *   narrow pid= tid= cpu= ns=       (the main thread narrowed to its CPU; CLOCK_MONOTONIC ns)
  *   pages pid= N0= N1= ...          (at exit, from /proc/self/numa_maps)
  *   exit pid= threads=              (at exit, threads successfully created)
@@ -67,6 +69,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PINLAB_MAX_DOMAINS 1024
@@ -456,9 +459,9 @@ static void warn_event(const char *fmt, ...)
 
 /* The event of a thread, written by the thread itself first thing (the main thread from the
  * constructor, the others from the trampoline): its CPU and mask as the kernel gives them at its
- * first instruction. One system call (sched_getaffinity); the CPU from the rseq area
- * (sched_getcpu), the tid from the C library (my_tid); no stdio: the line is built by hand and
- * copied into the ring. */
+ * first instruction, and the time it was there. One system call (sched_getaffinity); the time
+ * from the vDSO (clock_gettime), the CPU from the rseq area (sched_getcpu), the tid from the C
+ * library (my_tid); no stdio: the line is built by hand and copied into the ring. */
 static void thread_event(long index, pid_t tid, const char *role, long slot, int planned,
                          pid_t creator, const char *lib, const cpu_set_t *wide)
 {
@@ -468,6 +471,11 @@ static void thread_event(long index, pid_t tid, const char *role, long slot, int
      * (16 KiB): keep the line small; a very long mask is cut (put_* functions are bounded). */
     char line[THREAD_LINE_MAX];
     size_t used = 0;
+    /* First: the affinity was applied before this thread ran, so whatever is read of it from
+     * /proc at this time or later is the thread's own, not its creator's. */
+    struct timespec now;
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+        now.tv_sec = now.tv_nsec = 0;
     int cpu = sched_getcpu();
     cpu_set_t mask;
     CPU_ZERO(&mask);
@@ -493,6 +501,10 @@ static void thread_event(long index, pid_t tid, const char *role, long slot, int
         PUT_LIT(line, sizeof line, &used, "-");
     PUT_LIT(line, sizeof line, &used, " creator=");
     put_long(line, sizeof line, &used, creator);
+    if (now.tv_sec > 0) { /* before lib=, whose path may be cut at the end of the line */
+        PUT_LIT(line, sizeof line, &used, " t=");
+        put_long(line, sizeof line, &used, (long)now.tv_sec * 1000000000L + now.tv_nsec);
+    }
     PUT_LIT(line, sizeof line, &used, " lib=");
     put_word(line, sizeof line, &used, lib);
     if (wide) {

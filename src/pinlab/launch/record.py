@@ -5,7 +5,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pinlab.topology.cpuset import format_cpulist
+from pinlab.errors import UsageError
+from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 from pinlab.words import plural
 
 RECORD_FORMAT_VERSION = 1
@@ -13,7 +14,11 @@ RECORD_FORMAT_VERSION = 1
 
 @dataclass
 class ThreadRecord:
-    """One thread of the program. ``index`` is its creation index (0 = main thread)."""
+    """One thread of the program. ``index`` is its creation index (0 = main thread).
+
+    Times (``start_time``, ``sample_times``, the times in ``mask_changes`` and ``off_plan``) are
+    seconds since pinlab started the program, all on the monotonic clock.
+    """
 
     tid: int
     pid: int
@@ -33,19 +38,217 @@ class ThreadRecord:
     sample_times: list[float] = field(default_factory=list)
     sample_cpus: list[int] = field(default_factory=list)
     kernel_migrations: int | None = None
+    start_time: float | None = None  # when the thread ran its first instruction (from the preload library)
+    # Raw observations of the sampler, kept only when they change: (sample index, value). Not in the JSON.
+    masks_seen: list[tuple[int, frozenset[int]]] = field(default_factory=list, repr=False)
+    kernel_seen: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    kernel_baseline: int | None = field(default=None, repr=False)  # kernel migrations the initial placement explains, if known
+
+    def _after_start(self) -> list[int]:
+        """Indexes of the samples surely taken after the thread's first instruction.
+
+        A sample taken while glibc is still creating a thread shows its creator's CPU and mask (the
+        thread's own affinity is applied just before it runs), so it says nothing about the
+        thread. The preload library stamps each thread's first instruction; a sample whose
+        timestamp (taken before /proc is read) is not earlier came after it. A process's main
+        thread the library never saw (an unpinned run) exists from its fork, before any sample:
+        all count. For any other thread the library never saw, the first sample is the doubtful
+        one and is left out.
+        """
+        if self.start_time is not None:
+            return [i for i, t in enumerate(self.sample_times) if t >= self.start_time]
+        if self.tid == self.pid:
+            return list(range(len(self.sample_times)))
+        return list(range(1, len(self.sample_times)))
+
+    @staticmethod
+    def _value_at(changes: list[tuple[int, Any]], index: int) -> Any:
+        """The value a change list (sample index, value) holds at sample ``index`` (None before the first)."""
+        value = None
+        for at, seen in changes:
+            if at > index:
+                break
+            value = seen
+        return value
+
+    def _start_mask(self) -> frozenset[int] | None:
+        return mask_set(self.mask_at_start)
+
+    def _wide(self) -> frozenset[int] | None:
+        """The plan's CPUs a main thread started on (see ``planned_start_mask``), else None."""
+        return mask_set(self.planned_start_mask)
+
+    def _placed(self) -> list[int]:
+        """Indexes of the samples taken once the thread was in its final place: for a main thread
+        started on the plan's CPUs, those after it was narrowed to its own (none if never was)."""
+        after = self._after_start()
+        if self._wide() is None:
+            return after
+        if self.narrowed_at is None:
+            return []
+        return [i for i in after if self.sample_times[i] >= self.narrowed_at]
+
+    def _allowed_at(self, i: int) -> frozenset[int]:
+        """Where the plan lets the thread be at sample ``i``: its CPU, or, for a main thread not yet
+        narrowed (or narrowed between the sample's timestamp and its reading), the plan's CPUs."""
+        wide = self._wide()
+        if wide is not None and (self.narrowed_at is None or self.sample_times[i] < self.narrowed_at):
+            return wide
+        return frozenset({self.planned_cpu})
+
+    def _kernel_start(self) -> int | None:
+        """The kernel's migration count that the thread's initial placement explains.
+
+        ``kernel_baseline`` when the runner knows it (see :func:`pinlab.launch.runner.kernel_baselines`);
+        none for a process's main thread; otherwise the count at the first sample taken after the thread started, so that only later
+        migrations are held against it (a lower bound, never a false alarm).
+        """
+        if self._wide() is not None:  # moves among the plan's CPUs and the narrowing are its placement
+            placed = self._placed()
+            return self._value_at(self.kernel_seen, placed[0]) if placed else None
+        if self.kernel_baseline is not None:
+            return self.kernel_baseline
+        if self.tid == self.pid:
+            return 0  # a process's main thread: the kernel's count starts at its fork, and it is born where it may run
+        after = self._after_start()
+        return self._value_at(self.kernel_seen, after[0]) if after else None
+
+    def _kernel_after_placement(self) -> int | None:
+        start = self._kernel_start()
+        if self.kernel_migrations is None or start is None:
+            return None
+        return max(0, self.kernel_migrations - start)
 
     @property
     def migrations(self) -> int:
-        """CPU changes seen between consecutive samples (a lower bound of the real count)."""
-        return sum(1 for a, b in zip(self.sample_cpus, self.sample_cpus[1:]) if a != b)
+        """CPU changes of the thread after its initial placement (a lower bound of the real count).
+
+        The larger of two counts: the changes seen from its CPU at its first instruction through
+        the samples taken after it, and the kernel's own count (``se.nr_migrations``, last read)
+        less the initial move. A thread moved away between two samples and back is only in the
+        kernel's count; one that ran on another CPU from its first sample on moved at least once.
+        """
+        wide = self._wide() is not None
+        cpus = [self.cpu_at_start] if self.start_time is not None and self.cpu_at_start is not None and not wide else []
+        cpus += [self.sample_cpus[i] for i in (self._placed() if wide else self._after_start())]
+        seen = sum(1 for a, b in zip(cpus, cpus[1:]) if a != b)
+        return max(seen, self._kernel_after_placement() or 0)
+
+    @property
+    def mask_changes(self) -> list[dict[str, Any]]:
+        """Each affinity mask seen after the thread started that differs from the one before it
+        (from its mask at its first instruction on): when it was seen, and the mask (a CPU list)."""
+        changes: list[dict[str, Any]] = []
+        current = self._start_mask() if self.start_time is not None else None
+        for i in self._after_start():
+            mask = self._value_at(self.masks_seen, i)
+            if mask is None:
+                continue
+            narrowing = current is not None and current == self._wide() and self.narrowed_to is not None and mask == {self.narrowed_to}
+            if current is not None and mask != current and not narrowing:
+                changes.append({"time": self.sample_times[i], "mask": format_cpulist(mask)})
+            current = mask
+        return changes
+
+    @property
+    def off_plan(self) -> dict[str, Any] | None:
+        """The first observation that contradicts the thread's plan CPU, or None.
+
+        Checked in time order: its mask at its first instruction, then every sample taken after
+        it started (the mask the thread had, the CPU it last ran on, and the kernel's migration
+        count beyond the initial move). ``time`` is when it was seen, ``seen`` what.
+        """
+        planned = self.planned_cpu
+        if planned is None or planned < 0:
+            return None
+        start_mask, kernel_start = self._start_mask(), self._kernel_start()
+        if start_mask is not None and start_mask != (self._wide() or {planned}):
+            return {"time": self.start_time, "seen": f"its mask at its first instruction was {_cpus_text(start_mask)}"}
+        if self.narrowed_to is not None and self.narrowed_to != planned:
+            return {"time": self.narrowed_at, "seen": f"it was narrowed to CPU {self.narrowed_to}"}
+        placed = set(self._placed())
+        for i in self._after_start():
+            mask = self._value_at(self.masks_seen, i)
+            count = self._value_at(self.kernel_seen, i)
+            allowed = self._allowed_at(i)
+            if mask is not None and mask != allowed and not (allowed != {planned} and mask == {planned}):
+                seen = f"its mask was {_cpus_text(mask)}"
+            elif self.sample_cpus[i] not in allowed:
+                seen = f"it ran on CPU {self.sample_cpus[i]}"
+            elif i in placed and count is not None and kernel_start is not None and count > kernel_start:
+                seen = f"the kernel counted {plural(count - kernel_start, 'migration')} after its initial placement"
+            else:
+                continue
+            return {"time": self.sample_times[i], "seen": seen}
+        return None
 
     @property
     def pinned_as_planned(self) -> bool | None:
+        """True only if the thread's mask at its first instruction was its plan CPU (for the first
+        process's main thread: the plan's CPUs, then narrowed to its own) and nothing seen later
+        (sampled mask and CPU, kernel migrations after the initial placement) contradicts it;
+        None for a thread without a plan CPU (helpers, unpinned runs) or without a mask at start."""
         if self.planned_cpu is None or self.planned_cpu < 0 or self.mask_at_start is None:
             return None
-        if self.planned_start_mask is not None:  # the main thread: the plan's CPUs, then its own
-            return self.mask_at_start == self.planned_start_mask and self.narrowed_to in (None, self.planned_cpu)
-        return self.mask_at_start == str(self.planned_cpu)
+        return self._start_mask() == (self._wide() or {self.planned_cpu}) and self.off_plan is None
+
+    def name(self) -> str:
+        """How messages name the thread: its creation index, tid, role and plan slot."""
+        if self.role == "main":
+            what = "main thread"
+        elif self.role == "worker" and self.slot is not None:
+            what = f"worker slot {self.slot}"
+        else:
+            what = self.role
+        head = f"thread {self.index}" if self.index is not None else "a thread"
+        return f"{head} (tid {self.tid}, {what})"
+
+    def departure(self) -> str | None:
+        """One phrase for the summary when the thread's mask changed after its creation or it left
+        its plan CPU, naming it and saying when that was seen; None otherwise."""
+        changes = self.mask_changes
+        if changes:
+            first = changes[0]
+            text = f"{self.name()} was re-bound to {_cpus_text(frozenset(parse_cpulist(first['mask'])))} after creation (seen at {first['time']:.3f} s)"
+            if len(changes) > 1:
+                text += f", then {plural(len(changes) - 1, 'more time')}"
+            return text
+        off = self.off_plan
+        if off is not None:
+            when = f" (seen at {off['time']:.3f} s)" if off["time"] is not None else ""
+            return f"{self.name()} left its planned CPU {self.planned_cpu}: {off['seen']}{when}"
+        return None
+
+
+def mask_set(text: str | None) -> frozenset[int] | None:
+    """A mask as the preload library writes it (a CPU list; '-' when unreadable) as a set; None
+    when there is none or it is not a CPU list (a very long mask is cut at the end of its line)."""
+    if not text or text == "-":
+        return None
+    try:
+        return frozenset(parse_cpulist(text))
+    except UsageError:
+        return None
+
+
+def _cpus_text(cpus: frozenset[int]) -> str:
+    """'CPU 3' or 'CPUs 0-3', as the summary says it."""
+    return f"{'CPU' if len(cpus) == 1 else 'CPUs'} {format_cpulist(cpus)}"
+
+
+#: Threads the summary names one by one; the others are counted (the record has them all).
+NAMED_DEPARTURES = 3
+
+
+def _departures_text(threads: list[ThreadRecord]) -> str:
+    """The summary's part naming each thread that was re-bound or left its plan CPU."""
+    departures = [text for text in (t.departure() for t in threads) if text]
+    if not departures:
+        return ""
+    text = "; " + "; ".join(departures[:NAMED_DEPARTURES])
+    if len(departures) > NAMED_DEPARTURES:
+        text += f"; and {plural(len(departures) - NAMED_DEPARTURES, 'more thread')} (see --record)"
+    return text
 
 
 def _count_text(name: str, value: float) -> str:
@@ -99,8 +302,11 @@ class RunRecord:
         threads = []
         for t in self.threads:
             data = asdict(t)
+            del data["masks_seen"], data["kernel_seen"], data["kernel_baseline"]  # raw observations: their meaning is in the fields below
             data["migrations"] = t.migrations
             data["pinned_as_planned"] = t.pinned_as_planned
+            data["mask_changes"] = t.mask_changes
+            data["off_plan"] = t.off_plan
             threads.append(data)
         return {
             "pinlab_run": RECORD_FORMAT_VERSION,
@@ -150,6 +356,7 @@ class RunRecord:
             text += "; not pinned"
         if self.sample_ms:
             text += f"; {plural(self.migrations, 'migration')} seen"
+        text += _departures_text(self.threads)
         if self.counters:
             text += "; " + ", ".join(_count_text(name, count["value"]) for name, count in self.counters.items())
         return text

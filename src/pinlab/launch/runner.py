@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pinlab.errors import UsageError
-from pinlab.launch import controls, memory
-from pinlab.launch.record import RunRecord, ThreadRecord
+from pinlab.launch import controls, memory, openmp
+from pinlab.launch.record import RunRecord, ThreadRecord, mask_set
 from pinlab.launch.spawn import spawn
 from pinlab.measure import linux
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
@@ -125,7 +125,7 @@ def _preload_library() -> str:
     return str(native_path("libpinlab-preload.so"))
 
 
-def _openmp_environment(spec: LaunchSpec, env: dict[str, str], warnings: list[str]) -> dict[str, str]:
+def _openmp_environment(spec: LaunchSpec, env: dict[str, str]) -> dict[str, str]:
     """OpenMP variables so the runtime agrees with the plan and does not re-bind threads elsewhere.
 
     The preload library pins every thread at its creation, so the runtime's own binding stays
@@ -140,20 +140,19 @@ def _openmp_environment(spec: LaunchSpec, env: dict[str, str], warnings: list[st
         extra["OMP_NUM_THREADS"] = str(spec.threads)
     if "KMP_AFFINITY" not in env:
         extra["KMP_AFFINITY"] = "disabled"
-    for name in ("KMP_AFFINITY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
-        if name in env and not (name == "KMP_AFFINITY" and env[name] == "disabled") and not (name == "OMP_PROC_BIND" and env[name] == "false"):
-            warnings.append(f"{name}={env[name]} is set by the user and kept: the OpenMP runtime may move threads away from the plan")
     return extra
 
 
 def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None, warnings: list[str]) -> dict[str, str]:
     env = dict(os.environ if spec.env is None else spec.env)
+    # The user's OpenMP variables are kept; say which ones fight the plan (see pinlab.launch.openmp).
+    warnings.extend(openmp.disagreements(env, spec.threads, pinned=spec.cpus is not None and blocker is None, overflow=spec.overflow))
     env.update(controls.thp_environment(spec.thp))
     if spec.cpus is None and spec.threads and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(spec.threads)  # unpinned ('none'), but with the thread count asked for
     if spec.cpus is not None and blocker is None:
         allowed = frozenset(os.sched_getaffinity(0))
-        env.update(_openmp_environment(spec, env, warnings))
+        env.update(_openmp_environment(spec, env))
         env["LD_PRELOAD"] = " ".join(p for p in (_preload_library(), env.get("LD_PRELOAD", "")) if p)
         env["PINLAB_CPUS"] = ",".join(map(str, spec.cpus))
         env["PINLAB_OVERFLOW"] = spec.overflow
@@ -234,9 +233,13 @@ def _event_lines(path: str, warnings: list[str]) -> list[str]:
     return [line for line in lines if line]
 
 
-def _read_events(path: str, record: RunRecord, started_monotonic: float | None = None) -> None:
-    """Fill the record's threads, pages and warnings from the preload library's event file
-    (``started_monotonic``: time.monotonic() at the start, for the times events carry)."""
+def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
+    """Fill the record's threads, pages and warnings from the preload library's event file.
+
+    ``start_ns`` is the monotonic clock when the run started: a thread's ``t`` (that clock at its
+    first instruction) becomes its ``start_time`` on the samples' time base, rounded up to the
+    microsecond (the samples' times are rounded down).
+    """
     try:
         lines = _event_lines(path, record.warnings)
     except OSError:
@@ -258,6 +261,8 @@ def _read_events(path: str, record: RunRecord, started_monotonic: float | None =
             thread.creator_tid = int(fields["creator"]) if fields.get("creator", "0") != "0" else None
             thread.start_library = None if fields.get("lib") in (None, "-") else fields["lib"]
             thread.planned_start_mask = fields.get("wide")
+            if fields.get("t", "").isdigit():
+                thread.start_time = -((start_ns - int(fields["t"])) // 1000) / 1e6
             if tid not in by_tid:
                 by_tid[tid] = thread
                 record.threads.append(thread)
@@ -268,32 +273,70 @@ def _read_events(path: str, record: RunRecord, started_monotonic: float | None =
             record.pages_per_node = pages
         elif kind == "narrow" and "tid" in fields and int(fields["tid"]) in by_tid:
             thread = by_tid[int(fields["tid"])]
-            thread.narrowed_at = round(int(fields.get("ns", 0)) / 1e9 - started_monotonic, 6) if started_monotonic else None
+            thread.narrowed_at = -((start_ns - int(fields["ns"])) // 1000) / 1e6 if fields.get("ns", "").isdigit() else None
             thread.narrowed_to = int(fields["cpu"]) if "cpu" in fields else None
         elif kind == "warning":
             record.warnings.append(fields.get("text", "").replace("_", " "))
     record.threads.sort(key=lambda t: (t.pid != record.pid, t.index if t.index is not None else 1 << 30, t.tid))
+    kernel_baselines(record.threads)
+
+
+def kernel_baselines(threads: list[ThreadRecord]) -> None:
+    """Set, where it is known, how many migrations the kernel counts for each created thread's
+    initial placement (a process's main thread is born pinned, with a count of 0: see ThreadRecord).
+
+    A thread created by a thread pinned to one CPU is born on that CPU and cannot leave it until
+    glibc applies the new thread's own affinity, just before it starts: ``se.nr_migrations`` then
+    counts one move if that CPU is not in the new mask, none if the new mask is that CPU alone, and
+    at most one for a wider mask (the wake-up may place it elsewhere). A thread created by a
+    thread free to run on several CPUs may be moved by the scheduler before its affinity is
+    applied: unknown (None; the record then counts from the first sample after it started).
+    """
+    # A main thread started on the plan's CPUs creates its threads once narrowed to its own.
+    masks = {t.tid: frozenset({t.narrowed_to}) if t.narrowed_to is not None else mask_set(t.mask_at_start) for t in threads}
+    for thread in threads:
+        if thread.index is None or thread.index == 0:
+            continue
+        creator, own = masks.get(thread.creator_tid or -1), masks.get(thread.tid)
+        if creator is None or len(creator) != 1:
+            thread.kernel_baseline = None
+        elif own is not None and own == creator:
+            thread.kernel_baseline = 0
+        else:
+            thread.kernel_baseline = 1
 
 
 class _Sampler:
-    """Where each thread of the program is, every ``sample_ms`` (from /proc)."""
+    """Where each thread of the program is, every ``sample_ms`` (from /proc): the CPU it last ran
+    on, its affinity mask and the kernel's count of its migrations (the last two kept only when
+    they change, see :class:`ThreadRecord`)."""
 
-    def __init__(self, pid: int, record: RunRecord, start: float) -> None:
-        self.pid, self.record, self.start = pid, record, start
+    def __init__(self, pid: int, record: RunRecord, start_ns: int) -> None:
+        self.pid, self.record, self.start_ns = pid, record, start_ns
         self.threads: dict[int, ThreadRecord] = {}
 
     def sample(self) -> None:
-        now = time.monotonic() - self.start
+        # Taken before reading, rounded down to the microsecond: every read below is at or after it
+        # (a thread's start time is rounded up, so that a sample never seems to follow a start it preceded).
+        now = (time.monotonic_ns() - self.start_ns) // 1000 / 1e6
         for tid, cpu in linux.task_cpus(self.pid).items():
+            mask = linux.thread_mask(tid)
+            if mask is None:
+                continue  # the thread ended since /proc listed it
             thread = self.threads.get(tid)
             if thread is None:
                 thread = self.threads[tid] = ThreadRecord(tid=tid, pid=self.pid)
                 self.record.threads.append(thread)
-            thread.sample_times.append(round(now, 4))
+            index = len(thread.sample_times)
+            thread.sample_times.append(now)
             thread.sample_cpus.append(cpu)
+            if not thread.masks_seen or thread.masks_seen[-1][1] != mask:
+                thread.masks_seen.append((index, mask))
             migrations = linux.task_migrations(self.pid, tid)
             if migrations is not None:
                 thread.kernel_migrations = migrations
+                if not thread.kernel_seen or thread.kernel_seen[-1][1] != migrations:
+                    thread.kernel_seen.append((index, migrations))
 
 
 def run(spec: LaunchSpec) -> RunRecord:
@@ -418,7 +461,8 @@ def _kill(pid: int, signum: int) -> None:
 def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, record: RunRecord, events: str | None) -> RunRecord:
     waited = set(FORWARDED) | {signal.SIGCHLD}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    start = time.monotonic()
+    start_ns = time.monotonic_ns()
+    start = start_ns / 1e9  # time.monotonic()'s clock
     try:
         mem_mode, mem_nodes = spec.mem.mode, spec.mem.nodes
         if spec.follow_nodes is not None and spec.cpus:
@@ -436,7 +480,7 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
                 group.close()
             raise
         record.pid = pid
-        sampler = _Sampler(pid, record, start) if spec.sample_ms else None
+        sampler = _Sampler(pid, record, start_ns) if spec.sample_ms else None
         timeout = spec.sample_ms / 1000 if spec.sample_ms else None
         deadline = start + spec.timeout if spec.timeout else None
         status = rusage = None
@@ -472,7 +516,7 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
     else:
         record.exit_status = os.WEXITSTATUS(status)
     if events:
-        _read_events(events, record, start)
+        _read_events(events, record, start_ns)
     return record
 
 

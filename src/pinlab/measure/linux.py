@@ -55,6 +55,19 @@ def task_cpus(pid: int) -> dict[int, int]:
     return found
 
 
+def thread_mask(tid: int) -> frozenset[int] | None:
+    """The CPUs a thread may run on now, None once it has ended.
+
+    The same mask as ``Cpus_allowed_list`` in /proc/PID/task/TID/status, but one system call
+    (sched_getaffinity takes a thread id) instead of the kernel writing out the whole status
+    file: the sampler asks this of every thread at every sample.
+    """
+    try:
+        return frozenset(os.sched_getaffinity(tid))
+    except OSError:
+        return None
+
+
 def task_migrations(pid: int, tid: int) -> int | None:
     """The scheduler's own count of a thread's migrations (``se.nr_migrations``), where the kernel shows it."""
     try:

@@ -14,7 +14,7 @@ import random
 import re
 import shlex
 from dataclasses import dataclass, field
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pinlab.errors import UsageError
@@ -557,6 +557,24 @@ class StudyFailed(UsageError):
     exit_status = 1
 
 
+def settings_warnings(configs: list[dict[str, Any]], env: Mapping[str, str]) -> list[str]:
+    """The user's OpenMP variables that disagree with the configurations' plans, each said once
+    with the configurations it concerns (see :mod:`pinlab.launch.openmp`).
+
+    The runs keep those variables (the controlled environment keeps ``OMP_*``, ``KMP_*`` and
+    ``GOMP_*``), so a study with ``OMP_NUM_THREADS=4`` in its environment would compare placements
+    of 2 threads that ran 4. Computed from the configurations alone, before any run, so the user
+    hears of it at once; each run's record also holds the warnings of its own launch.
+    """
+    from pinlab.launch.openmp import disagreements
+
+    concerns: dict[str, list[str]] = {}
+    for config in configs:
+        for text in disagreements(env, config["threads"], pinned=config["placement"] != "none"):
+            concerns.setdefault(text, []).append(f"{config['program']} {config['placement']} x{config['threads']}")
+    return [f"{'every configuration' if len(names) == len(configs) else ', '.join(names)}: {text}" for text, names in concerns.items()]
+
+
 def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max_failures: int = 10, progress: bool = True,
               say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run (or resume) a study, storing every run as soon as it ends; returns a short summary.
@@ -598,6 +616,10 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
         told = {r["config_id"] for r in stored if r["status"] != "ok"}  # failures already told in an earlier session
         warmups = [r for r in stored if r["warmup"]]
         bar = _progress(progress, scheduled_runs(plan, len(configs)), len(stored), say)
+        settings = settings_warnings(configs, os.environ)
+        store.add_warnings(study.id, settings)  # shown by pinlab report; each run's record has its own
+        for warning in settings:
+            bar.say(f"pinlab: warning: {warning}")
         new_runs = 0
         periods: dict[int, float] = {}
 

@@ -577,6 +577,20 @@ class Store:
         return [{"id": r[0], "study_id": r[1], "position": r[2], "program": r[3], "argv": json.loads(r[4]),
                  "threads": r[5], "placement": r[6], "mem": r[7], "corun": r[8], "extra": json.loads(r[9])} for r in rows]
 
+    def add_warnings(self, study_id: int, warnings: Iterable[str]) -> list[str]:
+        """Add to the study's warnings those not there yet (a resumed session may find new ones);
+        returns the study's warnings. Nothing is written when there is nothing new."""
+        study = self.study_by_id(study_id)
+        new = [_text(w, "warning", nullable=False) for w in warnings]
+        new = [w for i, w in enumerate(new) if w not in study.warnings and w not in new[:i]]
+        if not new:
+            return study.warnings
+        with self._write(f"adding warnings to study {study.name}", study.name) as conn:
+            stored = json.loads(conn.execute("SELECT warnings FROM studies WHERE id = ?", (study_id,)).fetchone()[0])
+            merged = stored + [w for w in new if w not in stored]
+            conn.execute("UPDATE studies SET warnings = ? WHERE id = ?", (canonical_json(merged), study_id))
+        return merged
+
     def finish(self, study_id: int) -> float:
         """Mark the study finished (now); returns the time stored. A resumed study is marked again."""
         study = self.study_by_id(study_id)

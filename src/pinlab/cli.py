@@ -302,6 +302,7 @@ def check(as_json: bool) -> None:
 @click.option("--metric", default="time", show_default=True, help="time, json:KEY, or a regular expression with one group.")
 @click.option("--metric-better", help="Which way the metric is better: lower (times) or higher (rates such as MB/s); required for any metric but time.")
 @click.option("--timeout", type=float, help="Seconds after which a run is killed and stored as timed out (default: no timeout).")
+@click.option("--cpu-kind", help="Hybrid processors: every placement on this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option("--sample-ms", default="auto", show_default=True, help="How often to sample where each thread runs: milliseconds, or auto (about 20 samples per run, from the warm-up runs' length, 5-100 ms).")
 @click.option("--max-failures", type=int, default=10, show_default=True, help="Stop after this many failed runs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random placements and of the shuffled order.")
@@ -310,7 +311,7 @@ def check(as_json: bool) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
-          sample_ms, max_failures, seed, workloads, resume, quiet, program) -> int:
+          cpu_kind, sample_ms, max_failures, seed, workloads, resume, quiet, program) -> int:
     """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS
 
     Exits with 0 when every configuration has successful runs, 1 when the study ended but a
@@ -325,10 +326,12 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
                 raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
             if metric_better is not None:
                 raise UsageError("--resume continues a stored study with its own metric and direction: leave --metric-better out")
+            if cpu_kind is not None:
+                raise UsageError("--resume continues a stored study with its own placements: leave --cpu-kind out")
             summary = run_study(None, db, resume=resume, max_failures=max_failures, progress=not quiet)
         else:
             plan = _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric,
-                               metric_better, timeout, sample_ms, max_failures, seed, workloads, program)
+                               metric_better, timeout, cpu_kind, sample_ms, max_failures, seed, workloads, program)
             summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
     except StudyInterrupted as exc:
         click.echo(f"pinlab: {exc}", err=True)
@@ -346,7 +349,7 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
 
 
 def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
-                sample_ms, max_failures, seed, workloads, program):
+                cpu_kind, sample_ms, max_failures, seed, workloads, program):
     """The options of `pinlab study` as one StudyPlan (StudyPlan.validate checks it before anything runs)."""
     import datetime
     import os
@@ -382,7 +385,7 @@ def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, coun
                      strategies=strategies.split(","), threads=parse_cpulist(threads, what="--threads list"), runs=runs_value, order=order,
                      warmup=warmup, mem=mem.split(","), coruns=corun.split(","), metric=metric, metric_better=metric_better,
                      timeout=timeout, max_failures=max_failures,
-                     seed=seed, counters=usable, max_runs=max_runs, min_runs=min_runs, alpha=alpha, sample_ms=sample_value)
+                     seed=seed, counters=usable, max_runs=max_runs, min_runs=min_runs, alpha=alpha, sample_ms=sample_value, cpu_kind=cpu_kind)
     return plan  # run_study validates it before it opens the database
 
 

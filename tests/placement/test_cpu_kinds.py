@@ -63,3 +63,21 @@ def test_run_takes_the_option_and_refuses_it_with_a_given_plan(tmp_path):
         assert result.returncode == 0, result.stderr
     else:
         assert result.returncode == 2 and "has a single kind of core" in result.stderr, result.stderr
+
+
+def test_a_study_places_every_configuration_on_the_kind_and_stores_it(hybrid, tmp_path):
+    from pinlab.study.engine import Program, StudyPlan, plan_from_parameters
+
+    def plan(kind, threads):
+        return StudyPlan(name="k", programs=[Program("true", ["/bin/true"])], strategies=["compact", "scatter"], threads=[threads],
+                         runs=3, cpu_kind=kind)
+
+    plan(None, 9).validate(topology=hybrid)  # 9 threads fit the whole machine...
+    with pytest.raises(UsageError, match="placement compact with 9 threads does not fit this machine: 9 threads but only 8 cores are available"):
+        plan("E", 9).validate(topology=hybrid)  # ...not its 8 E-cores
+    plan("E", 8).validate(topology=hybrid)
+    with pytest.raises(UsageError, match="unknown --cpu-kind 'huge'"):
+        plan("huge", 2).validate(topology=hybrid)
+    stored = plan("E", 8).parameters()
+    assert stored["cpu_kind"] == "E" and "cpu_kind" not in plan(None, 8).parameters()  # older studies keep matching
+    assert plan_from_parameters("k", stored, 0, 10).cpu_kind == "E"

@@ -82,6 +82,7 @@ class StudyPlan:
     alpha: float = 0.05
     baseline: str = "none"
     sample_ms: float | str = "auto"
+    cpu_kind: str | None = None  # hybrid processors: placements on one kind of core (see pinlab.placement.kinds)
 
     @property
     def adaptive(self) -> bool:
@@ -158,12 +159,17 @@ class StudyPlan:
         from pinlab.placement import make_placement
 
         topo = topology if topology is not None else _this_topology()
+        placed_on = topo
+        if self.cpu_kind is not None:  # refused in its own words when the kind is unknown or absent
+            from pinlab.placement.kinds import restrict_to_kind
+
+            placed_on = restrict_to_kind(topo, self.cpu_kind)
         for strategy in self.strategies:
             if strategy == "none":
                 continue
             for threads in self.threads:
                 try:
-                    make_placement(topo, strategy=strategy, threads=threads, seed=0)
+                    make_placement(placed_on, strategy=strategy, threads=threads, seed=0)
                 except UsageError as exc:  # its hints (--oversubscribe, --smt) are options of place and run, not of study
                     raise UsageError(f"placement {strategy} with {threads} threads does not fit this machine: {str(exc).split('; use ')[0]}; "
                                      "give fewer threads with -n, or leave this placement out") from None
@@ -184,6 +190,8 @@ class StudyPlan:
             parameters["metric_better"] = self.metric_better
         if self.counters:
             parameters["counters"] = self.counters
+        if self.cpu_kind is not None:
+            parameters["cpu_kind"] = self.cpu_kind
         parameters["sample_ms"] = self.sample_ms
         if self.adaptive:
             parameters.update(max_runs=self.max_runs, min_runs=self.min_runs, alpha=self.alpha, baseline=self.baseline)
@@ -399,7 +407,7 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
         from pinlab.placement import make_placement
 
         seed = run_seed(plan.seed, config["position"], index) if placement == "random" else None
-        planned = make_placement(_this_topology(), strategy=placement, threads=config["threads"], seed=seed)
+        planned = make_placement(_this_topology(), strategy=placement, threads=config["threads"], seed=seed, cpu_kind=plan.cpu_kind)
     spec = plan_spec(
         config["argv"],
         placement=planned,
@@ -456,7 +464,7 @@ def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_f
     return StudyPlan(name=name, programs=[Program(n, a) for n, a in p["programs"]], strategies=p["strategies"], threads=p["threads"],
                      runs=p["runs"], order=p["order"], warmup=p["warmup"], mem=p["mem"], coruns=p["coruns"], metric=p["metric"],
                      metric_better=p.get("metric_better"), timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []),
-                     sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS), **adaptive)  # studies from before --sample-ms sampled every 100 ms
+                     sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS), cpu_kind=p.get("cpu_kind"), **adaptive)  # studies from before --sample-ms sampled every 100 ms
 
 
 def _values(runs: list[dict[str, Any]]) -> list[float]:

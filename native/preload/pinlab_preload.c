@@ -10,8 +10,9 @@
  * Per thread it costs next to nothing beyond what a program pinning its own threads the same way
  * pays (glibc's hand-over: clone, sched_setaffinity on the new thread, then its start): no
  * malloc or free (the trampoline's record comes from a fixed pool), no stdio, no loader lookup
- * after the first thread of each start routine, and two system calls on the new thread
- * (gettid, sched_getaffinity for the event) besides the event's copy into a shared ring.
+ * after the first thread of each start routine, and one system call on the new thread
+ * (sched_getaffinity for the event; its time comes from the vDSO) besides the event's copy into
+ * a shared ring.
  *
  * Environment (written by pinlab.launch.runner):
  *   PINLAB_CPUS         required, "c0,c1,...": slot 0 = main thread, slot k = k-th worker
@@ -597,6 +598,24 @@ static const char *env_or_null(const char *name)
 }
 
 /* Reads the environment into cfg. Returns NULL when all is well, else what is wrong. */
+/* Which of ``words`` the variable ``name`` holds (0, the default, when it is unset); -1 with the
+ * reason in ``why`` when it holds none of them. The enums list their values in the same order. */
+static int word_index(const char *name, const char *const words[], int n, char *why, size_t why_size)
+{
+    const char *v = env_or_null(name);
+    if (!v)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, words[i]))
+            return i;
+    size_t used = 0;
+    why[0] = '\0';
+    put_fmt(why, why_size, &used, "%s=%s is not ", name, v);
+    for (int i = 0; i < n; i++)
+        put_fmt(why, why_size, &used, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", words[i]);
+    return -1;
+}
+
 static const char *read_config(char *why, size_t why_size)
 {
     const char *v = getenv("PINLAB_CPUS");
@@ -616,29 +635,15 @@ static const char *read_config(char *why, size_t why_size)
     cfg.ncpus = n;
     free(nums);
 
-    v = env_or_null("PINLAB_OVERFLOW");
-    if (!v || !strcmp(v, "wrap"))
-        cfg.overflow = OVERFLOW_WRAP;
-    else if (!strcmp(v, "unpinned"))
-        cfg.overflow = OVERFLOW_UNPINNED;
-    else if (!strcmp(v, "error"))
-        cfg.overflow = OVERFLOW_ERROR;
-    else {
-        snprintf(why, why_size, "PINLAB_OVERFLOW=%s is not wrap, unpinned or error", v);
+    static const char *const overflow_words[] = { "wrap", "unpinned", "error" };
+    int word = word_index("PINLAB_OVERFLOW", overflow_words, 3, why, why_size);
+    if (word < 0)
         return why;
-    }
-
-    v = env_or_null("PINLAB_CHILDREN");
-    if (!v || !strcmp(v, "next"))
-        cfg.children = CHILDREN_NEXT;
-    else if (!strcmp(v, "inherit"))
-        cfg.children = CHILDREN_INHERIT;
-    else if (!strcmp(v, "unpinned"))
-        cfg.children = CHILDREN_UNPINNED;
-    else {
-        snprintf(why, why_size, "PINLAB_CHILDREN=%s is not next, inherit or unpinned", v);
+    cfg.overflow = (enum overflow_mode)word;
+    static const char *const children_words[] = { "next", "inherit", "unpinned" };
+    if ((word = word_index("PINLAB_CHILDREN", children_words, 3, why, why_size)) < 0)
         return why;
-    }
+    cfg.children = (enum children_mode)word;
 
     v = env_or_null("PINLAB_SKIP");
     if (v) {
@@ -1254,8 +1259,8 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
             planned = dom->cpus[(unsigned)(pos + 1 + (int)(step % (unsigned)dom->count)) % (unsigned)dom->count];
         } else {
             slot = take_slot();
-            if (slot < cfg.ncpus || cfg.overflow == OVERFLOW_WRAP) {
-                planned = cfg.cpus[slot % cfg.ncpus];
+            if ((planned = slot_cpu(slot)) >= 0) {
+                /* on its plan CPU (round-robin past the end with --overflow wrap) */
             } else if (cfg.overflow == OVERFLOW_UNPINNED) {
                 use_helper_mask = 1;
             } else {

@@ -170,8 +170,8 @@ class ThreadRecord:
         for i in self._after_start():
             mask = self._value_at(self.masks_seen, i)
             count = self._value_at(self.kernel_seen, i)
-            allowed = self._allowed_at(i)
-            if mask is not None and mask != allowed and not (allowed != {planned} and mask == {planned}):
+            allowed = self._allowed_at(i)  # a main thread not yet narrowed may already be, by the time /proc is read
+            if mask is not None and mask not in (allowed, {planned}):
                 seen = f"its mask was {_cpus_text(mask)}"
             elif self.sample_cpus[i] not in allowed:
                 seen = f"it ran on CPU {self.sample_cpus[i]}"
@@ -190,7 +190,7 @@ class ThreadRecord:
         None for a thread without a plan CPU (helpers, unpinned runs) or without a mask at start."""
         if self.planned_cpu is None or self.planned_cpu < 0 or self.mask_at_start is None:
             return None
-        return self._start_mask() == (self._wide() or {self.planned_cpu}) and self.off_plan is None
+        return self._start_mask() is not None and self.off_plan is None  # off_plan checks the mask at start too
 
     def name(self) -> str:
         """How messages name the thread: its creation index, tid, role and plan slot."""

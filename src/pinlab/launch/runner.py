@@ -261,8 +261,7 @@ def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
             thread.creator_tid = int(fields["creator"]) if fields.get("creator", "0") != "0" else None
             thread.start_library = None if fields.get("lib") in (None, "-") else fields["lib"]
             thread.planned_start_mask = fields.get("wide")
-            if fields.get("t", "").isdigit():
-                thread.start_time = -((start_ns - int(fields["t"])) // 1000) / 1e6
+            thread.start_time = _since_start(fields.get("t"), start_ns)
             if tid not in by_tid:
                 by_tid[tid] = thread
                 record.threads.append(thread)
@@ -273,12 +272,21 @@ def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
             record.pages_per_node = pages
         elif kind == "narrow" and "tid" in fields and int(fields["tid"]) in by_tid:
             thread = by_tid[int(fields["tid"])]
-            thread.narrowed_at = -((start_ns - int(fields["ns"])) // 1000) / 1e6 if fields.get("ns", "").isdigit() else None
+            thread.narrowed_at = _since_start(fields.get("ns"), start_ns)
             thread.narrowed_to = int(fields["cpu"]) if "cpu" in fields else None
         elif kind == "warning":
             record.warnings.append(fields.get("text", "").replace("_", " "))
     record.threads.sort(key=lambda t: (t.pid != record.pid, t.index if t.index is not None else 1 << 30, t.tid))
     kernel_baselines(record.threads)
+
+
+def _since_start(ns: str | None, start_ns: int) -> float | None:
+    """An event's CLOCK_MONOTONIC nanoseconds as seconds after the start, rounded up to the
+    microsecond (the samples' times are rounded down, so a sample never seems to follow an event
+    it preceded); None when the event has no time."""
+    if not ns or not ns.isdigit():
+        return None
+    return -((start_ns - int(ns)) // 1000) / 1e6
 
 
 def kernel_baselines(threads: list[ThreadRecord]) -> None:
@@ -364,9 +372,7 @@ def run(spec: LaunchSpec) -> RunRecord:
         # the mask see them; the preload library narrows it to slot 0's CPU as it creates its
         # first thread (see native/preload).
         mask = frozenset(spec.cpus)
-        if blocker is not None:
-            # Threads cannot be pinned one by one: restrict the whole program to the plan's CPUs.
-            mask = frozenset(spec.cpus)
+        if blocker is not None:  # threads cannot be pinned one by one: the whole program stays on the plan's CPUs
             record.warnings.append(f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}")
     events = _new_events_file() if spec.cpus is not None else None
     try:

@@ -110,7 +110,7 @@ def check_better_option(metric: str, better: str | None, programs: Iterable[Sequ
         raise UsageError(f"{option} must be lower or higher (got {better!r}): {BETTER_HELP}")
     known = known_direction(metric, programs)
     if better is None:
-        if known is None or metric != "time":
+        if metric != "time":
             raise UsageError(f"--metric {metric!r} does not say which way is better: add {option} {BETTER_HELP}")
         return known[0]
     if known is not None and known[0] != better:

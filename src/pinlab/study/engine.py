@@ -546,6 +546,12 @@ def sample_period(plan: StudyPlan, config: dict[str, Any], runs: list[dict[str, 
     return round(min(high, max(low, min(walls) * 1000 / SAMPLES_PER_RUN)), 1)
 
 
+def config_name(config: Mapping[str, Any], corun: bool = True) -> str:
+    """A configuration as messages name it: ``stream compact x4`` (``with cpu:1`` when it has co-runners)."""
+    name = f"{config['program']} {config['placement']} x{config['threads']}"
+    return name if not corun or config["corun"] == "none" else f"{name} with {config['corun']}"
+
+
 def failure_reason(fields: dict[str, Any]) -> str:
     """A failed run in one line: how it ended and the last line of what it said."""
     lines = [line.strip() for line in (fields.get("stderr_tail") or "").strip().splitlines() if line.strip()]
@@ -579,7 +585,7 @@ def settings_warnings(configs: list[dict[str, Any]], env: Mapping[str, str]) -> 
     concerns: dict[str, list[str]] = {}
     for config in configs:
         for text in disagreements(env, config["threads"], pinned=config["placement"] != "none"):
-            concerns.setdefault(text, []).append(f"{config['program']} {config['placement']} x{config['threads']}")
+            concerns.setdefault(text, []).append(config_name(config, corun=False))
     return [f"{'every configuration' if len(names) == len(configs) else ', '.join(names)}: {text}" for text, names in concerns.items()]
 
 
@@ -635,7 +641,7 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
             nonlocal failures, new_runs
             config = configs[c]
             runs_text = f" run {r + 1}" + (f"/{plan.runs}" if not plan.adaptive else note)
-            bar.describe(f"{config['program']} {config['placement']} x{config['threads']}" + (" (warm-up)" if w else runs_text))
+            bar.describe(config_name(config, corun=False) + (" (warm-up)" if w else runs_text))
             if w:
                 period = DEFAULT_SAMPLE_MS if plan.sample_ms == "auto" else float(plan.sample_ms)
             else:
@@ -656,8 +662,7 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
             if fields["status"] != "ok" and config["id"] not in told:
                 first = not told
                 told.add(config["id"])
-                bar.say(f"pinlab: {'warm-up ' if w else ''}run {r + 1} of {config['program']} {config['placement']} x{config['threads']}"
-                        f"{'' if config['corun'] == 'none' else ' with ' + config['corun']} failed: {failure_reason(fields)}"
+                bar.say(f"pinlab: {'warm-up ' if w else ''}run {r + 1} of {config_name(config)} failed: {failure_reason(fields)}"
                         + (" (the study goes on; the first failure of each configuration is shown)" if first else ""))
             if fields["status"] != "ok" and not w:
                 failures += 1
@@ -688,7 +693,7 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
         empty = [c for c in configs if c["id"] not in succeeded]
         if empty:
             first = next((r for r in rows if r["config_id"] == empty[0]["id"] and r["status"] != "ok"), None)
-            names = ", ".join(f"{c['program']} {c['placement']} x{c['threads']}" + ("" if c["corun"] == "none" else f" with {c['corun']}") for c in empty[:3])
+            names = ", ".join(config_name(c) for c in empty[:3])
             more = f" and {len(empty) - 3} more" if len(empty) > 3 else ""
             reason = f" (first failure: {failure_reason(first)})" if first else ""
             raise StudyFailed(f"study {study.name}: {plural(len(empty), 'configuration')} had no successful run: {names}{more}{reason}; "

@@ -1,0 +1,30 @@
+"""The autopin log: JSON lines, one event per line, each with an ``event`` field and ``t``.
+
+``t`` is seconds since autopin started (the program's start in launch mode, the attach in
+``--pid`` mode). Rates are in the metric's unit per second per worker thread (``metric_unit``).
+CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main thread).
+
+``start``   ``mode`` (launch|attach), ``argv`` (launch) or ``pid``, ``threads``, ``metric``,
+            ``metric_unit``, ``metric_notice`` (why this metric), ``topology``, ``params``
+            (``init``, ``warmup``, ``interval``, ``windows``, ``rounds``, ``alpha``,
+            ``migrate_pages``, ``monitor``, ``threshold``), ``candidates``: a list of
+            ``{"index", "name", "cpus"}``.
+``probe``   one candidate measured once: ``candidate`` (index), ``name``, ``cpus``, ``round``
+            (1, 2, ...), ``repinned_at`` (when the threads were moved to it; the warm-up runs from
+            there to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
+            measured over the whole window, as strings of tids), ``mean`` (the paper's r_avg),
+            ``windows`` (the mean rate of each sub-window, the samples the verdict is computed
+            from), ``threads`` (workers measured).
+``migrate`` pages moved after a re-pin that changed NUMA nodes: ``from_nodes``, ``to_nodes``,
+            ``pages_before`` and ``pages_after`` (node -> pages), ``seconds``.
+``choice``  ``candidate``, ``name``, ``cpus``, ``rate``, ``runner_up`` (``{"candidate", "name",
+            "cpus", "rate"}`` or null with one candidate), ``p_value`` (one-sided, best better than
+            runner-up; null when not computable), ``effect`` (best / runner-up - 1), ``decided``
+            (p < alpha), ``equivalent`` (indexes of candidates indistinguishable from the best),
+            ``verdict`` (one sentence), ``rounds``, ``probing_seconds``.
+``rate``    after a choice, every interval: ``start``, ``end``, ``rate``, ``candidate``.
+``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (the rate at the choice), ``intervals``.
+``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds``,
+            ``choices`` (how many), ``final`` (``{"candidate", "name", "cpus"}`` or null),
+            ``ended_during_probing``, ``interrupted``, ``restored`` (``--pid`` with ``--restore``).
+"""

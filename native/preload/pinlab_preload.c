@@ -26,6 +26,9 @@
  *   PINLAB_EVENTS       file the events go to: an event ring prepared by pinlab run (a header
  *                       page, then lines appended through a shared mapping, no system call
  *                       per event), or any other file, appended to with one write() per line
+ *   PINLAB_LIVE_PLAN    file holding the plan as it is now (autopin re-pins the program while it
+ *                       runs): threads created later take their slot's CPU from it, not from
+ *                       PINLAB_CPUS (see struct live_plan); same length as PINLAB_CPUS
  *   PINLAB_CHILDREN     next (default) | inherit | unpinned: what a process the program starts
  *                       gets (its main thread takes the plan's next slot, as a thread would;
  *                       keeps the mask it inherited; gets PINLAB_ALLOWED, threads unpinned too)
@@ -355,6 +358,51 @@ struct ring_header {
 };
 _Static_assert(sizeof(struct ring_header) <= 4096, "the ring header is one page");
 static struct ring_header *ring;
+
+/* The plan as autopin changes it while the program runs (PINLAB_LIVE_PLAN): a small shared file
+ * pinlab writes (the CPUs, then a new generation) and the program only reads. A thread created
+ * while pinlab rewrites it may get the old plan's CPU: pinlab re-pins every worker it finds after
+ * each change, so that window closes at its next look. */
+#define LIVE_PLAN_MAGIC 0x315042414c4e4950ULL /* the bytes "PINLABP1" */
+struct live_plan {
+    uint64_t magic;
+    _Atomic uint64_t generation;
+    uint32_t ncpus;
+    uint32_t unused;
+    _Atomic int32_t cpus[]; /* ncpus entries */
+};
+static struct live_plan *live_plan;
+
+static void live_plan_open(void)
+{
+    const char *path = getenv("PINLAB_LIVE_PLAN");
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct live_plan)) {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (map != MAP_FAILED) {
+            struct live_plan *p = map;
+            if (p->magic == LIVE_PLAN_MAGIC && p->ncpus == (uint32_t)cfg.ncpus &&
+                sizeof(struct live_plan) + (size_t)p->ncpus * sizeof(int32_t) <= (size_t)st.st_size)
+                live_plan = p;
+            else
+                munmap(map, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+}
+
+/* Slot k's CPU in the plan as it is now. */
+static int plan_cpu(long k)
+{
+    if (live_plan)
+        return atomic_load_explicit(&live_plan->cpus[k], memory_order_relaxed);
+    return cfg.cpus[k];
+}
 
 static void ring_open(void)
 {
@@ -789,7 +837,7 @@ static int slot_cpu(long slot)
     if (slot < 0)
         return -1;
     if (slot < cfg.ncpus || cfg.overflow == OVERFLOW_WRAP)
-        return cfg.cpus[slot % cfg.ncpus];
+        return plan_cpu(slot % cfg.ncpus);
     return -1;
 }
 
@@ -819,7 +867,7 @@ static void place_main_thread(void)
     CPU_ZERO(&set);
     int planned = -1, wide = 0;
     if (first) {
-        planned = cfg.cpus[0];
+        planned = plan_cpu(0);
         for (int i = 0; i < cfg.ncpus; i++)
             CPU_SET(cfg.cpus[i], &set);
         wide = CPU_COUNT(&set) > 1;
@@ -849,9 +897,10 @@ static void narrow_main(void)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(cfg.cpus[0], &set);
+    int cpu = plan_cpu(0);
+    CPU_SET(cpu, &set);
     if (sched_setaffinity(0, sizeof set, &set) != 0) {
-        warn_event("cannot narrow the main thread to CPU %d: %s", cfg.cpus[0], strerror(errno));
+        warn_event("cannot narrow the main thread to CPU %d: %s", cpu, strerror(errno));
         return;
     }
     struct timespec now;
@@ -864,7 +913,7 @@ static void narrow_main(void)
     PUT_LIT(line, sizeof line, &used, " tid=");
     put_long(line, sizeof line, &used, my_tid());
     PUT_LIT(line, sizeof line, &used, " cpu=");
-    put_long(line, sizeof line, &used, cfg.cpus[0]);
+    put_long(line, sizeof line, &used, cpu);
     PUT_LIT(line, sizeof line, &used, " ns=");
     put_long(line, sizeof line, &used, (long)now.tv_sec * 1000000000L + now.tv_nsec);
     emit_line(line, sizeof line, used);
@@ -921,6 +970,7 @@ static void pinlab_init(void)
         return;
     }
     cfg.enabled = 1;
+    live_plan_open();
     pthread_atfork(NULL, NULL, after_fork_child);
     if (cfg.nested_inherit && !cfg.ndomains)
         warn_event("PINLAB_NESTED=inherit without PINLAB_DOMAINS: nested threads take plan slots");

@@ -166,6 +166,80 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
     return record.exit_status
 
 
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--threads", "-n", type=int, help="Worker threads (default: -c's length, OMP_NUM_THREADS, or one per allowed core; with --pid the workers running).")
+@click.option("--candidates", "-c", default="auto", show_default=True, help="auto (from the topology) or the paper's style: \"0,1;0,2;...\" (thread i on the i-th CPU listed).")
+@click.option("--strategies", help="Candidates from placement strategies instead: compact,scatter,...")
+@click.option("--max-candidates", type=int, default=8, show_default=True, help="At most this many automatic candidates.")
+@click.option("--cpu-kind", help="Hybrid processors: automatic candidates on this kind of core only.")
+@click.option("--metric", "-m", help="instructions (default where counted), cycles, any perf event, heartbeat, stdout:REGEX, task-clock. See --list-metrics.")
+@click.option("--list-metrics", is_flag=True, help="List the metrics this machine offers and exit.")
+@click.option("-i", "--init", "init", type=float, help="Seconds the program initialises before probing [default: w].")
+@click.option("-w", "--warmup", type=float, help="Seconds of warm-up after each re-pin [default: t/2].")
+@click.option("-t", "--interval", type=float, default=30.0, show_default=True, help="Seconds each candidate is measured (and between rate reports).")
+@click.option("--windows", type=int, default=5, show_default=True, help="Sub-windows per probe: the samples of the statistical verdict.")
+@click.option("--rounds", default="1", show_default=True, help="Times each candidate is measured, or auto: again only those not settled.")
+@click.option("--max-rounds", type=int, default=5, show_default=True, help="With --rounds auto: at most this many rounds.")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Risk of the one-sided test of the best against the runner-up.")
+@click.option("--tolerance", type=float, default=0.01, show_default=True, help="Candidates within this fraction of the best's rate (surely) are equivalent.")
+@click.option("--migrate-pages", type=click.Choice(["off", "process"]), default="off", show_default=True, help="Move the program's pages to the new candidate's NUMA nodes after a re-pin.")
+@click.option("--monitor", is_flag=True, help="After the choice keep measuring, and probe again when the rate drops for good.")
+@click.option("--threshold", type=float, default=10.0, show_default=True, help="With --monitor: a drop of more than this percent below the chosen rate...")
+@click.option("--patience", type=int, default=3, show_default=True, help="...for this many intervals in a row starts a new search.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Write the events to FILE.jsonl (see pinlab autopin-report).")
+@click.option("--pid", type=int, help="Probe a program already running (never killed; Ctrl-C leaves it on the best pinning so far).")
+@click.option("--restore", is_flag=True, help="With --pid: on Ctrl-C give the threads their masks back.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.argument("program", nargs=-1, type=click.UNPROCESSED)
+def autopin(threads, candidates, strategies, max_candidates, cpu_kind, metric, list_metrics, init, warmup, interval, windows, rounds, max_rounds, alpha,
+            tolerance, migrate_pages, monitor, threshold, patience, log_path, pid, restore, quiet, program) -> int:
+    """Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]
+
+    The threads start on the first candidate; after -i seconds each candidate is measured for
+    -t seconds (after -w seconds of warm-up), the best is kept and its rate printed every -t
+    seconds. Exits with the program's status (as pinlab run), 2 for bad options; with --pid,
+    0 when the program ends or on Ctrl-C.
+    """
+    from pinlab.autopin.options import AutopinOptions
+
+    if list_metrics:
+        from pinlab.autopin.metrics import list_metrics as available
+
+        for name, description, usable in available():
+            click.echo(f"{name:28} {'yes' if usable else 'no ':3} {description}")
+        return 0
+    if pid is not None and program:
+        raise UsageError("give a program to start or --pid PID of one running, not both")
+    if pid is None and not program:
+        raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...], or --pid PID")
+    if restore and pid is None:
+        raise UsageError("--restore applies to --pid (a program autopin started ends with it)")
+    options = AutopinOptions(threads=threads, candidates=candidates, strategies=strategies, max_candidates=max_candidates, cpu_kind=cpu_kind,
+                             metric=metric, init=init, warmup=warmup, interval=interval, windows=windows, rounds=rounds, max_rounds=max_rounds,
+                             alpha=alpha, tolerance=tolerance, migrate_pages=migrate_pages, monitor=monitor, threshold=threshold, patience=patience,
+                             log=log_path, restore=restore)
+    say = (lambda line: None) if quiet else (lambda line: click.echo(f"autopin: {line}", err=True))
+    if pid is not None:
+        from pinlab.autopin.session import autopin_attached
+
+        autopin_attached(pid, options, say=say)
+        return 0
+    from pinlab.autopin.session import autopin_program
+    from pinlab.launch import ProgramNotExecutable, ProgramNotFound
+
+    try:
+        outcome = autopin_program(list(program), options, say=say)
+    except ProgramNotFound as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 127
+    except ProgramNotExecutable as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 126
+    for warning in outcome.record.warnings:
+        click.echo(f"pinlab: warning: {warning}", err=True)
+    return outcome.exit_status
+
+
 @cli.group()
 def workload() -> None:
     """Built-in workloads: STREAM family, mb, primes, pairs."""

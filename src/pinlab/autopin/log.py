@@ -4,7 +4,7 @@
 ``--pid`` mode). Rates are in the metric's unit per second per worker thread (``metric_unit``).
 CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main thread).
 
-``start``   ``mode`` (launch|attach), ``argv`` (launch) or ``pid``, ``threads``, ``metric``,
+``start``   ``version`` (1), ``mode`` (launch|attach), ``argv`` (launch) or ``pid``, ``threads``, ``metric``,
             ``metric_unit``, ``metric_notice`` (why this metric), ``topology``, ``params``
             (``init``, ``warmup``, ``interval``, ``windows``, ``rounds``, ``alpha``,
             ``migrate_pages``, ``monitor``, ``threshold``), ``candidates``: a list of
@@ -14,17 +14,23 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             there to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
             measured over the whole window, as strings of tids), ``mean`` (the paper's r_avg),
             ``windows`` (the mean rate of each sub-window, the samples the verdict is computed
-            from), ``threads`` (workers measured).
-``migrate`` pages moved after a re-pin that changed NUMA nodes: ``from_nodes``, ``to_nodes``,
-            ``pages_before`` and ``pages_after`` (node -> pages), ``seconds``.
-``choice``  ``candidate``, ``name``, ``cpus``, ``rate``, ``runner_up`` (``{"candidate", "name",
+            from; sub-window k spans start + k (end - start) / windows, in equal parts), ``threads``
+            (the number of workers measured); ``partial``: true for a window the program's end cut
+            short. ``round`` starts again at 1 in each search (after a ``reprobe``).
+``migrate`` pages moved after a re-pin that changed NUMA nodes: ``from_nodes``, ``to_nodes``
+            (lists of node numbers), ``pages_before`` and ``pages_after`` (node number as a string
+            -> pages), ``not_moved`` (pages the kernel could not move), ``seconds``.
+``choice``  ``candidate``, ``name``, ``cpus``, ``rate`` (the mean of its sub-window rates of this
+            search, all rounds pooled), ``runner_up`` (``{"candidate", "name",
             "cpus", "rate"}`` or null with one candidate), ``p_value`` (one-sided, best better than
             runner-up; null when not computable), ``effect`` (best / runner-up - 1), ``decided``
-            (p < alpha), ``equivalent`` (indexes of candidates indistinguishable from the best),
+            (p < alpha), ``equivalent`` (indexes of the other candidates the best does not beat
+            significantly), ``within_tolerance`` (those surely within ``tolerance`` of it),
             ``verdict`` (one sentence), ``rounds``, ``probing_seconds``.
 ``rate``    after a choice, every interval: ``start``, ``end``, ``rate``, ``candidate``.
 ``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (the rate at the choice), ``intervals``.
-``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds``,
+``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds`` (searches,
+            warm-ups included),
             ``choices`` (how many), ``final`` (``{"candidate", "name", "cpus"}`` or null),
             ``ended_during_probing``, ``interrupted``, ``restored`` (``--pid`` with ``--restore``).
 """

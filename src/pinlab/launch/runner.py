@@ -21,7 +21,7 @@ import signal
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pinlab.errors import UsageError
 from pinlab.launch import controls, memory, openmp
@@ -71,6 +71,23 @@ class LaunchSpec:
     stdout: int | None = None  # file descriptors for the program's output (default: pinlab's own)
     stderr: int | None = None
     counters: Availability | None = None  # performance counters to read for the program (pinlab.measure.counters)
+    controller: Controller | None = None  # acts on the running program from the wait loop (autopin)
+
+
+class Controller(Protocol):
+    """Something that acts on the program while pinlab waits for it (autopin re-pins its threads).
+
+    Called on pinlab's waiting thread, between samples: :meth:`started` once the program runs (its
+    pid and the event ring the preload library writes, None when unpinned), then :meth:`step`
+    whenever ``time.monotonic()`` reaches :meth:`wake_at`. Signals stay pinlab's: a Ctrl-C ends the
+    program and the wait as in any run.
+    """
+
+    def started(self, pid: int, events: str | None) -> None: ...
+
+    def wake_at(self) -> float: ...
+
+    def step(self) -> None: ...
 
 
 def resolve_program(name: str, path: str | None) -> str:
@@ -489,17 +506,28 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         sampler = _Sampler(pid, record, start_ns) if spec.sample_ms else None
         timeout = spec.sample_ms / 1000 if spec.sample_ms else None
         deadline = start + spec.timeout if spec.timeout else None
+        controller = spec.controller
+        if controller is not None:
+            controller.started(pid, events)
         status = rusage = None
+        next_sample = time.monotonic()
         while status is None:
-            if sampler is not None:
+            now = time.monotonic()
+            if sampler is not None and now >= next_sample:
                 sampler.sample()
-            wait = timeout
+                next_sample = now + timeout
+            if controller is not None and time.monotonic() >= controller.wake_at():
+                controller.step()
+            wait = max(0.001, next_sample - time.monotonic()) if sampler is not None else None
+            if controller is not None:
+                until = max(0.001, controller.wake_at() - time.monotonic())
+                wait = until if wait is None else min(wait, until)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0 and not record.timed_out:
                     record.timed_out = True
                     _kill(pid, signal.SIGKILL)
-                wait = max(0.001, min(left, timeout) if timeout else left)
+                wait = max(0.001, min(left, wait) if wait else left)
             info = signal.sigtimedwait(waited, wait) if wait else signal.sigwaitinfo(waited)
             if info is not None and info.si_signo in STOPPING:
                 record.interrupted = info.si_signo  # a caller running many programs (a study) stops after this one

@@ -1,0 +1,399 @@
+"""The probing controller: the autopin algorithm (seed 003, section 3) as a sequence of timed steps.
+
+The algorithm is written as one generator (:meth:`Autopin._procedure`) that yields the monotonic
+time at which it wants to go on; whoever waits for the program (``pinlab run``'s wait loop in
+launch mode, :func:`attach` with ``--pid``) resumes it then. So nothing here sleeps or needs a
+thread of its own, and the program's signals and exit status stay ``pinlab run``'s.
+
+1. Let the program initialise ``i`` seconds (its threads are born on the first candidate).
+2. For each candidate: re-pin the workers (and with ``--migrate-pages process`` move the pages
+   to the candidate's nodes), warm up ``w`` seconds (not for the first candidate, already in
+   place), then read the metric at the start and at the end of each of ``windows`` sub-windows
+   of ``t`` / ``windows`` seconds: a rate per worker thread over the whole window (the paper's
+   r_avg) and one per sub-window (the samples of the verdict).
+3. Judge (:mod:`pinlab.autopin.decide`); with ``--rounds N`` measure every candidate N times,
+   with ``--rounds auto`` again only those not settled, up to ``--max-rounds``.
+4. Re-pin to the best and keep it; every ``t`` log and print the rate. With ``--monitor``, a rate
+   more than ``--threshold`` percent below the chosen one for ``--patience`` intervals in a row
+   starts a new search (a new phase of the program).
+
+Workers are the main thread and the threads the program created as workers, in creation order
+(helpers such as the OpenMP runtime's excluded), as :mod:`pinlab.live` finds them; worker k runs on
+the candidate's CPU k (round-robin past its end). A worker that appears during probing gets the
+candidate being probed (the preload library reads the live plan; pinlab re-pins any worker it
+finds elsewhere at its next reading); one that ends is dropped from the measurement.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from pinlab.autopin.decide import Judgement, judge
+from pinlab.autopin.options import AutopinOptions
+from pinlab.topology.cpuset import format_cpulist
+
+Say = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(f"autopin: {line}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Window:
+    """One probing window of one candidate: the readings at its sub-window boundaries."""
+
+    candidate: int
+    round: int
+    repinned_at: float | None
+    readings: list[Any] = field(default_factory=list)  # pinlab.autopin.metrics.Reading
+    workers: list[int] = field(default_factory=list)  # worker counts at each reading
+
+
+class Autopin:
+    """autopin on one program: call :meth:`started` with its pid, then :meth:`step` at :meth:`wake_at`."""
+
+    def __init__(self, options: AutopinOptions, candidates: Sequence[Any], *, mode: str, argv: Sequence[str] | None = None,
+                 metric_factory: Callable[[int], Any], live_plan: Any = None, topology_name: str = "this",
+                 say: Say = _stderr, clock: Callable[[], float] = time.monotonic) -> None:
+        if not candidates:
+            raise ValueError("autopin needs at least one candidate")
+        self.options, self.candidates, self.mode, self.argv = options, list(candidates), mode, list(argv or [])
+        self.metric_factory, self.live_plan, self.topology_name, self.say, self.clock = metric_factory, live_plan, topology_name, say, clock
+        self.metric: Any = None
+        self.pid: int | None = None
+        self.t0 = clock()
+        self._next = self.t0
+        self._steps: Iterator[float] | None = None
+        self._log: IO[str] | None = None
+        self.current: int | None = None  # the candidate the workers are on
+        self.samples: dict[int, list[float]] = {}
+        self.window_means: dict[int, list[float]] = {}
+        self.probing = False
+        self.probing_seconds = 0.0
+        self.choices: list[int] = []
+        self.best_so_far: int | None = None
+        self.window: Window | None = None
+        self.original_masks: dict[int, frozenset[int]] = {}
+        self.finished = False
+        self._node_of: dict[int, int] | None = None
+        self._search_began = self.t0
+        self.rounds_done = 0
+        self.reference = 0.0
+
+    # ------------------------------------------------------------------ driving
+
+    def started(self, pid: int, events: str | None = None) -> None:
+        """The program runs (launch mode: called by pinlab run's wait loop)."""
+        self.pid = pid
+        self.t0 = self.clock()
+        self.current = 0 if self.mode == "launch" else None
+        if self.options.log:
+            self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
+        self._steps = self._procedure()
+        self._next = next(self._steps)
+
+    def wake_at(self) -> float:
+        return self._next if self._steps is not None and not self.finished else math.inf
+
+    def step(self) -> None:
+        if self._steps is None or self.finished:
+            return
+        try:
+            self._next = self._steps.send(None)
+        except StopIteration:
+            self.finished = True
+            self._next = math.inf
+        except ProcessLookupError:  # the program ended between two looks: the wait notices
+            self._next = self.clock() + 0.05
+
+    # ------------------------------------------------------------------ the algorithm
+
+    def _procedure(self) -> Iterator[float]:
+        opts = self.options
+        if self.mode == "attach":
+            self.original_masks = {t.tid: t.mask for t in self._threads()}
+        yield self.t0 + opts.init_seconds
+        self.metric = self.metric_factory(self.pid)
+        self.say(self.metric.notice)
+        self._event("start", version=1, mode=self.mode, argv=self.argv or None, pid=self.pid, threads=len(self.candidates[0].cpus),
+                    metric=self.metric.name, metric_unit=self.metric.unit, metric_notice=self.metric.notice, topology=self.topology_name,
+                    params={"init": opts.init_seconds, "warmup": opts.warmup_seconds, "interval": opts.interval, "windows": opts.windows,
+                            "rounds": opts.rounds, "max_rounds": opts.max_rounds, "alpha": opts.alpha, "tolerance": opts.tolerance,
+                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.threshold, "patience": opts.patience},
+                    candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)])
+        while True:
+            judgement = yield from self._search()
+            self._choose(judgement)
+            yield from self._keep()
+
+    def _search(self) -> Iterator[float]:
+        """Probe the candidates (rounds as asked) and return the judgement."""
+        opts = self.options
+        self.probing, began = True, self.clock()
+        self._search_began = began
+        self.samples = {i: [] for i in range(len(self.candidates))}
+        to_measure = list(range(len(self.candidates)))
+        judgement: Judgement | None = None
+        if len(self.candidates) == 1:
+            self.say(f"only one candidate ({self._label(0)}): nothing to choose, measuring it once")
+        for round_number in range(1, opts.round_limit + 1):
+            # Begin each round where the workers already are: one re-pin fewer.
+            order = sorted(to_measure, key=lambda c: (c != self.current, c))
+            for candidate in order:
+                yield from self._measure(candidate, round_number)
+            self.rounds_done = round_number
+            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance)
+            if len(self.candidates) == 1:
+                break
+            if opts.adaptive:
+                to_measure = judgement.unsettled(range(len(self.candidates)))
+                if not to_measure:
+                    break
+                self.say(f"round {round_number}: {len(to_measure)} candidates not settled yet, measuring them again")
+        self.probing = False
+        self.probing_seconds += self.clock() - began
+        assert judgement is not None
+        return judgement
+
+    def _measure(self, candidate: int, round_number: int) -> Iterator[float]:
+        opts = self.options
+        repinned_at = None
+        if candidate != self.current:
+            repinned_at = self._since()
+            self._repin(candidate)
+            yield self.clock() + opts.warmup_seconds
+        self.window = window = Window(candidate, round_number, repinned_at)
+        self._read(window)
+        step = opts.interval / opts.windows
+        start = self.clock()
+        for k in range(1, opts.windows + 1):
+            yield start + k * step
+            self._read(window)
+        self._finish_window(window)
+        self.window = None
+
+    def _finish_window(self, window: Window, partial: bool = False) -> None:
+        from pinlab.autopin.metrics import rates
+
+        readings = window.readings
+        if len(readings) < 2:
+            return
+        per_thread, mean = rates(readings[0], readings[-1], max(1, min(window.workers)))
+        subs = [rates(a, b, max(1, n))[1] for a, b, n in zip(readings, readings[1:], window.workers[1:])]
+        self.samples.setdefault(window.candidate, []).extend(subs)
+        if not partial:
+            self.best_so_far = max(self.samples, key=lambda c: _mean(self.samples[c]) if self.samples[c] else -math.inf)
+        cand = self.candidates[window.candidate]
+        self._event("probe", candidate=window.candidate, name=cand.name, cpus=list(cand.cpus), round=window.round,
+                    repinned_at=window.repinned_at, start=self._since(readings[0].time), end=self._since(readings[-1].time),
+                    rates={str(tid): rate for tid, rate in per_thread.items()}, mean=mean, windows=subs, threads=len(per_thread) or min(window.workers),
+                    **({"partial": True} if partial else {}))
+        spread = f", ±{_spread(subs):.1%} over {len(subs)} sub-windows" if len(subs) > 1 else ""
+        self.say(f"[{window.candidate + 1}/{len(self.candidates)}] {self._label(window.candidate)}: "
+                 f"{_number(mean)} {self.metric.unit}/s per thread{spread}{' (partial window)' if partial else ''}")
+
+    def _choose(self, judgement: Judgement) -> None:
+        best = judgement.best
+        if best != self.current:
+            self._repin(best)
+        self.choices.append(best)
+        cand = self.candidates[best]
+        rate = _mean(self.samples[best])
+        runner = None
+        if judgement.runner_up is not None:
+            other = self.candidates[judgement.runner_up]
+            runner = {"candidate": judgement.runner_up, "name": other.name, "cpus": list(other.cpus), "rate": _mean(self.samples[judgement.runner_up])}
+        self._event("choice", candidate=best, name=cand.name, cpus=list(cand.cpus), rate=rate, runner_up=runner, p_value=judgement.p_value,
+                    effect=judgement.effect, decided=judgement.decided, equivalent=judgement.equivalent, within_tolerance=judgement.within_tolerance,
+                    verdict=judgement.verdict, rounds=self.rounds_done, probing_seconds=round(self.probing_seconds, 6))
+        self.say(f"chose {self._label(best)}: {judgement.verdict}")
+        self.reference = rate
+
+    def _keep(self) -> Iterator[float]:
+        """Stay on the choice; every interval, the rate; with --monitor, re-probe on a lasting drop."""
+        from pinlab.autopin.metrics import rates
+
+        opts = self.options
+        low = 0
+        while True:
+            before = self._reading()
+            start = self.clock()
+            yield start + opts.interval
+            after = self._reading()
+            workers = max(1, len(self._workers()))
+            rate = rates(before, after, workers)[1]
+            self._event("rate", start=self._since(before.time), end=self._since(after.time), rate=rate, candidate=self.current)
+            self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
+            if not opts.monitor:
+                continue
+            low = low + 1 if rate < self.reference * (1 - opts.threshold / 100) else 0
+            if low >= opts.patience:
+                why = (f"the rate stayed more than {opts.threshold:g}% below the rate at the choice for {low} intervals "
+                       f"({_number(rate)} against {_number(self.reference)} {self.metric.unit}/s per thread): a new phase")
+                self._event("reprobe", why=why, rate=rate, reference=self.reference, intervals=low)
+                self.say(f"re-probing: {why}")
+                return
+
+    # ------------------------------------------------------------------ threads and pages
+
+    def _threads(self) -> list[Any]:
+        from pinlab import live
+
+        return live.process_threads(self.pid)
+
+    def _workers(self) -> list[Any]:
+        """The workers now, in creation order, each with its slot (its position without a ring)."""
+        from pinlab import live
+
+        return live.workers(self._threads())
+
+    def _slot(self, position: int, thread: Any) -> int:
+        return thread.slot if getattr(thread, "slot", None) is not None else position
+
+    def _repin(self, candidate: int) -> None:
+        from pinlab import live
+
+        cpus = self.candidates[candidate].cpus
+        previous = self.current
+        if self.live_plan is not None:
+            self.live_plan.write(list(cpus))
+        workers = self._workers()
+        live.pin_threads({t.tid: [cpus[self._slot(i, t) % len(cpus)]] for i, t in enumerate(workers)})
+        self.current = candidate
+        if self.options.migrate_pages == "process" and previous != candidate:
+            self._migrate(previous, candidate)
+
+    def _conform(self, workers: list[Any]) -> None:
+        """Re-pin workers found off the current candidate (created under the previous plan)."""
+        from pinlab import live
+
+        if self.current is None:
+            return
+        cpus = self.candidates[self.current].cpus
+        stray = {}
+        for i, t in enumerate(workers):
+            want = cpus[self._slot(i, t) % len(cpus)]
+            if t.mask != frozenset({want}):
+                stray[t.tid] = [want]
+        if stray:
+            live.pin_threads(stray)
+
+    def _nodes(self, candidate: int | None) -> set[int]:
+        if candidate is None:
+            return set()
+        if self._node_of is None:
+            from pinlab.measure import linux
+
+            self._node_of = {cpu: node for node, cpus in linux.numa_nodes().items() for cpu in cpus}
+        return {self._node_of.get(cpu, 0) for cpu in self.candidates[candidate].cpus}
+
+    def _migrate(self, previous: int | None, candidate: int) -> None:
+        from pinlab import live
+        from pinlab.memory.migrate import migrate_pages
+
+        new = self._nodes(candidate)
+        before = live.pages_per_node(self.pid)
+        old = {n for n, pages in before.items() if pages and n not in new}
+        if not old:
+            return
+        began = self.clock()
+        try:
+            left = migrate_pages(self.pid, sorted(old), sorted(new))
+        except OSError as exc:
+            self.say(f"cannot move the pages to nodes {format_cpulist(new)}: {exc.strerror or exc}")
+            return
+        seconds = self.clock() - began
+        after = live.pages_per_node(self.pid)
+        self._event("migrate", from_nodes=sorted(old), to_nodes=sorted(new), pages_before={str(k): v for k, v in before.items()},
+                    pages_after={str(k): v for k, v in after.items()}, not_moved=left, seconds=round(seconds, 6))
+        self.say(f"moved pages from nodes {format_cpulist(old)} to {format_cpulist(new)} in {seconds:.3g} s")
+
+    def _reading(self) -> Any:
+        workers = self._workers()
+        self._conform(workers)
+        return self.metric.read([t.tid for t in workers])
+
+    def _read(self, window: Window) -> None:
+        workers = self._workers()
+        self._conform(workers)
+        window.readings.append(self.metric.read([t.tid for t in workers]))
+        window.workers.append(len(workers))
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self, exit_status: int | None = None, signal: int | None = None, interrupted: bool = False, restored: bool = False) -> dict[str, Any]:
+        """The program ended (or autopin was stopped): log what was measured and the summary."""
+        ended_during_probing = self.probing or self.metric is None
+        if self.window is not None and self.metric is not None:
+            self._finish_window(self.window, partial=True)
+            self.window = None
+        final = None
+        if self.current is not None:
+            cand = self.candidates[self.current]
+            final = {"candidate": self.current, "name": cand.name, "cpus": list(cand.cpus)}
+        summary = {"exit_status": exit_status, "signal": signal, "wall_seconds": round(self.clock() - self.t0, 6),
+                   "probing_seconds": round(self.probing_seconds + (self.clock() - self._search_began if self.probing else 0.0), 6),
+                   "choices": len(self.choices), "final": final, "ended_during_probing": ended_during_probing,
+                   "interrupted": interrupted, "restored": restored}
+        if self._log is not None or self.options.log:
+            self._event("summary", **summary)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self.metric is not None:
+            self.metric.close()
+        self.finished = True
+        return summary
+
+    # ------------------------------------------------------------------ output
+
+    def _since(self, when: float | None = None) -> float:
+        return round((self.clock() if when is None else when) - self.t0, 6)
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        if self._log is None:
+            return
+        self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False, default=_jsonable) + "\n")
+
+    def _label(self, candidate: int | None) -> str:
+        if candidate is None:
+            return "the program's own masks"
+        cand = self.candidates[candidate]
+        return f"{cand.name} (CPUs {','.join(map(str, cand.cpus))})"
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinity or NaN: such numbers (an effect over a rate of 0) are written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"not JSON: {value!r}")
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _spread(values: Sequence[float]) -> float:
+    """Half the range of the sub-window rates, relative to their mean."""
+    mean = _mean(values)
+    return (max(values) - min(values)) / 2 / mean if mean > 0 else 0.0
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"

@@ -1,0 +1,62 @@
+"""The plan as it is now, shared with the preload library while autopin re-pins the program.
+
+``pinlab run`` hands the plan to the preload library once, in ``PINLAB_CPUS``. Under autopin the
+plan changes while the program runs, and a thread created during probing must start on the
+candidate being probed, not on the first one: the library maps this file (``PINLAB_LIVE_PLAN``)
+and takes each new thread's CPU from it. Layout (native byte order, see ``struct live_plan`` in
+native/preload/pinlab_preload.c): magic ``PINLABP1``, a generation counter, the number of CPUs,
+4 bytes unused, then one int32 CPU per slot. Only pinlab writes it; the program maps it read-only.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+from collections.abc import Sequence
+
+MAGIC = b"PINLABP1"
+_HEADER = struct.Struct("=8sQII")
+
+
+class LivePlan:
+    """A live plan file for one program: create it, :meth:`write` each new candidate, :meth:`close`."""
+
+    def __init__(self, cpus: Sequence[int], directory: str) -> None:
+        self.ncpus = len(cpus)
+        self.generation = 0
+        for attempt in range(100):
+            self.path = os.path.join(directory, f"pinlab-plan-{os.getpid()}-{time.monotonic_ns()}-{attempt}.bin")
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise OSError(f"cannot create a live plan file in {directory}")
+        try:
+            size = _HEADER.size + 4 * self.ncpus
+            os.ftruncate(fd, size)
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self._map[:_HEADER.size] = _HEADER.pack(MAGIC, 0, self.ncpus, 0)
+        self.write(cpus)
+
+    def write(self, cpus: Sequence[int]) -> None:
+        """Publish a new plan: the CPUs first, then the generation (readers take CPUs one by one)."""
+        if len(cpus) != self.ncpus:
+            raise ValueError(f"a live plan keeps its length ({self.ncpus} CPUs), got {len(cpus)}")
+        struct.pack_into(f"={self.ncpus}i", self._map, _HEADER.size, *cpus)
+        self.generation += 1
+        struct.pack_into("=Q", self._map, 8, self.generation)
+
+    def read(self) -> list[int]:
+        return list(struct.unpack_from(f"={self.ncpus}i", self._map, _HEADER.size))
+
+    def close(self) -> None:
+        self._map.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

@@ -1,0 +1,97 @@
+"""What the user asks of autopin, checked as a whole before anything runs (the CLI and the API share it)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pinlab.errors import UsageError
+
+#: The paper's default probing interval t (seconds); w = t / 2 and i = w unless given.
+DEFAULT_INTERVAL = 30.0
+MIGRATE_MODES = ("off", "process")
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+@dataclass
+class AutopinOptions:
+    """autopin's parameters (seed 003, section 3: i, w, t) and pinlab's additions.
+
+    ``rounds`` is a number of rounds (each candidate measured that many times, the paper's is 1)
+    or ``"auto"``: after the first round only the candidates not yet settled (see
+    :mod:`pinlab.autopin.decide`) are measured again, up to ``max_rounds``.
+    """
+
+    threads: int | None = None
+    candidates: str = "auto"  # auto, or the paper's "0,1;0,2"
+    strategies: str | None = None  # compact,scatter,...
+    max_candidates: int = 8
+    cpu_kind: str | None = None
+    metric: str | None = None  # None: the best available (see pinlab.autopin.metrics)
+    init: float | None = None
+    warmup: float | None = None
+    interval: float = DEFAULT_INTERVAL
+    windows: int = 5
+    rounds: str = "1"
+    max_rounds: int = 5
+    alpha: float = 0.05
+    tolerance: float = 0.01
+    migrate_pages: str = "off"
+    monitor: bool = False
+    threshold: float = 10.0  # percent
+    patience: int = 3  # intervals below the threshold before a re-probe
+    log: str | None = None
+    restore: bool = False
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def warmup_seconds(self) -> float:
+        return self.interval / 2 if self.warmup is None else self.warmup
+
+    @property
+    def init_seconds(self) -> float:
+        return self.warmup_seconds if self.init is None else self.init
+
+    @property
+    def adaptive(self) -> bool:
+        return self.rounds == "auto"
+
+    @property
+    def round_limit(self) -> int:
+        return self.max_rounds if self.adaptive else int(self.rounds)
+
+    def validate(self) -> None:
+        """Refuse what cannot work, with one line saying what to give instead."""
+        for name, value, low in (("-t/--interval", self.interval, 0.0), ("-w/--warmup", self.warmup, 0.0), ("-i/--init", self.init, 0.0)):
+            if value is None:
+                continue
+            if not isinstance(value, (int, float)) or math.isnan(value) or value < low or value > MAX_SECONDS or (name.startswith("-t") and value <= 0):
+                what = "a positive number of seconds" if name.startswith("-t") else "a number of seconds, 0 or more"
+                raise UsageError(f"{name} must be {what}, at most one week (got {value})")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"-n/--threads must be at least 1 (got {self.threads})")
+        if not 2 <= self.windows <= 1000:
+            raise UsageError(f"--windows must be between 2 and 1000 sub-windows per probe (got {self.windows}): the verdict needs at least 2")
+        if self.interval / self.windows < 0.005:
+            raise UsageError(f"sub-windows of {self.interval / self.windows * 1000:.2g} ms are too short to measure: raise -t or lower --windows")
+        rounds = str(self.rounds)
+        if rounds != "auto" and not (rounds.isdigit() and 1 <= int(rounds) <= 100):
+            raise UsageError(f"--rounds must be auto or a number of rounds from 1 to 100 (got {self.rounds!r})")
+        self.rounds = rounds
+        if not 1 <= self.max_rounds <= 100:
+            raise UsageError(f"--max-rounds must be between 1 and 100 (got {self.max_rounds})")
+        if not 0 < self.alpha < 0.5:
+            raise UsageError(f"--alpha must be between 0 and 0.5, e.g. 0.05 (got {self.alpha})")
+        if not 0 <= self.tolerance < 1:
+            raise UsageError(f"--tolerance must be a fraction between 0 and 1, e.g. 0.01 for 1% (got {self.tolerance})")
+        if self.migrate_pages not in MIGRATE_MODES:
+            raise UsageError(f"unknown --migrate-pages {self.migrate_pages!r}: use off or process")
+        if not 0 < self.threshold < 100:
+            raise UsageError(f"--threshold must be a percentage between 0 and 100 (got {self.threshold})")
+        if not 1 <= self.patience <= 1000:
+            raise UsageError(f"--patience must be between 1 and 1000 intervals (got {self.patience})")
+        if not 1 <= self.max_candidates <= 1000:
+            raise UsageError(f"--max-candidates must be between 1 and 1000 (got {self.max_candidates})")
+        if self.strategies is not None and self.candidates not in ("auto", None):
+            raise UsageError("give candidates one way: --candidates auto, -c \"0,1;0,2\" or --strategies compact,scatter")

@@ -1,0 +1,247 @@
+"""autopin on a program it starts (:func:`autopin_program`) or on one already running (:func:`autopin_attached`).
+
+Everything the user gave is checked before the program starts or the target is touched: the
+options (:class:`~pinlab.autopin.options.AutopinOptions`), the candidates (allowed CPUs, one per
+thread) and the metric's name. The choice among the available metrics (hardware counter,
+heartbeat, task-clock) is made after the initialisation time, when pinlab can tell whether the
+program reports a heartbeat.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pinlab.autopin.controller import Autopin, Say, _stderr
+from pinlab.autopin.options import AutopinOptions
+from pinlab.errors import UsageError
+
+
+@dataclass
+class Outcome:
+    """How an autopin session ended: the program's status (launch mode) and the log's summary."""
+
+    exit_status: int | None
+    summary: dict[str, Any]
+    record: Any = None  # the RunRecord in launch mode
+
+
+def default_threads(topo: Any) -> int:
+    """OMP_NUM_THREADS when set, else one thread per allowed core (OpenMP's usual default)."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    allowed = topo.allowed_cpus
+    return max(1, sum(1 for core in topo.cores() if core.cpus & allowed))
+
+
+def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> list[Any]:
+    """The candidates as the options ask: auto, explicit (the paper's "0,1;0,2") or strategies."""
+    from pinlab.autopin import candidates as made
+
+    if options.strategies:
+        names = [n.strip() for n in options.strategies.split(",") if n.strip()]
+        return made.strategy_candidates(topo, names, threads or default_threads(topo))
+    if options.candidates in (None, "auto"):
+        return made.auto_candidates(topo, threads or default_threads(topo), max_candidates=options.max_candidates, cpu_kind=options.cpu_kind)
+    return made.parse_candidates(options.candidates, topo, threads)
+
+
+def check_log(path: str | None) -> None:
+    if not path:
+        return
+    from pathlib import Path
+
+    if not Path(path).resolve().parent.is_dir():
+        raise UsageError(f"cannot write the log {path!r}: its directory does not exist")
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write the log {path!r}: {exc.strerror}") from None
+
+
+def _heartbeat_total(path: str | None) -> int:
+    if not path or not os.path.exists(path):
+        return 0
+    from pinlab.heartbeat import Heartbeat
+
+    try:
+        reader = Heartbeat(path)
+    except (OSError, ValueError):
+        return 0
+    try:
+        return reader.total()
+    finally:
+        close = getattr(reader, "close", None)
+        if close is not None:
+            close()
+
+
+class _Launched(Autopin):
+    """autopin in launch mode: also closes pinlab's copy of the stdout pipe once the program has it."""
+
+    pipe_write_end: int | None = None
+
+    def started(self, pid: int, events: str | None = None) -> None:
+        if self.pipe_write_end is not None:
+            os.close(self.pipe_write_end)
+            self.pipe_write_end = None
+        super().started(pid, events)
+
+
+def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: Any = None, say: Say = _stderr,
+                    sample_ms: float | None = 100.0, launch_options: dict[str, Any] | None = None) -> Outcome:
+    """Start the program on the first candidate and probe the others while it runs."""
+    from pinlab.autopin.liveplan import LivePlan
+    from pinlab.autopin.metrics import choose_metric
+    from pinlab.launch import plan_spec
+    from pinlab.launch.runner import _events_directory
+    from pinlab.launch.runner import run as launch
+
+    if not argv:
+        raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]")
+    check_log(options.log)
+    if topology is None:
+        from pinlab.topology import load_topology
+
+        topology = load_topology("this")
+    candidates = make_candidates(options, options.threads, topology)
+    threads = len(candidates[0].cpus)
+    env = dict(os.environ)
+    directory = _events_directory()
+    heartbeat_path = env.get("PINLAB_HEARTBEAT")
+    own_heartbeat = None
+    if not heartbeat_path:
+        from pinlab import heartbeat
+
+        own_heartbeat = heartbeat_path = heartbeat.create(directory)
+        env["PINLAB_HEARTBEAT"] = heartbeat_path
+    stdout_metric = None
+    read_end = write_end = None
+    if options.metric and options.metric.startswith("stdout:"):
+        stdout_metric = choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=False)
+    elif options.metric not in (None, "auto"):
+        choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=True).close()  # refuse a bad name now
+
+    def metric_factory(pid: int) -> Any:
+        if stdout_metric is not None:
+            return stdout_metric
+        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_total(heartbeat_path) > 0)
+
+    live_plan = LivePlan(list(candidates[0].cpus), directory)
+    try:
+        env["PINLAB_LIVE_PLAN"] = live_plan.path
+        spec = plan_spec(list(argv), cpus=list(candidates[0].cpus), threads=threads, env=env, sample_ms=sample_ms, **(launch_options or {}))
+        controller = _Launched(options, candidates, mode="launch", argv=argv, metric_factory=metric_factory, live_plan=live_plan,
+                               topology_name=getattr(topology, "name", "this"), say=say)
+        if stdout_metric is not None:
+            read_end, write_end = os.pipe()
+            spec.stdout = write_end
+            controller.pipe_write_end = write_end
+            stdout_metric.tee(read_end, 1)
+        spec.controller = controller
+        try:
+            record = launch(spec)
+        finally:
+            if controller.pipe_write_end is not None:  # the program never started
+                os.close(controller.pipe_write_end)
+        if stdout_metric is not None:
+            stdout_metric.wait()  # every line the program wrote is counted and passed on
+        summary = controller.finish(exit_status=record.exit_status, signal=record.signal, interrupted=bool(record.interrupted))
+        return Outcome(record.exit_status, summary, record)
+    finally:
+        live_plan.close()
+        if own_heartbeat:
+            try:
+                os.unlink(own_heartbeat)
+            except OSError:
+                pass
+
+
+def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None, say: Say = _stderr,
+                     stop: Callable[[], bool] | None = None) -> Outcome:
+    """Probe the candidates on a program already running; never kill it.
+
+    On Ctrl-C (KeyboardInterrupt) the workers stay on the best candidate measured so far, or get
+    their masks back with ``options.restore``. ``stop`` (tests) ends the session when it returns True.
+    """
+    from pinlab import live
+    from pinlab.autopin.metrics import choose_metric
+
+    check_log(options.log)
+    live.check_process(pid)
+    if topology is None:
+        from pinlab.topology import load_topology
+
+        topology = load_topology("this")
+    threads = options.threads or len(live.workers(live.process_threads(pid)))
+    candidates = make_candidates(options, threads, topology)
+    heartbeat_path = _environ_of(pid).get("PINLAB_HEARTBEAT")
+    if options.metric and options.metric.startswith("stdout:"):
+        raise UsageError("--metric stdout:REGEX needs the program's output: it works when autopin starts the program, not with --pid")
+    if options.metric not in (None, "auto"):
+        choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=True).close()
+
+    def metric_factory(_: int) -> Any:
+        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_total(heartbeat_path) > 0)
+
+    controller = Autopin(options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say)
+    controller.started(pid)
+    interrupted = restored = False
+    try:
+        while os.path.exists(f"/proc/{pid}") and _alive(pid) and not (stop and stop()):
+            wait = controller.wake_at() - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, 0.2))
+                continue
+            controller.step()
+    except KeyboardInterrupt:
+        interrupted = True
+    if interrupted or (stop and stop()):
+        restored = _leave(controller, pid, options.restore, say)
+    status = None
+    return Outcome(status, controller.finish(exit_status=status, interrupted=interrupted, restored=restored))
+
+
+def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
+    """Stopped before the program ended: restore the masks, or stay on the best pinning so far."""
+    from pinlab import live
+
+    if not _alive(pid):
+        return False
+    if restore:
+        done = live.pin_threads({tid: mask for tid, mask in controller.original_masks.items()})
+        say(f"restored the masks of {sum(done.values())} threads")
+        controller.current = None
+        return True
+    best = controller.best_so_far
+    if best is not None and best != controller.current:
+        controller._repin(best)
+    if controller.current is not None:
+        say(f"left the threads on {controller._label(controller.current)}")
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return False
+    return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+
+
+def _environ_of(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            data = environ.read()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in data.split(b"\0") if b"=" in item)
+    return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in pairs}
+
+
+__all__ = ["Outcome", "autopin_attached", "autopin_program", "default_threads", "make_candidates"]

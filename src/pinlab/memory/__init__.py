@@ -1,0 +1,1 @@
+"""Memory placement of running programs: moving their pages between NUMA nodes."""

@@ -1,0 +1,46 @@
+"""Moving a running process's pages to other NUMA nodes with ``migrate_pages(2)``.
+
+After autopin moves a program's threads to CPUs of other nodes, their data stays where it was
+first touched: every access is then remote. ``migrate_pages(pid, maxnode, old, new)`` asks the
+kernel to move the pages of the whole process that lie on the ``old`` nodes to the ``new`` ones
+(node ``old[i]`` to ``new[i]`` when the sets have the same size; otherwise the kernel folds
+them in order, see ``nodes_remap`` in the kernel). It needs the same rights as ``kill``
+(same user, or CAP_SYS_NICE).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno as errnos
+import os
+from collections.abc import Iterable
+
+_SYSCALL = {"x86_64": 256, "aarch64": 238, "ppc64le": 258, "s390x": 287, "riscv64": 238}
+_MAX_NODES = 1024
+_libc: ctypes.CDLL | None = None
+
+
+def _mask(nodes: Iterable[int]) -> ctypes.Array:
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    words = (ctypes.c_ulong * (_MAX_NODES // bits))()
+    for node in nodes:
+        if not 0 <= node < _MAX_NODES:
+            raise ValueError(f"node {node} out of range")
+        words[node // bits] |= 1 << (node % bits)
+    return words
+
+
+def migrate_pages(pid: int, from_nodes: Iterable[int], to_nodes: Iterable[int]) -> int:
+    """Move the pages of process ``pid`` on ``from_nodes`` to ``to_nodes``; the number of pages
+    the kernel could not move. Raises OSError (ENOSYS without NUMA support, EPERM, ESRCH)."""
+    global _libc
+    number = _SYSCALL.get(os.uname().machine)
+    if number is None:
+        raise OSError(errnos.ENOSYS, f"migrate_pages: unknown system call number on {os.uname().machine}")
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    old, new = _mask(from_nodes), _mask(to_nodes)
+    left = _libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(_MAX_NODES + 1), old, new)
+    if left < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return int(left)

@@ -50,14 +50,12 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
     if params:
         console.print("Parameters: " + escape(", ".join(f"{k} {v}" for k, v in params)))
     for search in searches(log):
-        if not search.probes and search.choice is None:
-            if search.reprobe is not None:
-                console.print(f"{escape(search_title(search))}: nothing was measured after it.")
-            else:
-                console.print("Nothing was measured: the log ends before the first probe.")
-            continue
         if search.reprobe is not None:
             console.print(escape(reprobe_sentence(search.reprobe)))
+        if not search.probes and search.choice is None:
+            console.print(f"{escape(search_title(search))}: nothing was measured after it." if search.reprobe is not None else
+                          "Nothing was measured: the log ends before the first probe.")
+            continue
         console.print(candidates_table(log, search))
         for line in choice_lines(log, search):
             console.print(escape(line))

@@ -379,3 +379,17 @@ def test_an_hour_with_twelve_candidates_stays_readable(tmp_path):
     colours = {tuple(np.round(p.get_facecolor()[:3], 3)) for p in fig.legends[0].get_patches()[:12]}
     assert len(colours) == 12
     _assert_inside(fig)
+
+
+def test_a_log_with_only_its_start(tmp_path):
+    """autopin killed during the initialisation: the report says nothing was measured, the picture says so too."""
+    b = LogBuilder(candidates=3).start(mode="attach")
+    path = b.write(tmp_path / "start.jsonl")
+    proc = run_pinlab("autopin-report", str(path), "--picture", str(tmp_path / "p.png"), "--html", str(tmp_path / "html"))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "attached to PID 4242" in text and "Nothing was measured: the log ends before the first probe." in text
+    assert "The log has no summary" in text and _rows(proc.stdout) == []
+    fig = timeline(read_log(path))
+    assert "no rate was measured" in [t.get_text() for t in fig.axes[0].texts]
+    assert (tmp_path / "html" / "index.html").is_file() and _png_size((tmp_path / "p.png").read_bytes())[0] > 0

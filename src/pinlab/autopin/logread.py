@@ -21,7 +21,7 @@ from typing import Any
 from pinlab.errors import UsageError
 
 __all__ = ["AutopinLog", "Candidate", "Start", "Probe", "Migration", "Choice", "RunnerUp", "Rate", "Reprobe", "Summary",
-           "read_log", "parse_log", "SUPPORTED_VERSIONS"]
+           "read_log", "parse_log", "finite", "SUPPORTED_VERSIONS"]
 
 #: Versions of the log format this reader understands (a log without ``version`` is version 1).
 SUPPORTED_VERSIONS = (1,)

@@ -46,6 +46,11 @@ def _colors(n: int) -> list:
     return [cmap(0.05 + 0.9 * i / (n - 1)) for i in range(n)]
 
 
+def _darker(colour, keep: float = 0.75) -> tuple:
+    """``colour`` mixed with black: the light colours of tab20 stay visible as lines over their shading."""
+    return (*(keep * c for c in colour[:3]), 1.0)
+
+
 def timeline(log: AutopinLog):
     """The rate over time of the run in ``log`` (a :class:`matplotlib.figure.Figure`)."""
     import numpy as np
@@ -74,7 +79,7 @@ def timeline(log: AutopinLog):
         samples = [w for w in probe.samples if finite(w)]
         if samples:
             edges = np.linspace(probe.start, probe.end, len(samples) + 1) / scale
-            ax.stairs(samples, edges, color=colour, linewidth=1.6, baseline=None)
+            ax.stairs(samples, edges, color=_darker(colour), linewidth=1.6, baseline=None)
             values.extend(samples)
 
     after = [r for r in log.rates if finite(r.rate)]

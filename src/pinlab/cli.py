@@ -501,6 +501,34 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better)
         raise UsageError(f"could not write the report: {exc.strerror or exc} ({exc.filename}); the study database is unchanged") from None
 
 
+# -- autopin-report (issue 10, item 9) --------------------------------------------------------------
+@cli.command("autopin-report")
+@click.argument("log_path", metavar="LOG")
+@click.option("--html", "html_dir", type=click.Path(file_okay=False), help="Write a self-contained HTML report into DIR.")
+@click.option("--picture", type=click.Path(dir_okay=False), help="Draw the rate over time to FILE.svg or FILE.png.")
+def autopin_report(log_path, html_dir, picture) -> None:
+    """Report on an autopin log (written by `pinlab autopin --log FILE`): candidates, verdicts, timeline."""
+    from pinlab.autopin.logread import read_log
+    from pinlab.report.autopin_tables import print_autopin_report
+
+    if html_dir:
+        check_output_directory(html_dir, "--html")
+    if picture and not picture.lower().endswith((".svg", ".png")):
+        raise UsageError(f"picture file {picture!r} must end in .svg or .png")
+    log = read_log(log_path)
+    for warning in log.warnings:
+        click.echo(f"pinlab: warning: {warning}", err=True)
+    print_autopin_report(log)
+    if picture:
+        from pinlab.report.autopin_timeline import save_picture, timeline
+
+        click.echo(f"pinlab: picture: {save_picture(timeline(log), picture)}", err=True)
+    if html_dir:
+        from pinlab.report.autopin_html import write_autopin_html
+
+        click.echo(f"pinlab: HTML report: {write_autopin_html(log, html_dir)}", err=True)
+
+
 def check_output_directory(directory: str, option: str) -> None:
     """Fail now, in one line, if files cannot be written into ``directory`` (made if missing).
 

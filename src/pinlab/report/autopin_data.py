@@ -1,0 +1,326 @@
+"""What an autopin report shows, computed once from the log for the terminal, the picture and HTML.
+
+A log is cut into *searches*: the first from the start, and one more after each re-probe. Each
+search has its probes, the choice that ended it (none when the program ended while probing),
+and the rates measured after that choice. For each candidate of a search the report gives its
+mean rate over every sub-window it was measured in (the samples the verdict is computed from),
+their standard deviation, and how it compares with the chosen candidate.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pinlab.autopin.logread import AutopinLog, Choice, Migration, Probe, Rate, Reprobe, finite
+from pinlab.topology.cpuset import format_cpulist
+
+__all__ = ["CandidateRow", "Search", "searches", "probing_seconds", "rate_unit", "si", "seconds", "p_text", "parameters", "what_ran",
+           "effect_sentence", "run_summary", "reprobe_sentence", "migration_sentence", "choice_lines"]
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """One candidate in one search, as the table shows it."""
+
+    index: int
+    name: str
+    cpus: tuple[int, ...]
+    rounds: int
+    samples: int
+    mean: float | None
+    spread: float | None  # standard deviation of the sub-window rates (None with fewer than two)
+    relative: float | None  # mean / reference mean - 1
+    chosen: bool
+    runner_up: bool
+    equivalent: bool
+
+    @property
+    def cpulist(self) -> str:
+        return format_cpulist(self.cpus) if self.cpus else "–"
+
+    @property
+    def relative_spread(self) -> float | None:
+        """The spread as a share of the mean (unit-free, comparable between candidates)."""
+        return self.spread / self.mean if self.spread is not None and self.mean else None
+
+    @property
+    def role(self) -> str:
+        if self.chosen:
+            return "chosen"
+        if self.runner_up:
+            return "runner-up"
+        return "equivalent" if self.equivalent else ""
+
+
+@dataclass
+class Search:
+    """One search for the best candidate: from the start, or after a re-probe."""
+
+    number: int
+    reprobe: Reprobe | None = None
+    probes: list[Probe] = field(default_factory=list)
+    choice: Choice | None = None
+    rates: list[Rate] = field(default_factory=list)
+    migrations: list[Migration] = field(default_factory=list)
+    rows: list[CandidateRow] = field(default_factory=list)
+    reference: int | None = None  # the candidate the % column is relative to
+
+    @property
+    def began(self) -> float | None:
+        if self.reprobe is not None:
+            return self.reprobe.t
+        first = self.probes[0] if self.probes else None
+        return None if first is None else (first.repinned_at if first.repinned_at is not None else first.start)
+
+    @property
+    def probing_seconds(self) -> float:
+        return probing_seconds(self.probes)
+
+    @property
+    def reference_is_choice(self) -> bool:
+        return self.choice is not None and self.reference == self.choice.candidate
+
+
+def probing_seconds(probes: list[Probe]) -> float:
+    """Seconds spent probing: each window with its warm-up (from the re-pin to its end)."""
+    return sum(p.end - (p.repinned_at if p.repinned_at is not None else p.start) for p in probes)
+
+
+def searches(log: AutopinLog) -> list[Search]:
+    """The log's searches in order, each with its candidate rows."""
+    found = [Search(number=1)]
+    for event in log.events:
+        current = found[-1]
+        if isinstance(event, Reprobe):
+            found.append(Search(number=len(found) + 1, reprobe=event))
+        elif isinstance(event, Probe):
+            if current.choice is not None:  # probing again without a logged re-probe: a new search all the same
+                current = Search(number=len(found) + 1)
+                found.append(current)
+            current.probes.append(event)
+        elif isinstance(event, Choice):
+            current.choice = event
+        elif isinstance(event, Rate):
+            current.rates.append(event)
+        elif isinstance(event, Migration):
+            current.migrations.append(event)
+    for search in found:
+        _fill_rows(log, search)
+    return [s for s in found if s.probes or s.choice or s.reprobe or s.number == 1]
+
+
+def _fill_rows(log: AutopinLog, search: Search) -> None:
+    """The candidate rows of ``search``: every candidate of the log, measured or not."""
+    stats = {}
+    for c in log.start.candidates:
+        probes = [p for p in search.probes if p.candidate == c.index]
+        samples = [x for p in probes for x in p.samples if finite(x)]
+        mean = sum(samples) / len(samples) if samples else None
+        spread = None
+        if len(samples) >= 2:
+            spread = math.sqrt(sum((x - mean) ** 2 for x in samples) / (len(samples) - 1))
+        cpus = probes[-1].cpus if probes else c.cpus
+        stats[c.index] = (c, len(probes), len(samples), mean, spread, cpus)
+    choice = search.choice
+    if choice is not None and stats.get(choice.candidate, (None, 0, 0, None))[3] is not None:
+        reference = choice.candidate
+    else:  # no choice (the program ended while probing): against the best measured so far
+        measured = [(v[3], k) for k, v in stats.items() if v[3] is not None]
+        reference = max(measured)[1] if measured else None
+    search.reference = reference
+    ref_mean = stats[reference][3] if reference is not None else None
+    equivalent = set(choice.equivalent) if choice else set()
+    for index, (c, rounds, n, mean, spread, cpus) in stats.items():
+        relative = mean / ref_mean - 1 if mean is not None and ref_mean else None
+        search.rows.append(CandidateRow(
+            index=index, name=c.name, cpus=cpus, rounds=rounds, samples=n, mean=mean, spread=spread, relative=relative,
+            chosen=choice is not None and index == choice.candidate,
+            runner_up=choice is not None and choice.runner_up is not None and index == choice.runner_up.candidate,
+            equivalent=index in equivalent and not (choice is not None and index == choice.candidate)))
+
+
+# -- words and numbers ----------------------------------------------------------------------------
+def rate_unit(log: AutopinLog) -> str:
+    """The unit of every rate in the log: the metric's unit per second per worker thread."""
+    unit = log.start.metric_unit or log.start.metric
+    return f"{unit}/s per thread"
+
+
+_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def si(value: float | None, digits: int = 4) -> str:
+    """A rate with ``digits`` significant digits and an SI prefix from 10 000 up: 1.235 G, 12.5 k, 0.3127."""
+    if not finite(value):
+        return "–"
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale and abs(value) >= 1e4:
+            return f"{value / scale:.{digits}g} {prefix}"
+    return f"{value:.{digits}g}"
+
+
+def seconds(value: float | None) -> str:
+    """A duration as a reader wants it: 12.3 s, 4 min 05 s, 1 h 02 min."""
+    if not finite(value):
+        return "–"
+    if value < 120:
+        return f"{value:.3g} s"
+    if value < 7200:
+        minutes, rest = divmod(round(value), 60)
+        return f"{minutes} min {rest:02d} s"
+    hours, rest = divmod(round(value / 60), 60)
+    return f"{hours} h {rest:02d} min"
+
+
+def p_text(p: float | None) -> str:
+    """A p-value in a sentence: 'p = 0.003', 'p < 0.001', or 'p not computable'."""
+    if not finite(p):
+        return "p not computable"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+_PARAMS = [("init", "initialisation", seconds), ("warmup", "warm-up", seconds), ("interval", "interval", seconds),
+           ("windows", "sub-windows", str), ("rounds", "rounds", str), ("alpha", "alpha", lambda v: f"{v:g}"),
+           ("migrate_pages", "migrate pages", str), ("monitor", "monitor", lambda v: "on" if v else "off"),
+           ("threshold", "threshold", lambda v: f"{v:g} %")]
+
+
+def parameters(log: AutopinLog) -> list[tuple[str, str]]:
+    """The run's parameters as (label, value), known ones first, then any others the log has."""
+    params = dict(log.start.params)
+    out = []
+    for key, label, fmt in _PARAMS:
+        if key in params and params[key] is not None:
+            value = params.pop(key)
+            try:
+                out.append((label, fmt(value)))
+            except (TypeError, ValueError):
+                out.append((label, str(value)))
+        else:
+            params.pop(key, None)
+    out.extend((str(k), _plain(v)) for k, v in params.items())
+    return out
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_plain(v)}" for k, v in value.items())
+    return str(value)
+
+
+def what_ran(log: AutopinLog) -> str:
+    """One line: the program (or PID) and its worker threads."""
+    start = log.start
+    if start.mode == "attach" or (start.argv is None and start.pid is not None):
+        what = f"attached to PID {start.pid if start.pid is not None else '?'}"
+    else:
+        what = "ran " + (" ".join(start.argv) if start.argv else "an unnamed program")
+    threads = f", {start.threads} worker thread{'s' if start.threads != 1 else ''}" if start.threads is not None else ""
+    return f"{what}{threads}, {len(start.candidates)} candidate{'s' if len(start.candidates) != 1 else ''}"
+
+
+def effect_sentence(choice: Choice) -> str | None:
+    """'B beats A by 12.0 %, p = 0.003', from the choice's numbers; None with no runner-up."""
+    runner = choice.runner_up
+    if runner is None:
+        return None
+    effect = f"by {100 * choice.effect:.1f} %" if finite(choice.effect) else "by an unknown margin"
+    return f"{choice.name} beats {runner.name} {effect}, {p_text(choice.p_value)}"
+
+
+def run_summary(log: AutopinLog) -> list[str]:
+    """How the run ended and what probing cost, as sentences (from the summary when there is one)."""
+    s = log.summary
+    wall = s.wall_seconds if s is not None and finite(s.wall_seconds) else None
+    probing = s.probing_seconds if s is not None and finite(s.probing_seconds) else probing_seconds(log.probes)
+    out = []
+    if s is None:
+        out.append(f"The log has no summary: autopin stopped before the program ended (killed, or still running); "
+                   f"it shows the run up to t = {seconds(log.end_time)}.")
+    else:
+        if s.signal is not None:
+            ended = f"The program was ended by signal {s.signal}"
+        elif s.exit_status is not None:
+            ended = f"The program exited with status {s.exit_status}"
+        else:
+            ended = "The run ended"
+        ended += f" after {seconds(wall)}" if wall is not None else ""
+        if s.ended_during_probing:
+            ended += ", during probing: the search was not finished"
+        if s.interrupted:
+            ended += "; autopin was interrupted" + (" and restored the threads' masks" if s.restored else "")
+        out.append(ended + ".")
+    share = f" ({probing / wall:.1%} of the run)" if wall else ""
+    out.append(f"Probing (warm-ups included) took {seconds(probing)}{share}.")
+    if s is not None and s.final:
+        final = s.final
+        cpus = final.get("cpus")
+        cpus_text = f" on CPUs {format_cpulist(cpus)}" if isinstance(cpus, list) and cpus else ""
+        out.append(f"Final pinning: {final.get('name', final.get('candidate', '?'))}{cpus_text}.")
+    return out
+
+
+def reprobe_sentence(reprobe: Reprobe) -> str:
+    """Why and when a re-probe started, with the rates that triggered it when the log has them."""
+    text = f"Re-probe at {seconds(reprobe.t)}"
+    if reprobe.why:
+        text += f": {reprobe.why.rstrip('.')}"
+    if finite(reprobe.rate) and finite(reprobe.reference) and reprobe.reference:
+        over = f" over {reprobe.intervals} intervals" if reprobe.intervals is not None else ""
+        text += (f" (rate {si(reprobe.rate)}{over}, against {si(reprobe.reference)} at the choice: "
+                 f"{100 * (reprobe.rate / reprobe.reference - 1):+.1f} %)")
+    return text + "."
+
+
+def migration_sentence(m: Migration) -> str:
+    """Pages moved after a re-pin, in words."""
+    def pages(counts: dict) -> str:
+        return ", ".join(f"node {k}: {v}" for k, v in counts.items()) or "?"
+
+    text = f"Pages moved at {seconds(m.t)} from nodes {_plain(m.from_nodes)} to {_plain(m.to_nodes)}"
+    if m.seconds is not None:
+        text += f" in {seconds(m.seconds)}"
+    if m.pages_before or m.pages_after:
+        text += f" (pages before {pages(m.pages_before)}; after {pages(m.pages_after)})"
+    return text + "."
+
+
+def choice_lines(log: AutopinLog, search: Search) -> list[str]:
+    """The choice that ended ``search`` in sentences: what, the verdict, the effect and p-value, equivalents."""
+    choice = search.choice
+    if choice is None:
+        measured = len({p.candidate for p in search.probes})
+        return [f"No choice: the log ends before this search did ({measured} of {len(log.start.candidates)} candidates measured)."]
+    alpha = log.start.params.get("alpha")
+    cpus = format_cpulist(choice.cpus) if choice.cpus else "–"
+    rate = f", rate {si(choice.rate)} {rate_unit(log)}" if choice.rate is not None else ""
+    lines = [f"Choice at {seconds(choice.t)}: {choice.name} (#{choice.candidate}, CPUs {cpus}){rate}."]
+    if choice.verdict:
+        lines.append(f"Verdict: {choice.verdict.rstrip()}" + ("" if choice.verdict.rstrip().endswith(".") else "."))
+    effect = effect_sentence(choice)
+    if effect:
+        at = f" at alpha = {alpha:g}" if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else ""
+        decided = "" if choice.decided is None else f" ({'decided' if choice.decided else 'not decided'}{at})"
+        lines.append(f"{effect}{decided}.")
+    else:
+        lines.append("Only one candidate was measured: there is nothing to compare it with.")
+    equivalent = [r for r in search.rows if r.equivalent]
+    if equivalent:
+        names = ", ".join(f"{r.name} (#{r.index})" for r in equivalent)
+        lines.append(f"Statistically equivalent to the choice: {names}.")
+    if choice.rounds is not None or choice.probing_seconds is not None:
+        lines.append(f"Rounds: {choice.rounds if choice.rounds is not None else '?'}; this search probed for "
+                     f"{seconds(choice.probing_seconds if choice.probing_seconds is not None else search.probing_seconds)}.")
+    if search.rates:
+        values = [r.rate for r in search.rates if r.rate is not None]
+        if values:
+            lines.append(f"After the choice: {len(search.rates)} intervals, mean rate {si(sum(values) / len(values))} "
+                         f"(from {si(min(values))} to {si(max(values))}).")
+    return lines

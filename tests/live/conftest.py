@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +60,7 @@ def _ready(path: Path):
 
 
 @pytest.fixture
-def start_program(tmp_path):
+def start_program():
     """start_program(threads=2, pinlab=None | [run options], prefix=[], seconds=None, status=0, spin=False) -> Program.
 
     With ``pinlab``, the program runs under ``pinlab run OPTIONS --``; ``prefix`` goes before
@@ -68,9 +70,9 @@ def start_program(tmp_path):
 
     def start(threads: int = 2, pinlab: list[str] | None = None, prefix: list[str] = (), seconds: float | None = None,
               status: int = 0, spin: bool = False) -> Program:
-        directory = tmp_path / f"program{len(started)}"
-        directory.mkdir()
-        directory.chmod(0o777)  # a program run as another user writes here too
+        # Not under tmp_path, which only its owner may enter: a program run as another user writes here too.
+        directory = Path(tempfile.mkdtemp(prefix="pinlab-live-"))
+        directory.chmod(0o777)
         argv = [sys.executable, str(PROGRAM), str(directory), "--threads", str(threads), "--status", str(status)]
         if seconds is not None:
             argv += ["--seconds", str(seconds)]
@@ -81,11 +83,13 @@ def start_program(tmp_path):
         process = subprocess.Popen([*prefix, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             ready = wait_for(lambda: _ready(directory / "ready.json") or process.poll() is not None, "the program to start")
+            if not isinstance(ready, dict):
+                raise AssertionError(f"the program failed to start: {process.communicate()}")
         except AssertionError:
             process.kill()
+            process.communicate()
+            shutil.rmtree(directory, ignore_errors=True)
             raise
-        if process.poll() is not None and not (directory / "ready.json").exists():
-            raise AssertionError(f"the program failed to start: {process.communicate()}")
         program = Program(process, directory, ready["pid"], ready["tids"])
         started.append(program)
         return program
@@ -101,3 +105,4 @@ def start_program(tmp_path):
                 program.process.wait()
         program.process.stdout.close()
         program.process.stderr.close()
+        shutil.rmtree(program.dir, ignore_errors=True)

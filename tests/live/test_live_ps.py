@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -184,3 +185,16 @@ def test_a_thread_id_is_not_taken_for_a_process(start_program):
     program = start_program(threads=1)
     result = run_pinlab("ps", str(program.tids[1]))
     assert result.returncode == 2 and f"thread of process {program.pid}" in result.stderr
+
+
+def test_ctrl_c_ends_watching_with_status_0_and_leaves_the_program_running(start_program):
+    program = start_program(threads=1)
+    watching = subprocess.Popen([str(PINLAB), "ps", str(program.pid), "--watch", "0.1", "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    first = watching.stdout.readline()
+    assert json.loads(first)["pid"] == program.pid
+    watching.send_signal(signal.SIGINT)
+    out, err = watching.communicate(timeout=30)
+    assert watching.returncode == 0 and "Traceback" not in err, err
+    assert program.process.poll() is None
+    assert program.wait() == 0

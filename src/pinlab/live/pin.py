@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pinlab.errors import UsageError
 from pinlab.live.threads import LiveThread, check_process, process_threads, workers
 from pinlab.topology.cpuset import format_cpulist
+from pinlab.words import plural
 
 #: The thread selections ``pinlab pin --threads`` names (besides a list of tids).
 SELECTIONS = ("workers", "all")
@@ -121,7 +122,7 @@ def apply_plan(pid: int, selected: list[LiveThread], plan: list[int]) -> Repin:
     check_cpus(plan)
     result = Repin(pid, list(selected))
     if len(selected) > len(plan):
-        result.notices.append(f"{len(selected)} threads on a plan of {len(plan)} CPUs ({','.join(map(str, plan))}): "
+        result.notices.append(f"{plural(len(selected), 'thread')} on a plan of {plural(len(plan), 'CPU')} ({','.join(map(str, plan))}): "
                               f"thread i gets plan CPU i mod {len(plan)}, so some threads share a CPU")
     wanted = {t.tid: plan[i % len(plan)] for i, t in enumerate(selected)}
     for tid, pinned in pin_threads({tid: (cpu,) for tid, cpu in wanted.items()}, pid=pid).items():

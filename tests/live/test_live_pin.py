@@ -96,7 +96,7 @@ def test_threads_coming_and_going_while_pinned_repeatedly(tmp_path):
     thread is either pinned or reported ended, and the program ends normally."""
     churn = tmp_path / "churn.py"
     churn.write_text("import threading, time\n"
-                     "end = time.monotonic() + 3\n"
+                     "end = time.monotonic() + 1.5\n"
                      "while time.monotonic() < end:\n"
                      "    ts = [threading.Thread(target=time.sleep, args=(0.001,)) for _ in range(4)]\n"
                      "    [t.start() for t in ts]\n"

@@ -69,7 +69,7 @@ def test_an_openmp_workload_has_a_main_thread_and_workers():
     plan = ALLOWED[::-1][:2] if len(ALLOWED) > 1 else ALLOWED * 2
     primes = str(native_path("pinlab-primes"))
     process = subprocess.Popen([str(PINLAB), "run", "-q", "-c", ",".join(map(str, plan)), "--oversubscribe", "--", primes,
-                                "--threads", "2", "--limit", "30M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                "--threads", "2", "--limit", "12M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def team():
             for pid in pinlab_processes():

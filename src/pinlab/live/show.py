@@ -36,7 +36,7 @@ def table(look: Look) -> Table:
 def pages_line(look: Look) -> str:
     """``pages per NUMA node: 0: 1234, 1: 56``, or why there are none."""
     if not look.pages_per_node:
-        return "pages per NUMA node: not shown (no /proc/PID/numa_maps to read)"
+        return "pages per NUMA node: not shown (the kernel shows no NUMA maps, or they are not yours to read)"
     return "pages per NUMA node: " + ", ".join(f"{node}: {pages}" for node, pages in sorted(look.pages_per_node.items()))
 
 

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from pinlab.errors import UsageError
 from pinlab.launch import controls, memory, openmp
+from pinlab.launch.events import RING_CAPACITY, RING_HEADER, RING_MAGIC
+from pinlab.launch.events import event_lines as _event_lines
 from pinlab.launch.record import RunRecord, ThreadRecord, mask_set
 from pinlab.launch.spawn import spawn
 from pinlab.measure import linux
@@ -189,12 +191,6 @@ def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None,
     return env
 
 
-#: The event ring shared with the preload library (see native/preload): a header page, then lines.
-RING_MAGIC = b"PINLABE1"
-RING_HEADER = 4096
-RING_CAPACITY = 64 << 20  # sparse: only the pages written take space (about 150 bytes per thread)
-
-
 def _events_directory() -> str:
     """Where the event ring goes: ``PINLAB_EVENTS_DIR`` if set, else /dev/shm, else TMPDIR.
 
@@ -231,23 +227,6 @@ def _new_events_file() -> str:
             os.close(fd)
         return path
     raise UsageError(f"cannot create a file for thread events in {directory}")
-
-
-def _event_lines(path: str, warnings: list[str]) -> list[str]:
-    """The lines of an event ring (or of a plain event file)."""
-    with open(path, "rb") as events:
-        head = events.read(RING_HEADER)
-        if head[:8] != RING_MAGIC:
-            return (head + events.read()).decode("utf-8", "replace").splitlines()
-        used = int.from_bytes(head[16:24], "little")
-        dropped = int.from_bytes(head[24:32], "little")
-        data = events.read(min(used, RING_CAPACITY))
-    if dropped:
-        warnings.append(f"{dropped} thread events did not fit in the event file and are missing from the record")
-    # A process killed between reserving room and copying its line leaves zero bytes (and no
-    # newline) before the next line: keep what follows the last zero byte of each segment.
-    lines = (segment.rsplit("\0", 1)[-1] for segment in data.decode("utf-8", "replace").split("\n"))
-    return [line for line in lines if line]
 
 
 def _read_events(path: str, record: RunRecord, start_ns: int) -> None:

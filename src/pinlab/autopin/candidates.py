@@ -134,18 +134,17 @@ def _name(topo: Topology, threads: int, keys: list[Hashable], found: dict[Hashab
     shapes = {key: shape(topo, found[key]) for key in keys}
 
     def short(key: Hashable) -> str:
-        if threads == 1 and shapes[key].kinds:
-            return f"1 thread, {shapes[key].kinds[0]}-core"
-        if key in named:
-            return named[key]
-        return shapes[key].name()
+        if threads == 1:  # compact and scatter coincide; the kind of core, or the domain, tells them apart
+            return "1 thread" + (f", {shapes[key].kinds[0]}-core" if shapes[key].kinds else "")
+        return named.get(key) or shapes[key].name()
 
     def sizes(key: Hashable) -> str:
         per_level = zip((level for level, _ in shapes[key].loads), shapes[key].sizes)
-        return shapes[key].describe() + "; cores per used " + ", ".join(
-            f"{level.kind}: {'+'.join(map(str, counts))}" for level, counts in per_level if level.kind != "Core")
+        return short(key) + " in " + ", ".join(
+            f"{level.noun} of {'+'.join(map(str, counts))} core{'s' if max(counts) > 1 else ''}"
+            for level, counts in per_level if level.kind != "Core" and counts)
 
-    ways = [short, lambda key: shapes[key].describe(), sizes, lambda key: f"{sizes(key)}; CPUs {format_cpulist(found[key])}"]
+    ways = [short, lambda key: shapes[key].describe(), sizes, lambda key: f"{sizes(key)}, CPUs {format_cpulist(found[key])}"]
     names = {key: short(key) for key in keys}
     for name in set(names.values()):
         group = [key for key in keys if names[key] == name]

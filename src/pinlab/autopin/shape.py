@@ -34,6 +34,11 @@ class Level:
             singular, plural = _PLURAL.get(self.kind, ("group", "groups"))
         return f"{count} {singular if count == 1 else plural}"
 
+    @property
+    def noun(self) -> str:
+        """``package``, ``NUMA node``, ``L3``, ``group``."""
+        return self.kind if self.shared_cache else _PLURAL.get(self.kind, ("group",))[0]
+
 
 _LEVELS: weakref.WeakKeyDictionary[Topology, tuple[list[Level], dict[int, int]]] = weakref.WeakKeyDictionary()
 

@@ -69,11 +69,26 @@ def auto_candidates(
         topo = restrict_to_kind(topo, cpu_kind)
     by_core, by_pu = Explorer(topo, smt=False), Explorer(topo, smt=True)
     _check_room(topo, threads, by_core.capacity, by_pu.capacity, smt)
+    found, smt_extra = _explore(topo, threads, by_core, by_pu, smt)
+    named = _named_strategies(topo, threads, found, smt_needed=threads > by_core.capacity)
+    ordered = _most_different_first(topo, found, list(named) + smt_extra)
+    return _name(topo, threads, ordered[:max_candidates], found, named, single=len(found) == 1)
+
+
+def _explore(topo: Topology, threads: int, by_core: Explorer, by_pu: Explorer, smt: bool | None) -> tuple[dict[Hashable, list[int]], list[Hashable]]:
+    """One placement per class (signature -> CPUs, in the order found), and the SMT-siblings one added by default.
+
+    Threads that fit on separate cores are placed one per core. SMT siblings still deserve one
+    probe by default: threads sharing data, or held back by memory, may run as fast on the two
+    hardware threads of a core and leave other cores free; one candidate tests that without
+    doubling the probing. ``smt=True`` explores SMT placements as fully as the others, and past
+    the cores' number SMT is the only way.
+    """
     fits = threads <= by_core.capacity
-    found: dict[Hashable, list[int]] = {}  # signature -> CPUs, in the order found
-    extra: list[Hashable] = []  # the SMT-siblings candidate, listed right after compact and scatter
+    found: dict[Hashable, list[int]] = {}
     for cpus in (by_core if fits else by_pu).explore(threads):
         found.setdefault(signature(topo, cpus), cpus)
+    extra: list[Hashable] = []
     if fits and smt is not False and by_pu.capacity > by_core.capacity:
         for cpus in by_pu.explore(threads):
             key = signature(topo, cpus)
@@ -83,10 +98,7 @@ def auto_candidates(
             if smt is None:
                 extra.append(key)
                 break
-    named = _named_strategies(topo, threads, found, smt_needed=not fits)
-    ordered = _most_different_first(topo, found, [key for key in named] + extra)
-    chosen = ordered[:max_candidates]
-    return _name(topo, threads, chosen, found, named, single=len(found) == 1)
+    return found, extra
 
 
 def _check_room(topo: Topology, threads: int, cores: int, pus: int, smt: bool | None) -> None:

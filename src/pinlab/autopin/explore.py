@@ -15,6 +15,13 @@ not fixed yet and reports which ones it met, and the enumeration branches on the
 Only decisions that some object actually faces are branched on, so a thread count that leaves
 a level no choice costs nothing there.
 
+On irregular trees (cores disabled, a cgroup leaving parts of packages, hybrid processors) the
+decisions still apply per kind of object, so objects of one kind that differ share one choice:
+the number of options a decision has is the largest any of its objects met, an object with
+fewer options takes "spread" for a missing "middle" and counts the class choice modulo its own
+classes. The set found is then a sample of the structurally different placements, not all of
+them; duplicates under the tree's symmetry are removed afterwards (:mod:`pinlab.autopin.symmetry`).
+
 Among children of one class the walk prefers those away from CPU 0, which the OS uses most (the
 autopin study avoids core #0 for the same reason), then tree order: the result is deterministic.
 """

@@ -135,7 +135,7 @@ class Shape:
                 parts.append(f"{level.words(len(load))} ({_counts(load)})")
         if self.kinds:
             parts.append("+".join(self.kinds) + "-cores")
-        return ", ".join(parts)
+        return ", ".join(parts) or "one domain, nothing shared to tell apart"
 
 
 def _counts(load: Sequence[int]) -> str:

@@ -297,6 +297,8 @@ def test_parse_the_papers_style_with_expressions_and_ranges():
     assert parse_candidates("0,1;0,2; 4-5", topo, None) == [Candidate("0,1", (0, 1)), Candidate("0,2", (0, 2)), Candidate("4-5", (4, 5))]
     assert [c.cpus for c in parse_candidates("S1:0-1;S0", topo, 2)] == [(1, 3), (0, 2)]  # S0 whole, first 2 taken
     assert [c.cpus for c in parse_candidates("3,1;2,0", {0, 1, 2, 3}, None)] == [(3, 1), (2, 0)]
+    # Threads sharing a CPU on purpose: "both on CPU 0, or one per CPU?"
+    assert [c.cpus for c in parse_candidates("0,0;0,1", topo, None)] == [(0, 0), (0, 1)]
 
 
 @pytest.mark.parametrize("text, threads, message", [
@@ -307,7 +309,6 @@ def test_parse_the_papers_style_with_expressions_and_ranges():
     ("0,1;0,x", None, "candidate 2 ('0,x'): malformed"),
     ("0,1;0,9", None, "candidate 2 ('0,9'): CPU 9 does not exist on clovertown"),
     ("0,1;2,3,4", 3, "more threads than candidate 1 has CPUs: 3 threads, candidate 1 ('0,1') has 2"),
-    ("0,1;2,2", None, "candidate 2 ('2,2') gives CPU 2 twice"),
     ("0,1;2,3,4", None, "candidates have different numbers of CPUs (2 in candidate 1, 3 in candidate 2)"),
     ("0,1", 0, "autopin needs at least 1 thread"),
     ("S9:0", None, "candidate 1 ('S9:0'): domain S9 does not exist"),

@@ -177,7 +177,8 @@ def parse_candidates(text: str, topo_or_allowed: Topology | Collection[int], thr
     With a topology each candidate may also be a domain expression (``S0:0-3``, ``M1``, see
     :mod:`pinlab.placement.expressions`); with only a set of allowed CPUs, CPU lists. With
     ``threads`` each candidate gives its first ``threads`` CPUs (it must have that many);
-    without, all candidates must have the same size, which is the thread count.
+    without, all candidates must have the same size, which is the thread count. A CPU may be
+    listed twice in a candidate: those threads share it.
     """
     if threads is not None and threads < 1:
         raise UsageError(f"autopin needs at least 1 thread (got {threads})")
@@ -212,11 +213,8 @@ def _one_candidate(part: str, k: int, text: str, where: Topology | Collection[in
                     raise UsageError(f"CPU {cpu} is not allowed for this process (allowed: {format_cpulist(allowed)})")
     except UsageError as error:
         raise UsageError(f"candidate {k} ({part!r}): {error}") from None
-    seen: set[int] = set()
-    for cpu in cpus:
-        if cpu in seen:
-            raise UsageError(f"candidate {k} ({part!r}) gives CPU {cpu} twice; autopin pins one thread per CPU")
-        seen.add(cpu)
+    # A CPU listed twice is kept: threads sharing a CPU on purpose is a placement worth probing
+    # (the autopin study's question "both threads on one core, or one each?").
     return cpus
 
 

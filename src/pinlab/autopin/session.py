@@ -43,7 +43,7 @@ def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> 
 
     if options.strategies:
         names = [n.strip() for n in options.strategies.split(",") if n.strip()]
-        return made.strategy_candidates(topo, names, threads or default_threads(topo))
+        return made.strategy_candidates(topo, names, threads or default_threads(topo), cpu_kind=options.cpu_kind)
     if options.candidates in (None, "auto"):
         return made.auto_candidates(topo, threads or default_threads(topo), max_candidates=options.max_candidates, cpu_kind=options.cpu_kind)
     return made.parse_candidates(options.candidates, topo, threads)
@@ -177,7 +177,9 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
         from pinlab.topology import load_topology
 
         topology = load_topology("this")
-    threads = options.threads or len(live.workers(live.process_threads(pid)))
+    # Explicit candidates give the thread count themselves; the others take the workers running now.
+    explicit = options.candidates not in (None, "auto") and not options.strategies
+    threads = options.threads or (None if explicit else len(live.workers(live.process_threads(pid))))
     candidates = make_candidates(options, threads, topology)
     heartbeat_path = _environ_of(pid).get("PINLAB_HEARTBEAT")
     if options.metric and options.metric.startswith("stdout:"):

@@ -4,6 +4,7 @@
  *                             waits; a line "exit i" on stdin ends thread i, end of input ends all
  *   beating rate R0 R1 ...    thread i beats 1 unit at Ri per second (absolute deadlines, so a late
  *                             thread catches up), prints "i tid" at its start, until end of input
+ *                             or "exit i"; Ri = 0: thread i spins without beating
  */
 #define _GNU_SOURCE
 #include "pinlab_heartbeat.h"
@@ -40,7 +41,11 @@ static int should_leave(int i)
 static void *worker(void *arg)
 {
     int i = (int)(long)arg;
-    if (rate_mode) {
+    if (rate_mode && amount[i] == 0) {
+        say(i);
+        while (!__atomic_load_n(&leave[i], __ATOMIC_RELAXED) && !__atomic_load_n(&quit, __ATOMIC_RELAXED))
+            ;
+    } else if (rate_mode) {
         say(i);
         struct timespec next;
         clock_gettime(CLOCK_MONOTONIC, &next);
@@ -82,7 +87,7 @@ int main(int argc, char **argv)
         int i;
         if (sscanf(line, "exit %d", &i) == 1 && i >= 0 && i < nthreads) {
             pthread_mutex_lock(&lock);
-            leave[i] = 1;
+            __atomic_store_n(&leave[i], 1, __ATOMIC_RELAXED);
             pthread_cond_broadcast(&changed);
             pthread_mutex_unlock(&lock);
             pthread_join(threads[i], NULL);
@@ -91,7 +96,7 @@ int main(int argc, char **argv)
         }
     }
     pthread_mutex_lock(&lock);
-    quit = 1;
+    __atomic_store_n(&quit, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
     for (int i = 0; i < nthreads; i++)

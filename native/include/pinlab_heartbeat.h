@@ -5,7 +5,7 @@
  *     ...
  *     pinlab_beat(1);                     after each unit of work, in the thread that did it
  *
- * Header only: nothing to link (on glibc older than 2.34, link with -pthread). Needs POSIX
+ * C and C++. Header only: nothing to link (on glibc older than 2.34, link with -pthread). Needs POSIX
  * (the default gnu modes of gcc and clang; with -std=c11, define _POSIX_C_SOURCE=200809L first).
  *
  * The counts live in a file of shared memory named by the environment variable PINLAB_HEARTBEAT
@@ -41,6 +41,10 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define PINLAB_HEARTBEAT_ENV "PINLAB_HEARTBEAT"
 #define PINLAB_HEARTBEAT_MAGIC "PINLABHB"
@@ -195,5 +199,9 @@ static inline void pinlab_beat(uint64_t units)
     else if (!s)
         pinlab_hb_first_beat_(units);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include "pinlab_heartbeat.h"
 
 #include <getopt.h>
 #include <omp.h>
@@ -75,6 +76,7 @@ static double run_mb(int64_t *tab, uint64_t n, uint64_t m, uint64_t reps, int *t
                 row[k]++;
             PL_CLOBBER_MEMORY(); /* keeps every repetition's loads and stores */
         }
+        pinlab_beat(reps); /* heartbeat: repetitions of a row done */
     }
     return pl_now() - t0;
 }

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include "pinlab_heartbeat.h"
 
 #include <getopt.h>
 #include <omp.h>
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
                 for (uint64_t j = (uint64_t)rank; j < n; j += (uint64_t)group_size)
                     x[j]++;
                 PL_CLOBBER_MEMORY(); /* keeps every pass's loads and stores */
+                pinlab_beat(1);      /* heartbeat: one pass over the thread's share */
             }
         }
 #pragma omp barrier

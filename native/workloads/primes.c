@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include "pinlab_heartbeat.h"
 
 #include <getopt.h>
 #include <omp.h>
@@ -14,13 +15,15 @@
 enum { OPT_LIMIT = PL_OPT_FIRST_PRIVATE };
 
 #define LIMIT_MAX 4294967296ULL /* numbers below 2^32: 32-bit divisions */
+#define CHUNK 1024              /* odd candidates per scheduled chunk (and per heartbeat) */
 
 static void usage(void)
 {
     printf(
         "Usage: pinlab-primes [OPTIONS]\n"
-        "Counts the primes below a limit by trial division (CPU-bound, schedule(dynamic, 1024)) and\n"
-        "checks the count with a sieve of Eratosthenes (not timed).\n"
+        "Counts the primes below a limit by trial division (CPU-bound, dynamic chunks of 1024 odd\n"
+        "numbers) and checks the count with a sieve of Eratosthenes (not timed). One heartbeat per\n"
+        "chunk (PINLAB_HEARTBEAT, see pinlab_heartbeat.h).\n"
         "\n"
         "Options:\n"
         "  --limit L    count the primes p < L; 1..4294967296, k/M/G x1000 allowed (default 20M)\n"
@@ -98,10 +101,16 @@ int main(int argc, char **argv)
     {
 #pragma omp master
         team = omp_get_num_threads();
-        /* Odd candidates 2i+1 for i in [1, limit/2): 3, 5, ... below limit. */
-#pragma omp for schedule(dynamic, 1024)
-        for (uint64_t i = 1; i < limit / 2; i++)
-            count += (uint64_t)is_prime_odd((uint32_t)(2 * i + 1));
+        /* Odd candidates 2i+1 for i in [1, limit/2): 3, 5, ... below limit, in chunks of CHUNK
+         * handed out dynamically; each chunk done is one heartbeat of the thread that did it. */
+        uint64_t end = limit / 2, chunks = end > 1 ? (end - 1 + CHUNK - 1) / CHUNK : 0;
+#pragma omp for schedule(dynamic, 1)
+        for (uint64_t k = 0; k < chunks; k++) {
+            uint64_t first = 1 + k * CHUNK, last = first + CHUNK < end ? first + CHUNK : end;
+            for (uint64_t i = first; i < last; i++)
+                count += (uint64_t)is_prime_odd((uint32_t)(2 * i + 1));
+            pinlab_beat(1);
+        }
     }
     if (limit > 2)
         count += 1; /* 2 */

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include "pinlab_heartbeat.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -130,27 +131,43 @@ int main(int argc, char **argv)
     double start = pl_now();
     for (int k = 0; k < ntimes; k++) {
         double t = pl_now();
-#pragma omp parallel for schedule(static)
-        for (uint64_t j = 0; j < n; j++)
-            c[j] = a[j];
+#pragma omp parallel
+        {
+#pragma omp for schedule(static) nowait
+            for (uint64_t j = 0; j < n; j++)
+                c[j] = a[j];
+            pinlab_beat(1);
+        }
         times[k][K_COPY] = pl_now() - t;
 
         t = pl_now();
-#pragma omp parallel for schedule(static)
-        for (uint64_t j = 0; j < n; j++)
-            b[j] = q * c[j];
+#pragma omp parallel
+        {
+#pragma omp for schedule(static) nowait
+            for (uint64_t j = 0; j < n; j++)
+                b[j] = q * c[j];
+            pinlab_beat(1);
+        }
         times[k][K_SCALE] = pl_now() - t;
 
         t = pl_now();
-#pragma omp parallel for schedule(static)
-        for (uint64_t j = 0; j < n; j++)
-            c[j] = a[j] + b[j];
+#pragma omp parallel
+        {
+#pragma omp for schedule(static) nowait
+            for (uint64_t j = 0; j < n; j++)
+                c[j] = a[j] + b[j];
+            pinlab_beat(1);
+        }
         times[k][K_ADD] = pl_now() - t;
 
         t = pl_now();
-#pragma omp parallel for schedule(static)
-        for (uint64_t j = 0; j < n; j++)
-            a[j] = b[j] + q * c[j];
+#pragma omp parallel
+        {
+#pragma omp for schedule(static) nowait
+            for (uint64_t j = 0; j < n; j++)
+                a[j] = b[j] + q * c[j];
+            pinlab_beat(1);
+        }
         times[k][K_TRIAD] = pl_now() - t;
     }
     double elapsed = pl_now() - start;

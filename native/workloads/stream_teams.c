@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "stream_teams.h"
+#include "pinlab_heartbeat.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -71,9 +72,11 @@ int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times)
         for (int r = 0; r < reps; r++) {
 #pragma omp barrier
             double t0 = pl_now();
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
             for (uint64_t j = 0; j < n; j++)
                 a[j] = b[j] + q * c[j];
+            pinlab_beat(1);
+#pragma omp barrier
             if (times && me == 0)
                 times[r] = pl_now() - t0;
         }

@@ -263,6 +263,18 @@ def workload_path_command(name: str) -> None:
     click.echo(workload_path(name))
 
 
+# ---- heartbeat header (issue 10, autopin metrics)
+@workload.command("heartbeat-header")
+@click.option("--include-dir", is_flag=True, help="Print the directory to give cc -I instead of the header's path.")
+def workload_heartbeat_header(include_dir: bool) -> None:
+    """Print the path of pinlab_heartbeat.h, the C header by which a program reports its work to autopin."""
+    from pinlab.native import include_dir as headers
+
+    directory = headers()
+    click.echo(directory if include_dir else directory / "pinlab_heartbeat.h")
+# ---- end heartbeat header
+
+
 @workload.command("run")
 @click.argument("name")
 @click.option("--threads", "-n", type=int, help="Number of OpenMP threads.")

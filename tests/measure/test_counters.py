@@ -122,3 +122,12 @@ def test_record_holds_the_counts(tmp_path):
 def test_bad_counters_are_one_line_and_status_2(value, message):
     result = run_pinlab("run", "--counters", value, "--", "true")
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_cache_event_names_are_spelled_as_perfs():
+    # PERF_COUNT_HW_CACHE_LLC (2) | OP_PREFETCH (2) << 8 | RESULT_ACCESS (0) << 16
+    assert counters.parse_event("LLC-prefetches").config == 2 | 2 << 8
+    assert counters.parse_event("LLC-prefetch-misses").config == 2 | 2 << 8 | 1 << 16
+    for wrong in ("LLC-prefetchs", "LLC-loades", "LLC-storees"):
+        with pytest.raises(UsageError, match="unknown counter"):
+            counters.parse_event(wrong)

@@ -38,7 +38,8 @@ SOFTWARE = {"cpu-clock": 0, "task-clock": 1, "page-faults": 2, "faults": 2, "con
             "emulation-faults": 8}
 _CACHES = {"L1-dcache": 0, "L1-icache": 1, "LLC": 2, "dTLB": 3, "iTLB": 4, "branch": 5, "node": 6}
 _CACHE_OPS = {"load": 0, "store": 1, "prefetch": 2}
-_CACHE_EVENT = re.compile(r"^(L1-dcache|L1-icache|LLC|dTLB|iTLB|branch|node)-(load|store|prefetch)(s|-misses)$")
+# perf's spelling: loads, stores, prefetches; load-misses, store-misses, prefetch-misses.
+_CACHE_EVENT = re.compile(r"^(L1-dcache|L1-icache|LLC|dTLB|iTLB|branch|node)-(load|store|prefetch)((?<=prefetch)es|(?<!prefetch)s|-misses)$")
 
 #: What ``--counters default`` asks for: the seed's hardware events and the software ones every Linux has.
 DEFAULT = ("cycles", "instructions", "cache-misses", "task-clock", "context-switches", "cpu-migrations", "page-faults")
@@ -176,8 +177,8 @@ def _split(text: str) -> list[str]:
 _libc: ctypes.CDLL | None = None
 
 
-def _open(event: Event, flags: int) -> int:
-    """perf_event_open(attr, pid=0 (this thread), cpu=-1, group=-1); raises OSError."""
+def _open(event: Event, flags: int, pid: int = 0) -> int:
+    """perf_event_open(attr, pid (0: this thread; a tid: that thread), cpu=-1, group=-1); raises OSError."""
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -188,7 +189,7 @@ def _open(event: Event, flags: int) -> int:
     struct.pack_into("=IIQQQQQ", attr, 0, event.type, _ATTR_SIZE, event.config, 0, 0, _READ_TIMES, flags)
     struct.pack_into("=QQ", attr, 56, event.config1, event.config2)
     buffer = (ctypes.c_char * _ATTR_SIZE).from_buffer(attr)
-    fd = _libc.syscall(number, buffer, 0, -1, -1, ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
+    fd = _libc.syscall(number, buffer, ctypes.c_int(pid), -1, -1, ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
     if fd < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
@@ -260,6 +261,20 @@ def probe(events: tuple[Event, ...]) -> Availability:
     return Availability(tuple(usable), notices, user_only)
 
 
+def open_thread(event: Event, tid: int, user_only: bool = False) -> int:
+    """A counter of one thread (``tid``), counting from now, not inherited by the threads it creates.
+
+    Raises OSError (ESRCH: the thread is gone; EACCES: refused, see :func:`paranoid`).
+    """
+    return _open(event, _EXCLUDE_KERNEL | _EXCLUDE_HV if user_only else 0, pid=tid)
+
+
+def read_scaled(fd: int) -> tuple[int, int, int]:
+    """(value scaled for multiplexing, time enabled, time running) of an open counter, as perf does."""
+    value, enabled, running = struct.unpack("=QQQ", os.read(fd, 24))
+    return (value if running in (0, enabled) else round(value * enabled / running)), enabled, running
+
+
 class ProgramCounters:
     """Counters opened on the launching thread for the next program it starts (see the module doc).
 
@@ -282,8 +297,7 @@ class ProgramCounters:
         """event -> value (scaled for multiplexing), enabled_ns, running_ns."""
         counts = {}
         for event, fd in zip(self.events, self.fds):
-            value, enabled, running = struct.unpack("=QQQ", os.read(fd, 24))
-            scaled = value if running in (0, enabled) else round(value * enabled / running)
+            scaled, enabled, running = read_scaled(fd)
             counts[event.name] = {"value": scaled, "enabled_ns": enabled, "running_ns": running}
         return counts
 

@@ -25,9 +25,11 @@ finds elsewhere at its next reading); one that ends is dropped from the measurem
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +94,9 @@ class Autopin:
         """The program runs (launch mode: called by pinlab run's wait loop)."""
         self.pid = pid
         self.t0 = self.clock()
+        # The verdict needs scipy, whose first import takes seconds on a loaded machine: import it
+        # now, beside the program's initialisation, not in the middle of the probing.
+        threading.Thread(target=importlib.import_module, args=("pinlab.stats",), daemon=True).start()
         self.current = 0 if self.mode == "launch" else None
         if self.options.log:
             self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
@@ -185,7 +190,8 @@ class Autopin:
         if len(readings) < 2:
             return
         per_thread, mean = rates(readings[0], readings[-1], max(1, min(window.workers)))
-        subs = [rates(a, b, max(1, n))[1] for a, b, n in zip(readings, readings[1:], window.workers[1:])]
+        # A sub-window where no worker was seen at both ends (all ended, or new) has no rate.
+        subs = [r for r in (rates(a, b, max(1, n))[1] for a, b, n in zip(readings, readings[1:], window.workers[1:])) if math.isfinite(r)]
         self.samples.setdefault(window.candidate, []).extend(subs)
         if not partial:
             self.best_so_far = max(self.samples, key=lambda c: _mean(self.samples[c]) if self.samples[c] else -math.inf)
@@ -230,7 +236,7 @@ class Autopin:
             rate = rates(before, after, workers)[1]
             self._event("rate", start=self._since(before.time), end=self._since(after.time), rate=rate, candidate=self.current)
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
-            if not opts.monitor:
+            if not opts.monitor or not math.isfinite(rate):
                 continue
             low = low + 1 if rate < self.reference * (1 - opts.threshold / 100) else 0
             if low >= opts.patience:

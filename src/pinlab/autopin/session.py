@@ -34,7 +34,7 @@ def default_threads(topo: Any) -> int:
     if value.isdigit() and int(value) > 0:
         return int(value)
     allowed = topo.allowed_cpus
-    return max(1, sum(1 for core in topo.cores() if core.cpus & allowed))
+    return max(1, sum(1 for core in topo.cores if core.cpus & allowed))
 
 
 def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> list[Any]:
@@ -63,21 +63,17 @@ def check_log(path: str | None) -> None:
         raise UsageError(f"cannot write the log {path!r}: {exc.strerror}") from None
 
 
-def _heartbeat_total(path: str | None) -> int:
+def _heartbeat_seen(path: str | None) -> bool:
+    """Whether any thread of the program has beaten (claimed a slot of the heartbeat file)."""
     if not path or not os.path.exists(path):
-        return 0
+        return False
     from pinlab.heartbeat import Heartbeat
 
     try:
-        reader = Heartbeat(path)
+        with Heartbeat(path, create=False) as reader:
+            return reader.claimed() > 0
     except (OSError, ValueError):
-        return 0
-    try:
-        return reader.total()
-    finally:
-        close = getattr(reader, "close", None)
-        if close is not None:
-            close()
+        return False
 
 
 class _Launched(Autopin):
@@ -114,9 +110,9 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
     directory = _events_directory()
     heartbeat_path = env.get("PINLAB_HEARTBEAT")
     own_heartbeat = None
-    if not heartbeat_path:
-        from pinlab import heartbeat
+    from pinlab import heartbeat
 
+    if not heartbeat_path:
         own_heartbeat = heartbeat_path = heartbeat.create(directory)
         env["PINLAB_HEARTBEAT"] = heartbeat_path
     stdout_metric = None
@@ -129,7 +125,7 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
     def metric_factory(pid: int) -> Any:
         if stdout_metric is not None:
             return stdout_metric
-        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_total(heartbeat_path) > 0)
+        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
     live_plan = LivePlan(list(candidates[0].cpus), directory)
     try:
@@ -141,7 +137,7 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
             read_end, write_end = os.pipe()
             spec.stdout = write_end
             controller.pipe_write_end = write_end
-            stdout_metric.tee(read_end, 1)
+            tee = stdout_metric.tee(read_end, 1)
         spec.controller = controller
         try:
             record = launch(spec)
@@ -149,16 +145,13 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
             if controller.pipe_write_end is not None:  # the program never started
                 os.close(controller.pipe_write_end)
         if stdout_metric is not None:
-            stdout_metric.wait()  # every line the program wrote is counted and passed on
+            tee.join()  # every line the program wrote is counted and passed on
         summary = controller.finish(exit_status=record.exit_status, signal=record.signal, interrupted=bool(record.interrupted))
         return Outcome(record.exit_status, summary, record)
     finally:
         live_plan.close()
         if own_heartbeat:
-            try:
-                os.unlink(own_heartbeat)
-            except OSError:
-                pass
+            heartbeat.remove(own_heartbeat)
 
 
 def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None, say: Say = _stderr,
@@ -181,14 +174,16 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     explicit = options.candidates not in (None, "auto") and not options.strategies
     threads = options.threads or (None if explicit else len(live.workers(live.process_threads(pid))))
     candidates = make_candidates(options, threads, topology)
-    heartbeat_path = _environ_of(pid).get("PINLAB_HEARTBEAT")
+    from pinlab.heartbeat import path_of_process
+
+    heartbeat_path = path_of_process(pid)
     if options.metric and options.metric.startswith("stdout:"):
         raise UsageError("--metric stdout:REGEX needs the program's output: it works when autopin starts the program, not with --pid")
     if options.metric not in (None, "auto"):
         choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=True).close()
 
     def metric_factory(_: int) -> Any:
-        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_total(heartbeat_path) > 0)
+        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
     controller = Autopin(options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say)
     controller.started(pid)
@@ -234,16 +229,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
-
-
-def _environ_of(pid: int) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            data = environ.read()
-    except OSError:
-        return {}
-    pairs = (item.split(b"=", 1) for item in data.split(b"\0") if b"=" in item)
-    return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in pairs}
 
 
 __all__ = ["Outcome", "autopin_attached", "autopin_program", "default_threads", "make_candidates"]

@@ -1,0 +1,258 @@
+"""autopin on real programs: it finds the CPU a co-runner does not load, keeps it, follows threads that
+come and go, re-probes on a new phase, attaches to a running program and leaves it running.
+
+The programs are ``spinner`` (tests/autopin/spinner.c, compiled here): threads that do fixed
+chunks of arithmetic and report each through the heartbeat. A ``cpu`` co-runner pinned to one
+CPU halves what a thread pinned there gets, on any machine: the tests take the CPUs from this
+process's mask (two are needed to have a better and a worse one).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pinlab.native import include_dir
+from pinlab.workloads.corun import CoRunners
+from tests.conftest import PINLAB, run_pinlab, this_cpus
+
+CPUS = this_cpus()
+needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs: one loaded by a co-runner, one free")
+FAST = ["-i", "0.3", "-w", "0.2", "-t", "1.0"]
+
+
+@pytest.fixture(scope="module")
+def spinner(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("spinner") / "spinner"
+    source = Path(__file__).with_name("spinner.c")
+    subprocess.run(["cc", "-O1", "-pthread", f"-I{include_dir()}", "-o", str(out), str(source)], check=True)
+    return str(out)
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def of(log: list[dict], kind: str) -> list[dict]:
+    return [e for e in log if e["event"] == kind]
+
+
+def last_cpu(stdout: str) -> int:
+    line = next(l for l in stdout.splitlines() if l.startswith("spinner "))
+    return int(dict(w.split("=") for w in line.split()[1:])["last_cpu"])
+
+
+@needs_two
+@pytest.mark.parametrize("metric", ["heartbeat", "task-clock"])
+def test_one_thread_chooses_the_cpu_the_corunner_leaves_free(spinner, tmp_path, metric):
+    busy, free = CPUS[-1], CPUS[0]
+    log = tmp_path / "autopin.jsonl"
+    with CoRunners("cpu", 1, [busy]):
+        result = run_pinlab("autopin", "-c", f"{busy};{free}", *FAST, "--metric", metric, "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "4")
+    assert result.returncode == 0, result.stderr
+    log_events = events(log)
+    assert of(log_events, "start")[0]["metric"] == metric
+    choice = of(log_events, "choice")[0]
+    assert choice["cpus"] == [free], result.stderr
+    means = {p["cpus"][0]: p["mean"] for p in of(log_events, "probe")}
+    assert means[free] > 1.4 * means[busy]  # the co-runner takes about half of the busy CPU
+    assert choice["effect"] > 0.4 and choice["p_value"] < 0.05
+    assert last_cpu(result.stdout) == free  # the thread really ran there to the end
+    assert f"chose" in result.stderr and "p = " in result.stderr
+    assert of(log_events, "summary")[0]["exit_status"] == 0
+
+
+@needs_two
+def test_two_threads_prefer_one_thread_per_cpu_to_sharing_one(spinner, tmp_path):
+    a, b = CPUS[0], CPUS[1]
+    log = tmp_path / "autopin.jsonl"
+    result = run_pinlab("autopin", "-c", f"{a},{a};{a},{b}", *FAST, "--log", str(log), "--", spinner, "--threads", "2", "--seconds", "4")
+    assert result.returncode == 0, result.stderr
+    log_events = events(log)
+    assert of(log_events, "start")[0]["metric"] == "heartbeat"  # no hardware counters here; spinner beats
+    choice = of(log_events, "choice")[0]
+    assert choice["cpus"] == [a, b]
+    probes = {tuple(p["cpus"]): p for p in of(log_events, "probe")}
+    assert probes[(a, b)]["mean"] > 1.4 * probes[(a, a)]["mean"]
+    assert probes[(a, b)]["threads"] == 2
+
+
+@needs_two
+def test_threads_created_during_probing_start_on_the_candidate_being_probed(spinner, tmp_path):
+    from pinlab.autopin.options import AutopinOptions
+    from pinlab.autopin.session import autopin_program
+
+    a, b = CPUS[0], CPUS[1]
+    log = tmp_path / "autopin.jsonl"
+    options = AutopinOptions(candidates=f"{a},{b};{b},{a}", init=0.3, warmup=0.2, interval=0.8, log=str(log))
+    outcome = autopin_program([spinner, "--threads", "2", "--seconds", "3.5", "--churn", "120"], options, say=lambda line: None)
+    assert outcome.exit_status == 0
+    log_events = events(log)
+    # Which candidate was current when: from the start (candidate 0) to each re-pin.
+    changes = [(0.0, 0)] + [(p["repinned_at"], p["candidate"]) for p in of(log_events, "probe") if p["repinned_at"] is not None]
+    choice = of(log_events, "choice")[0]
+    changes.append((choice["t"], choice["candidate"]))
+    candidates = {c["index"]: c["cpus"] for c in of(log_events, "start")[0]["candidates"]}
+    churned = [t for t in outcome.record.threads if t.role == "worker" and t.slot is not None and t.slot >= 3]
+    assert len(churned) >= 10  # a thread every 120 ms for 3.5 s
+    checked = 0
+    for thread in churned:
+        # Skip the threads born within 50 ms of a re-pin: either plan is right for them.
+        if any(abs(thread.start_time - when) < 0.05 for when, _ in changes[1:]):
+            continue
+        current = [c for when, c in changes if when <= thread.start_time][-1]
+        cpus = candidates[current]
+        assert thread.cpu_at_start == cpus[thread.slot % len(cpus)], (thread.slot, thread.start_time, changes)
+        checked += 1
+    assert checked >= 5
+    # Threads that ended during probing were dropped from the measurement without error.
+    assert all(p["threads"] >= 1 for p in of(log_events, "probe"))
+
+
+@needs_two
+def test_a_new_phase_triggers_a_new_search(spinner, tmp_path):
+    busy, free = CPUS[-1], CPUS[0]
+    log = tmp_path / "autopin.jsonl"
+    with CoRunners("cpu", 1, [busy]):
+        result = run_pinlab("autopin", "-c", f"{busy};{free}", "-i", "0.2", "-w", "0.1", "-t", "0.5", "--monitor", "--threshold", "25",
+                            "--patience", "2", "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "7", "--slow-after", "3")
+    assert result.returncode == 0, result.stderr
+    log_events = events(log)
+    reprobes = of(log_events, "reprobe")
+    assert reprobes, result.stderr
+    assert reprobes[0]["t"] > 3.0  # not before the phase changed
+    assert reprobes[0]["rate"] < 0.75 * reprobes[0]["reference"]
+    assert len(of(log_events, "choice")) >= 2
+    assert "re-probing" in result.stderr
+
+
+def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, spinner):
+    log = tmp_path / "autopin.jsonl"
+    cpu = CPUS[0]
+    result = run_pinlab("autopin", "-c", f"{cpu};{CPUS[-1]}", "-i", "0.1", "-t", "4", "--windows", "8", "--log", str(log), "--",
+                        spinner, "--threads", "1", "--seconds", "1.2", "--exit", "3")
+    assert result.returncode == 3
+    summary = of(events(log), "summary")[0]
+    assert summary["exit_status"] == 3 and summary["ended_during_probing"]
+    partial = of(events(log), "probe")
+    assert partial and partial[0].get("partial") is True and partial[0]["windows"]
+
+
+def test_output_and_stdin_pass_through_untouched(tmp_path):
+    result = subprocess.run([str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-t", "1", "-q", "--", "sh", "-c", "cat; echo err >&2; exit 5"],
+                            input="hello\nworld\n", capture_output=True, text=True, timeout=60)
+    assert result.returncode == 5
+    assert result.stdout == "hello\nworld\n"
+    assert result.stderr.strip().endswith("err")
+
+
+@needs_two
+def test_stdout_metric_counts_the_programs_lines_and_passes_them_on(tmp_path):
+    busy, free = CPUS[-1], CPUS[0]
+    log = tmp_path / "autopin.jsonl"
+    # One line per unit of work: a shell loop doing fixed work between lines.
+    script = "i=0; while [ $i -lt 400000 ]; do j=0; while [ $j -lt 300 ]; do j=$((j+1)); done; echo tick $i; i=$((i+1)); done"
+    with CoRunners("cpu", 1, [busy]):
+        proc = subprocess.Popen([str(PINLAB), "autopin", "-c", f"{busy};{free}", *FAST, "--metric", "stdout:^tick", "--log", str(log),
+                                 "--", "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = 0
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            assert line.startswith("tick ")
+            lines += 1
+            if lines == 1:
+                start = time.monotonic()
+            if of(events(log), "choice") if log.exists() else False:
+                break
+            if time.monotonic() - (start if lines else 0) > 30:
+                break
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    choice = of(events(log), "choice")[0]
+    assert choice["cpus"] == [free]
+    assert of(events(log), "start")[0]["metric"] == "stdout:^tick"
+
+
+@needs_two
+def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
+    busy, free = CPUS[-1], CPUS[0]
+    heartbeat = tmp_path / "hb"
+    env = dict(os.environ, PINLAB_HEARTBEAT=str(heartbeat))
+    log = tmp_path / "autopin.jsonl"
+    with CoRunners("cpu", 1, [busy]):
+        program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "5"], env=env, stdout=subprocess.PIPE, text=True)
+        result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{busy};{free}", "-i", "0.2", "-w", "0.2", "-t", "1",
+                            "--log", str(log), env=env, prefix=["timeout", "--preserve-status", "-s", "INT", "3.5"])
+        assert program.poll() is None  # still running: autopin never ends it
+        mask = os.sched_getaffinity(program.pid)
+        out, _ = program.communicate(timeout=30)
+    assert program.returncode == 0
+    assert mask == {free}
+    assert last_cpu(out) == free
+    log_events = events(log)
+    assert of(log_events, "choice")[0]["cpus"] == [free]
+    assert of(log_events, "summary")[0]["interrupted"] is True
+    assert result.returncode == 0, result.stderr
+
+
+@needs_two
+def test_attach_with_restore_gives_the_masks_back_on_ctrl_c(spinner, tmp_path):
+    heartbeat = tmp_path / "hb"
+    env = dict(os.environ, PINLAB_HEARTBEAT=str(heartbeat))
+    program = subprocess.Popen([spinner, "--threads", "2", "--seconds", "6"], env=env, stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)
+        before = {int(tid): os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{program.pid}/task")}
+        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
+                                    "-i", "0.1", "-t", "5", "--restore", "-q"], env=env, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)  # probing the first candidate: both threads on CPUS[0]
+        during = {tid: os.sched_getaffinity(tid) for tid in before}
+        autopin.send_signal(signal.SIGINT)
+        _, err = autopin.communicate(timeout=30)
+        after = {tid: os.sched_getaffinity(tid) for tid in before}
+        assert program.poll() is None
+    finally:
+        program.wait(timeout=30)
+    assert autopin.returncode == 0, err
+    assert all(mask == {CPUS[0]} for mask in during.values())
+    assert after == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-c", "0,,1", "--", "true"], "candidate"),
+    (["-c", "99999", "--", "true"], "99999"),
+    (["-n", "3", "-c", "0;0,0", "--", "true"], "3 threads"),
+    (["--metric", "no-such-metric", "--", "true"], "no-such-metric"),
+    (["--pid", "999999999"], "999999999"),
+    (["-t", "0", "--", "true"], "-t"),
+    (["--rounds", "zero", "--", "true"], "--rounds"),
+    (["--threshold", "150", "--monitor", "--", "true"], "--threshold"),
+    (["--pid", "1", "--", "true"], "not both"),
+    (["--", "/nonexistent/program"], None),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
+    result = run_pinlab("autopin", *args)
+    if message is None:
+        assert result.returncode == 127 and "no such file" in result.stderr
+        return
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_list_metrics_names_the_fallbacks():
+    result = run_pinlab("autopin", "--list-metrics")
+    assert result.returncode == 0
+    names = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    assert {"heartbeat", "task-clock", "instructions"} <= names
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__]))

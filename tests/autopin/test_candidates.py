@@ -294,7 +294,7 @@ def test_renumbering_the_cpus_gives_the_same_classes():
 # -- written out ------------------------------------------------------------------------------------
 def test_parse_the_papers_style_with_expressions_and_ranges():
     topo = load_topology("clovertown")
-    assert parse_candidates("0,1;0,2; 4-5", topo, None) == [Candidate("0,1", (0, 1)), Candidate("0,2", (0, 2)), Candidate("4-5", (4, 5))]
+    assert parse_candidates("0,1;0,2; 4-5", topo, None) == [Candidate("CPUs 0,1", (0, 1)), Candidate("CPUs 0,2", (0, 2)), Candidate("CPUs 4-5", (4, 5))]
     assert [c.cpus for c in parse_candidates("S1:0-1;S0", topo, 2)] == [(1, 3), (0, 2)]  # S0 whole, first 2 taken
     assert [c.cpus for c in parse_candidates("3,1;2,0", {0, 1, 2, 3}, None)] == [(3, 1), (2, 0)]
     # Threads sharing a CPU on purpose: "both on CPU 0, or one per CPU?"

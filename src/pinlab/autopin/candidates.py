@@ -21,6 +21,7 @@ from pinlab.autopin.shape import shape
 from pinlab.autopin.explore import AVOID
 from pinlab.autopin.symmetry import away_from, signature
 from pinlab.errors import UsageError
+from pinlab.placement.expressions import is_cpulist
 from pinlab.placement import strategies
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 from pinlab.topology.model import Topology
@@ -194,7 +195,9 @@ def parse_candidates(text: str, topo_or_allowed: Topology | Collection[int], thr
     for k, cpus in enumerate(lists, 1):
         if threads is not None and len(cpus) < threads:
             raise UsageError(f"more threads than candidate {k} has CPUs: {threads} threads, candidate {k} ({parts[k - 1]!r}) has {len(cpus)}")
-    return [Candidate(part, tuple(cpus[:threads] if threads else cpus)) for part, cpus in zip(parts, lists)]
+    # A plain CPU list is named "CPUs 0,1" (a bare "0" would read as a number in the verdicts);
+    # a domain expression keeps its own words.
+    return [Candidate(f"CPUs {part}" if is_cpulist(part) else part, tuple(cpus[:threads] if threads else cpus)) for part, cpus in zip(parts, lists)]
 
 
 def _one_candidate(part: str, k: int, text: str, where: Topology | Collection[int]) -> list[int]:

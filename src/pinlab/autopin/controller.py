@@ -371,7 +371,8 @@ class Autopin:
         if candidate is None:
             return "the program's own masks"
         cand = self.candidates[candidate]
-        return f"{cand.name} (CPUs {','.join(map(str, cand.cpus))})"
+        cpus = ",".join(map(str, cand.cpus))
+        return cand.name if cand.name == f"CPUs {cpus}" else f"{cand.name} (CPUs {cpus})"
 
 
 def _finite(value: Any) -> Any:

@@ -227,12 +227,14 @@ def what_ran(log: AutopinLog) -> str:
 
 
 def effect_sentence(choice: Choice) -> str | None:
-    """'B beats A by 12.0 %, p = 0.003', from the choice's numbers; None with no runner-up."""
+    """'B beats A by 12.0 %, p = 0.003' from the choice's numbers ('leads' when the test did not
+    decide: a lead that is not significant is not a win); None with no runner-up."""
     runner = choice.runner_up
     if runner is None:
         return None
     effect = f"by {100 * choice.effect:.1f} %" if finite(choice.effect) else "by an unknown margin"
-    return f"{choice.name} beats {runner.name} {effect}, {p_text(choice.p_value)}"
+    verb = "leads" if choice.decided is False else "beats"
+    return f"{choice.name} {verb} {runner.name} {effect}, {p_text(choice.p_value)}"
 
 
 def run_summary(log: AutopinLog) -> list[str]:

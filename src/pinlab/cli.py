@@ -127,7 +127,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
     found, 126 if it cannot be executed, 2 for bad options.
     """
-    from pinlab.launch import ProgramNotExecutable, ProgramNotFound, plan_spec, write_record
+    from pinlab.launch import plan_spec, write_record
     from pinlab.launch.runner import run as launch
 
     if sample_ms is not None and not 0 < sample_ms <= 3_600_000:
@@ -149,14 +149,9 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
     )
     for notice in spec.counters.notices if spec.counters else ():
         click.echo(f"pinlab: notice: {notice}", err=True)
-    try:
-        record = launch(spec)
-    except ProgramNotFound as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 127
-    except ProgramNotExecutable as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 126
+    record = _started(lambda: launch(spec))
+    if isinstance(record, int):
+        return record
     for warning in record.warnings:
         click.echo(f"pinlab: warning: {warning}", err=True)
     if record_path:
@@ -164,6 +159,21 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
     if not quiet:
         click.echo(record.summary(), err=True)
     return record.exit_status
+
+
+def _started(start):
+    """``start()``'s result; a program that is not found or cannot be executed is said in one line
+    and becomes the exit status env(1) uses (127, 126)."""
+    from pinlab.launch import ProgramNotExecutable, ProgramNotFound
+
+    try:
+        return start()
+    except ProgramNotFound as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 127
+    except ProgramNotExecutable as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 126
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
@@ -225,16 +235,10 @@ def autopin(threads, candidates, strategies, max_candidates, cpu_kind, metric, l
         autopin_attached(pid, options, say=say)
         return 0
     from pinlab.autopin.session import autopin_program
-    from pinlab.launch import ProgramNotExecutable, ProgramNotFound
 
-    try:
-        outcome = autopin_program(list(program), options, say=say)
-    except ProgramNotFound as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 127
-    except ProgramNotExecutable as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 126
+    outcome = _started(lambda: autopin_program(list(program), options, say=say))
+    if isinstance(outcome, int):
+        return outcome
     for warning in outcome.record.warnings:
         click.echo(f"pinlab: warning: {warning}", err=True)
     return outcome.exit_status

@@ -188,9 +188,10 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
     env = dict(os.environ, PINLAB_HEARTBEAT=str(heartbeat))
     log = tmp_path / "autopin.jsonl"
     with CoRunners("cpu", 1, [busy]):
-        program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "5"], env=env, stdout=subprocess.PIPE, text=True)
+        program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "9"], env=env, stdout=subprocess.PIPE, text=True)
+        # SIGTERM (as `timeout` sends it) ends the session as Ctrl-C does: the program goes on.
         result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{busy};{free}", "-i", "0.2", "-w", "0.2", "-t", "1",
-                            "--log", str(log), env=env, prefix=["timeout", "--preserve-status", "-s", "INT", "3.5"])
+                            "--log", str(log), env=env, prefix=["timeout", "--preserve-status", "-s", "TERM", "5"])
         assert program.poll() is None  # still running: autopin never ends it
         mask = os.sched_getaffinity(program.pid)
         out, _ = program.communicate(timeout=30)
@@ -254,6 +255,41 @@ def test_list_metrics_names_the_fallbacks():
     assert result.returncode == 0
     names = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
     assert {"heartbeat", "task-clock", "instructions"} <= names
+
+
+def test_kernel_threads_are_refused():
+    result = run_pinlab("autopin", "--pid", "2", "-c", f"{CPUS[0]}")
+    assert result.returncode == 2 and "kernel thread" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_probing_that_can_never_be_significant_is_refused():
+    result = run_pinlab("autopin", "--windows", "2", "-c", f"{CPUS[0]};{CPUS[-1]}", "--", "true")
+    assert result.returncode == 2 and "--windows" in result.stderr and "never" in result.stderr, result.stderr
+
+
+def test_a_failure_inside_autopin_leaves_the_program_running_to_its_end(spinner, tmp_path):
+    """Whatever goes wrong in the controller, the program runs on and ends with its own status."""
+    from pinlab.autopin.candidates import Candidate
+    from pinlab.autopin.controller import Autopin
+    from pinlab.autopin.options import AutopinOptions
+    from pinlab.launch import plan_spec
+    from pinlab.launch.runner import run
+
+    def broken_metric(pid):
+        raise RuntimeError("the metric broke")
+
+    log = tmp_path / "autopin.jsonl"
+    lines: list[str] = []
+    controller = Autopin(AutopinOptions(candidates=f"{CPUS[0]}", init=0.1, interval=0.5, log=str(log)), [Candidate("CPUs 0", (CPUS[0],))],
+                         mode="launch", metric_factory=broken_metric, say=lines.append)
+    spec = plan_spec([spinner, "--threads", "1", "--seconds", "1", "--exit", "4"], cpus=[CPUS[0]], sample_ms=None)
+    spec.controller = controller
+    record = run(spec)
+    summary = controller.finish(exit_status=record.exit_status)
+    assert record.exit_status == 4 and summary["exit_status"] == 4
+    assert any("stopped probing: the metric broke" in line for line in lines)
+    assert record.wall_seconds >= 0.9  # it ran to its own end
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -197,7 +197,9 @@ def parse_candidates(text: str, topo_or_allowed: Topology | Collection[int], thr
             raise UsageError(f"more threads than candidate {k} has CPUs: {threads} threads, candidate {k} ({parts[k - 1]!r}) has {len(cpus)}")
     # A plain CPU list is named "CPUs 0,1" (a bare "0" would read as a number in the verdicts);
     # a domain expression keeps its own words.
-    return [Candidate(f"CPUs {part}" if is_cpulist(part) else part, tuple(cpus[:threads] if threads else cpus)) for part, cpus in zip(parts, lists)]
+    kept = [tuple(cpus[:threads] if threads else cpus) for cpus in lists]
+    return [Candidate(f"CPUs {part if len(cpus) == len(full) else ','.join(map(str, cpus))}" if is_cpulist(part) else part, cpus)
+            for part, full, cpus in zip(parts, lists, kept)]
 
 
 def _one_candidate(part: str, k: int, text: str, where: Topology | Collection[int]) -> list[int]:

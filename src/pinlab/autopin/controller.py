@@ -84,6 +84,9 @@ class Autopin:
         self.original_masks: dict[int, frozenset[int]] = {}
         self.finished = False
         self._node_of: dict[int, int] | None = None
+        self._events_path: str | None = None
+        self._stats_import: threading.Thread | None = None
+        self._told_wrap = False
         self._search_began = self.t0
         self.rounds_done = 0
         self.reference = 0.0
@@ -96,15 +99,25 @@ class Autopin:
         self.t0 = self.clock()
         # The verdict needs scipy, whose first import takes seconds on a loaded machine: import it
         # now, beside the program's initialisation, not in the middle of the probing.
-        threading.Thread(target=importlib.import_module, args=("pinlab.stats",), daemon=True).start()
+        self._stats_import = threading.Thread(target=importlib.import_module, args=("pinlab.stats",), daemon=True)
+        self._stats_import.start()
         self.current = 0 if self.mode == "launch" else None
         if self.options.log:
             self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
+        self._events_path = events
         self._steps = self._procedure()
-        self._next = next(self._steps)
+        try:
+            self._next = next(self._steps)
+        except Exception as exc:  # noqa: BLE001 - as in step()
+            self.say(f"stopped probing: {exc}; the program goes on where it is")
+            self.stop()
 
     def wake_at(self) -> float:
         return self._next if self._steps is not None and not self.finished else math.inf
+
+    @property
+    def stopped(self) -> bool:
+        return self._steps is None
 
     def step(self) -> None:
         if self._steps is None or self.finished:
@@ -112,10 +125,18 @@ class Autopin:
         try:
             self._next = self._steps.send(None)
         except StopIteration:
-            self.finished = True
-            self._next = math.inf
+            self.stop()
         except ProcessLookupError:  # the program ended between two looks: the wait notices
-            self._next = self.clock() + 0.05
+            self.stop()
+        except Exception as exc:  # noqa: BLE001 - autopin failing must never cost the program its run
+            self.say(f"stopped probing: {exc}; the program goes on where it is")
+            self._event("error", text=str(exc), error=type(exc).__name__)
+            self.stop()
+
+    def stop(self) -> None:
+        """No more steps: the program runs on where it is; :meth:`finish` still writes the summary."""
+        self._steps = None
+        self._next = math.inf
 
     # ------------------------------------------------------------------ the algorithm
 
@@ -134,7 +155,8 @@ class Autopin:
                     candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)])
         while True:
             judgement = yield from self._search()
-            self._choose(judgement)
+            if self._choose(judgement):
+                yield self.clock() + opts.warmup_seconds  # moved to the choice: warm up before measuring it
             yield from self._keep()
 
     def _search(self) -> Iterator[float]:
@@ -153,14 +175,20 @@ class Autopin:
             for candidate in order:
                 yield from self._measure(candidate, round_number)
             self.rounds_done = round_number
-            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance)
+            while len(self.candidates) > 1 and self._stats_import is not None and self._stats_import.is_alive():
+                yield self.clock() + 0.02  # scipy still loading: keep the wait loop going meanwhile
+            looks = opts.round_limit if opts.adaptive else 1
+            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance, looks=looks)
             if len(self.candidates) == 1:
                 break
             if opts.adaptive:
                 to_measure = judgement.unsettled(range(len(self.candidates)))
                 if not to_measure:
                     break
-                self.say(f"round {round_number}: {len(to_measure)} candidates not settled yet, measuring them again")
+                if round_number < opts.round_limit:
+                    self.say(f"round {round_number}: {len(to_measure) - 1} candidates not settled yet against the best, measuring them again")
+                else:
+                    self.say(f"still not settled after {round_number} rounds (--max-rounds): choosing on the means")
         self.probing = False
         self.probing_seconds += self.clock() - began
         assert judgement is not None
@@ -204,9 +232,11 @@ class Autopin:
         self.say(f"[{window.candidate + 1}/{len(self.candidates)}] {self._label(window.candidate)}: "
                  f"{_number(mean)} {self.metric.unit}/s per thread{spread}{' (partial window)' if partial else ''}")
 
-    def _choose(self, judgement: Judgement) -> None:
+    def _choose(self, judgement: Judgement) -> bool:
+        """Re-pin to the best and log the choice; whether the threads moved."""
         best = judgement.best
-        if best != self.current:
+        moved = best != self.current
+        if moved:
             self._repin(best)
         self.choices.append(best)
         cand = self.candidates[best]
@@ -220,6 +250,7 @@ class Autopin:
                     verdict=judgement.verdict, rounds=self.rounds_done, probing_seconds=round(self.probing_seconds, 6))
         self.say(f"chose {self._label(best)}: {judgement.verdict}")
         self.reference = rate
+        return moved
 
     def _keep(self) -> Iterator[float]:
         """Stay on the choice; every interval, the rate; with --monitor, re-probe on a lasting drop."""
@@ -251,13 +282,18 @@ class Autopin:
     def _threads(self) -> list[Any]:
         from pinlab import live
 
-        return live.process_threads(self.pid)
+        return live.process_threads(self.pid, events=self._events_path) if self._events_path else live.process_threads(self.pid)
 
     def _workers(self) -> list[Any]:
         """The workers now, in creation order, each with its slot (its position without a ring)."""
         from pinlab import live
 
-        return live.workers(self._threads())
+        found = live.workers(self._threads())
+        size = len(self.candidates[0].cpus)
+        if len(found) > size and not self._told_wrap:
+            self._told_wrap = True
+            self.say(f"the program has {len(found)} workers and the candidates {size} CPUs: worker k runs on the candidate's CPU k mod {size}")
+        return found
 
     def _slot(self, position: int, thread: Any) -> int:
         return thread.slot if getattr(thread, "slot", None) is not None else position
@@ -270,7 +306,7 @@ class Autopin:
         if self.live_plan is not None:
             self.live_plan.write(list(cpus))
         workers = self._workers()
-        live.pin_threads({t.tid: [cpus[self._slot(i, t) % len(cpus)]] for i, t in enumerate(workers)})
+        live.pin_threads({t.tid: [cpus[self._slot(i, t) % len(cpus)]] for i, t in enumerate(workers)}, pid=self.pid)
         self.current = candidate
         if self.options.migrate_pages == "process" and previous != candidate:
             self._migrate(previous, candidate)
@@ -288,7 +324,7 @@ class Autopin:
             if t.mask != frozenset({want}):
                 stray[t.tid] = [want]
         if stray:
-            live.pin_threads(stray)
+            live.pin_threads(stray, pid=self.pid)
 
     def _nodes(self, candidate: int | None) -> set[int]:
         if candidate is None:

@@ -2,12 +2,17 @@
 
 Each probing window of ``t`` seconds is cut into sub-windows; the mean rate per worker thread of
 each sub-window is one sample value. The best candidate (highest mean) is compared with every
-other one by :func:`pinlab.stats.compare` (one-sided, higher is better, at ``alpha``): the verdict,
-p-value (the Wilcoxon-Mann-Whitney test the verdict rests on) and effect are those against the
-runner-up. A candidate is *settled* when the best beats it significantly, or when the two are
-equivalent within ``tolerance`` (two one-sided tests: the 1 - 2 alpha Welch interval of the
-difference of the means lies within +-tolerance of the best's mean). Adaptive probing
-(``--rounds auto``) measures again only the candidates that are not settled.
+other one by :func:`pinlab.stats.compare` (one-sided, higher is better): the verdict, p-value (the
+Wilcoxon-Mann-Whitney test the verdict rests on) and effect are those against the runner-up.
+
+The p-values are Bonferroni-adjusted, so that ``alpha`` bounds the chance of calling a winner
+among candidates that are all alike: x 2 because the direction was chosen after seeing the data
+(the best is the one with the highest mean), x (k - 1) for the comparisons with the other k - 1
+candidates, x ``looks`` for the rounds after which a verdict may be taken (``--rounds auto``
+tests after every round). A candidate is *settled* when the best beats it significantly, or
+when the two are equivalent within ``tolerance`` (two one-sided tests: the 1 - 2 alpha Welch
+interval of the difference of the means lies within +-tolerance of the best's mean). Adaptive
+probing measures again only the candidates that are not settled.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ class Judgement:
     best: int
     runner_up: int | None
     p_value: float | None
-    effect: float | None  # best / runner-up - 1
+    effect: float | None  # best / runner-up - 1 (0 when neither did any work)
     decided: bool  # the best beats the runner-up significantly
     beaten: list[int] = field(default_factory=list)  # significantly worse than the best
     within_tolerance: list[int] = field(default_factory=list)  # equivalent to the best within the tolerance
@@ -65,7 +70,7 @@ def within(best: Sequence[float], other: Sequence[float], alpha: float, toleranc
     se2 = vb / len(best) + vo / len(other)
     margin = tolerance * abs(mb)
     if se2 == 0:
-        return abs(mb - mo) < margin
+        return abs(mb - mo) <= margin
     # Welch-Satterthwaite degrees of freedom, the interval at confidence 1 - 2 alpha.
     df = se2 ** 2 / ((vb / len(best)) ** 2 / (len(best) - 1) + (vo / len(other)) ** 2 / (len(other) - 1))
     q = t_quantile(1 - 2 * alpha, max(1, int(math.floor(df))))
@@ -73,10 +78,19 @@ def within(best: Sequence[float], other: Sequence[float], alpha: float, toleranc
     return -margin < low and high < margin
 
 
-def judge(samples: Mapping[int, Sequence[float]], names: Mapping[int, str], alpha: float = 0.05, tolerance: float = 0.01) -> Judgement:
-    """The best candidate and how sure that is, from each candidate's sub-window rates."""
-    from pinlab.stats import FASTER, compare
+def correction(candidates: int, looks: int = 1) -> int:
+    """The Bonferroni factor of the p-values: 2 (direction chosen after the data) x (k - 1) x looks."""
+    return 2 * max(1, candidates - 1) * max(1, looks)
 
+
+def smallest_p(n: int) -> float:
+    """The smallest one-sided Wilcoxon-Mann-Whitney p-value of n values against n (no ties): 1 / C(2n, n)."""
+    return 1 / math.comb(2 * n, n)
+
+
+def judge(samples: Mapping[int, Sequence[float]], names: Mapping[int, str], alpha: float = 0.05, tolerance: float = 0.01,
+          looks: int = 1) -> Judgement:
+    """The best candidate and how sure that is, from each candidate's sub-window rates."""
     measured = {c: list(v) for c, v in samples.items() if v}
     if not measured:
         raise ValueError("no candidate was measured")
@@ -84,9 +98,12 @@ def judge(samples: Mapping[int, Sequence[float]], names: Mapping[int, str], alph
     best = ranked[0]
     if len(ranked) == 1:
         return Judgement(best, None, None, None, False, verdict=f"{names[best]} is the only candidate measured: nothing to compare it with")
+    from pinlab.stats import FASTER, compare
+
+    factor = correction(len(samples), looks)
     result = Judgement(best, ranked[1], None, None, False)
     for other in ranked[1:]:
-        comparison = compare(_positive(measured[other]), _positive(measured[best]), alpha=alpha, better="higher")
+        comparison = compare(_positive(measured[other]), _positive(measured[best]), alpha=alpha / factor, better="higher")
         if comparison.verdict == FASTER:
             result.beaten.append(other)
         else:
@@ -95,15 +112,19 @@ def judge(samples: Mapping[int, Sequence[float]], names: Mapping[int, str], alph
             result.within_tolerance.append(other)
         if other == result.runner_up:
             p = comparison.median_p_faster
-            result.p_value = None if math.isnan(p) else float(p)
-            result.effect = _mean(measured[best]) / _mean(measured[other]) - 1 if _mean(measured[other]) > 0 else math.inf
+            result.p_value = None if math.isnan(p) else min(1.0, float(p) * factor)
+            best_mean, other_mean = _mean(measured[best]), _mean(measured[other])
+            result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
             result.decided = comparison.verdict == FASTER
-    result.verdict = _sentence(result, names, tolerance)
+    result.verdict = _sentence(result, names, tolerance, no_work=_mean(measured[best]) == 0)
     return result
 
 
-def _sentence(j: Judgement, names: Mapping[int, str], tolerance: float) -> str:
+def _sentence(j: Judgement, names: Mapping[int, str], tolerance: float, no_work: bool = False) -> str:
     best, other = names[j.best], names[j.runner_up]
+    if no_work:
+        return (f"no work was measured on any candidate (a rate of 0: is the work done by threads autopin does not see, "
+                f"such as a child process's?): nothing tells {best} from {other}; keeping {best}")
     p = "p unknown" if j.p_value is None else f"p = {j.p_value:.2g}"
     effect = "an unbounded margin" if j.effect is None or math.isinf(j.effect) else f"{j.effect:.1%}"
     if j.decided:

@@ -29,6 +29,8 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             ``verdict`` (one sentence), ``rounds``, ``probing_seconds``.
 ``rate``    after a choice, every interval: ``start``, ``end``, ``rate``, ``candidate``.
 ``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (the rate at the choice), ``intervals``.
+``error``   autopin stopped probing because something failed (``text``, ``error``: the exception's
+            type); the program runs on where it is.
 ``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds`` (searches,
             warm-ups included),
             ``choices`` (how many), ``final`` (``{"candidate", "name", "cpus"}`` or null),

@@ -9,6 +9,7 @@ program reports a heartbeat.
 from __future__ import annotations
 
 import os
+import signal as signals
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,23 @@ def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> 
     if options.candidates in (None, "auto"):
         return made.auto_candidates(topo, threads or default_threads(topo), max_candidates=options.max_candidates, cpu_kind=options.cpu_kind)
     return made.parse_candidates(options.candidates, topo, threads)
+
+
+def check_power(options: AutopinOptions, candidates: Sequence[Any]) -> None:
+    """Refuse probing that can never reach a verdict: with n sub-window rates per candidate the
+    smallest p-value is 1 / C(2n, n), which must beat ``alpha`` after the Bonferroni correction."""
+    from pinlab.autopin.decide import correction, smallest_p
+
+    if len(candidates) < 2:
+        return
+    looks = options.round_limit if options.adaptive else 1
+    factor = correction(len(candidates), looks)
+    samples = options.windows * options.round_limit
+    if smallest_p(samples) * factor < options.alpha:
+        return
+    need = next(w for w in range(options.windows + 1, 1001) if smallest_p(w * options.round_limit) * factor < options.alpha)
+    raise UsageError(f"{options.windows} sub-windows x {options.round_limit} rounds can never give a significant verdict among "
+                     f"{len(candidates)} candidates at alpha {options.alpha:g}: use --windows {need} or more (or fewer candidates, more rounds)")
 
 
 def check_log(path: str | None) -> None:
@@ -105,6 +123,7 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
 
         topology = load_topology("this")
     candidates = make_candidates(options, options.threads, topology)
+    check_power(options, candidates)
     threads = len(candidates[0].cpus)
     env = dict(os.environ)
     directory = _events_directory()
@@ -137,7 +156,15 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
             read_end, write_end = os.pipe()
             spec.stdout = write_end
             controller.pipe_write_end = write_end
-            tee = stdout_metric.tee(read_end, 1)
+            # The copying thread must never take the signals pinlab forwards to the program (a
+            # Ctrl-C landing there would end pinlab): it starts with them blocked, and keeps that.
+            from pinlab.launch.runner import FORWARDED
+
+            old_mask = signals.pthread_sigmask(signals.SIG_BLOCK, FORWARDED)
+            try:
+                tee = stdout_metric.tee(read_end, 1)
+            finally:
+                signals.pthread_sigmask(signals.SIG_SETMASK, old_mask)
         spec.controller = controller
         try:
             record = launch(spec)
@@ -172,8 +199,13 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
         topology = load_topology("this")
     # Explicit candidates give the thread count themselves; the others take the workers running now.
     explicit = options.candidates not in (None, "auto") and not options.strategies
-    threads = options.threads or (None if explicit else len(live.workers(live.process_threads(pid))))
+    running = len(live.workers(live.process_threads(pid)))
+    threads = options.threads or (None if explicit else running)
     candidates = make_candidates(options, threads, topology)
+    check_power(options, candidates)
+    if options.threads is None and running > len(candidates[0].cpus):
+        raise UsageError(f"process {pid} has {running} worker threads but the candidates {len(candidates[0].cpus)} CPUs: "
+                         f"list {running} CPUs per candidate, or give -n {len(candidates[0].cpus)} to let the workers share them round-robin")
     from pinlab.heartbeat import path_of_process
 
     heartbeat_path = path_of_process(pid)
@@ -186,10 +218,15 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
         return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
     controller = Autopin(options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say)
-    controller.started(pid)
+    # Ctrl-C, and the SIGTERM or SIGHUP of `timeout` or a closed terminal, all end the session the
+    # same way: the program keeps running, on the best candidate so far (or its own masks).
+    def _interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = {s: signals.signal(s, _interrupt) for s in (signals.SIGTERM, signals.SIGHUP)}
     interrupted = restored = False
     try:
-        while os.path.exists(f"/proc/{pid}") and _alive(pid) and not (stop and stop()):
+        controller.started(pid)
+        while _alive(pid) and not (stop and stop()):
             wait = controller.wake_at() - time.monotonic()
             if wait > 0:
                 time.sleep(min(wait, 0.2))
@@ -197,8 +234,14 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
             controller.step()
     except KeyboardInterrupt:
         interrupted = True
-    if interrupted or (stop and stop()):
-        restored = _leave(controller, pid, options.restore, say)
+    try:
+        if interrupted or (stop and stop()):
+            restored = _leave(controller, pid, options.restore, say)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for signum, handler in previous.items():
+            signals.signal(signum, handler)
     status = None
     return Outcome(status, controller.finish(exit_status=status, interrupted=interrupted, restored=restored))
 
@@ -210,15 +253,20 @@ def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
     if not _alive(pid):
         return False
     if restore:
-        done = live.pin_threads({tid: mask for tid, mask in controller.original_masks.items()})
+        # Threads that were there get their own masks back; threads created since get the mask
+        # the main thread had (what they would have inherited).
+        default = controller.original_masks.get(pid)
+        masks = {t.tid: controller.original_masks.get(t.tid, default) for t in live.process_threads(pid)}
+        done = live.pin_threads({tid: mask for tid, mask in masks.items() if mask}, pid=pid)
         say(f"restored the masks of {sum(done.values())} threads")
         controller.current = None
         return True
-    best = controller.best_so_far
-    if best is not None and best != controller.current:
+    # Re-pin even when the best is the current one: a stop in the middle of a re-pin may have
+    # left some threads behind.
+    best = controller.best_so_far if controller.best_so_far is not None else controller.current
+    if best is not None:
         controller._repin(best)
-    if controller.current is not None:
-        say(f"left the threads on {controller._label(controller.current)}")
+        say(f"left the threads on {controller._label(best)}")
     return False
 
 

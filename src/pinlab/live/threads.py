@@ -118,6 +118,8 @@ def check_process(pid: int, *, repin: bool = True) -> None:
     tgid = int(status.get("Tgid", pid))
     if tgid != pid:
         raise UsageError(f"{pid} is a thread of process {tgid}, not a process: give the process id ({tgid})")
+    if _kernel_thread(pid):
+        raise UsageError(f"process {pid} ({status.get('Name', '?')}) is a kernel thread: pinlab looks at and re-pins programs, not the kernel's own threads")
     if not repin:
         return
     try:
@@ -127,16 +129,37 @@ def check_process(pid: int, *, repin: bool = True) -> None:
                          "(or run as root, or with CAP_SYS_NICE)") from None
     except ProcessLookupError:
         raise UsageError(f"no process {pid}: it has ended") from None
+    except OSError as exc:  # EINVAL: a thread whose affinity cannot change (PF_NO_SETAFFINITY)
+        raise UsageError(f"process {pid} cannot be re-pinned: {exc.strerror}") from None
 
 
-def process_threads(pid: int) -> list[LiveThread]:
+#: PF_KTHREAD in the flags of /proc/PID/stat (field 9): a kernel thread.
+_PF_KTHREAD = 0x00200000
+
+
+def _kernel_thread(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return False
+    fields = data[data.rfind(b")") + 2:].split()
+    return len(fields) > 6 and bool(int(fields[6]) & _PF_KTHREAD)
+
+
+def process_threads(pid: int, events: str | None = "environ") -> list[LiveThread]:
     """Every thread of process ``pid`` now: main first, then in creation order where ``pinlab run``
-    recorded it, else by tid. Empty once the process has ended."""
+    recorded it, else by tid. Empty once the process has ended.
+
+    ``events`` is the event ring to take the roles from; by default the one named in the
+    process's environment (``PINLAB_EVENTS``); a caller that started the program passes its own
+    (or None), which saves reading the environment at every look.
+    """
     try:
         tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
         return []
-    path = events_path(pid)
+    path = events_path(pid) if events == "environ" else events
     roles = roles_from_events(path) if path else {}
     threads = []
     for tid in tids:

@@ -1,0 +1,59 @@
+"""The verdict on autopin's measurements: which candidate is best and how sure, against scipy."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pinlab.autopin.decide import correction, judge, smallest_p, within
+
+NAMES = {i: f"c{i}" for i in range(8)}
+
+
+def test_a_clear_winner_is_decided_with_the_adjusted_scipy_p_value():
+    best, other = [10.0, 10.2, 9.9, 10.1, 10.3, 10.0, 9.8, 10.1], [5.0, 5.2, 4.9, 5.1, 5.3, 5.0, 4.8, 5.1]
+    j = judge({0: other, 1: best}, NAMES, alpha=0.05)
+    assert j.best == 1 and j.runner_up == 0 and j.decided and j.beaten == [0]
+    p = stats.mannwhitneyu(best, other, alternative="greater").pvalue
+    assert j.p_value == pytest.approx(min(1, p * correction(2)))
+    assert j.effect == pytest.approx(np.mean(best) / np.mean(other) - 1)
+    assert j.verdict.startswith("c1 beats c0 and every other candidate by 99.")
+
+
+def test_the_correction_counts_direction_candidates_and_looks():
+    assert correction(2) == 2 and correction(5) == 8 and correction(5, looks=3) == 24 and correction(1) == 2
+    assert smallest_p(5) == pytest.approx(1 / 252)
+
+
+def test_alike_candidates_are_rarely_called_different():
+    """Two candidates drawn from one distribution: a false 'decided' at most about alpha of the time."""
+    rng = np.random.default_rng(7)
+    trials, false = 1000, 0
+    for _ in range(trials):
+        a, b = rng.normal(100, 5, 8), rng.normal(100, 5, 8)
+        false += judge({0: list(a), 1: list(b)}, NAMES, alpha=0.05).decided
+    assert false / trials <= 0.065  # alpha, within sampling error; without the factor 2 for the direction it is about 0.1
+
+
+def test_equivalence_within_the_tolerance_uses_the_welch_interval():
+    base = [100.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]
+    near = [x * 0.999 for x in base]
+    assert within(base, near, 0.05, 0.01)
+    assert not within(base, [x * 0.95 for x in base], 0.05, 0.01)
+    assert within([3.0] * 4, [3.0] * 4, 0.05, 0.01)  # constant and equal: surely equivalent
+    j = judge({0: base, 1: near}, NAMES, alpha=0.05, tolerance=0.01)
+    assert 1 in j.within_tolerance or 0 in j.within_tolerance
+    assert "equivalent within 1%" in j.verdict
+
+
+def test_no_work_at_all_is_said_so_not_an_unbounded_margin():
+    j = judge({0: [0.0] * 5, 1: [0.0] * 5}, NAMES)
+    assert j.effect == 0.0 and not j.decided
+    assert "no work was measured" in j.verdict and not math.isinf(j.effect)
+
+
+def test_one_candidate_needs_no_statistics():
+    j = judge({0: [1.0, 2.0]}, NAMES)
+    assert j.runner_up is None and j.p_value is None and "only candidate" in j.verdict

@@ -4,7 +4,14 @@ One boot of the ``2s2n`` guest (2 sockets, 2 NUMA nodes, 4 CPUs). In the guest, 
 CPU of node 0 and B the first of node 1 (from sysfs). ``spinner --mem 64`` (tests/autopin/spinner.c,
 compiled here; the guest sees this file system) first touches 64 MiB on its main thread, which
 autopin starts on A, the first candidate: the pages are on node 0. A ``sh`` busy loop pinned to A
-takes half of that CPU, so autopin chooses B (as tests/autopin proves on this machine).
+takes half of that CPU, so autopin chooses B (as tests/autopin proves on this machine). The metric is
+``task-clock``: the guest's own share of CPU time halves on A whatever the load on the host, while
+the work a thread does per second (the heartbeat) also depends on how the host shares its CPUs
+among the guest's virtual CPUs.
+
+The guest kernel may place a few pages of a node-0 thread's first touch on node 1 (fallback when
+node 0 is short of free pages; its 1 GiB also holds the guest's page cache): the checks on the
+64 MiB mapping ask for at least 99 % of its pages on the expected node.
 
 Two runs, one after the other:
 
@@ -37,9 +44,12 @@ SHAPE = {"nodes": 2, "sockets": 2, "cpus": 4}
 MEM_MIB = 64
 MEM_PAGES = MEM_MIB * 1024 // 4  # numa_maps' N<node>= counts are 4 KiB pages (huge pages counted in them)
 WARMUP, INTERVAL = 0.3, 0.6
-#: spinner must have touched its 64 MiB on A before the probing moves it: about 1.6 s in the guest
-#: beside the co-runner (software emulation), so a longer initialisation than on a real machine.
-INIT = 5.0
+#: spinner must have touched its 64 MiB on A before the probing moves it: 1.6 s to 5 s in the guest
+#: beside the co-runner (software emulation, host load), so a longer initialisation than on a real
+#: machine. It costs little: the choice waits anyway for the verdict's import of scipy (below).
+INIT = 15.0
+#: Share of the 64 MiB mapping's pages that must be on the expected node (see the module's docstring).
+MOST = 0.99
 #: An upper bound on spinner's run: the guest ends it (SIGTERM) once the kernel's view of it on its
 #: choice is read. Under software emulation the choice comes about a minute after the start: the
 #: verdict's first import of scipy (pinlab.stats) alone takes 30 s or more in the guest.
@@ -65,7 +75,7 @@ RUN = r"""
 taskset -c "$A" sh -c 'while :; do :; done' &
 CO=$!
 LOG=$R/{mode}.jsonl
-{pinlab} autopin -c "$A;$B" --migrate-pages {mode} -i {init} -w {warmup} -t {interval} --log "$LOG" \
+{pinlab} autopin -c "$A;$B" --migrate-pages {mode} --metric task-clock -i {init} -w {warmup} -t {interval} --log "$LOG" \
     -- {spinner} --threads 1 --seconds {seconds} --mem {mem} >"$R/{mode}.out" 2>"$R/{mode}.err" &
 AP=$!
 i=0
@@ -155,12 +165,16 @@ def _ended_by_the_test(run: dict, what: str) -> None:
     assert summary[0]["signal"] == 15 and run.get("rc") == str(128 + 15), f"{what}: {summary}, exit status {run.get('rc')}\n{run['text']}"
 
 
+def _mostly_on(nodes: dict[int, int], node: int) -> bool:
+    return nodes.get(node, 0) >= MOST * sum(nodes.values())
+
+
 def _touched_on_node_0(run: dict, what: str) -> None:
-    """Before the probing, spinner had touched its 64 MiB on A (node 0): it beat (it beats only after
-    touching), so autopin took the heartbeat, and the kernel showed the pages on node 0."""
-    assert _of(run, "start")[0]["metric"] == "heartbeat", f"{what}: spinner had not beaten within -i {INIT}: raise INIT\n{run['text']}"
+    """When the probing began, the kernel showed spinner's 64 MiB touched, on node 0."""
+    assert _of(run, "start")[0]["metric"] == "task-clock"
     big = _big_mappings(run["numa_maps_at_start"])
-    assert big and all(set(nodes) == {0} for nodes in big), f"{what}: at the start the {MEM_MIB} MiB are not on node 0: {big}"
+    assert big, f"{what}: spinner had not touched its {MEM_MIB} MiB within -i {INIT}\n{run['numa_maps_at_start']}"
+    assert all(_mostly_on(nodes, 0) for nodes in big), f"{what}: at the start the {MEM_MIB} MiB are not on node 0: {big}"
 
 
 def _choice_is_b(guest, run: dict, what: str) -> None:
@@ -197,9 +211,9 @@ def test_pages_follow_the_thread_to_node_1(guest):
     assert (move["from_nodes"], move["to_nodes"]) == ([0], [1])
     before = {int(n): p for n, p in move["pages_before"].items()}
     after = {int(n): p for n, p in move["pages_after"].items()}
-    assert before.get(0, 0) >= MEM_PAGES and before[0] > sum(p for n, p in before.items() if n != 0), move
+    assert before.get(0, 0) >= MOST * MEM_PAGES and before[0] > sum(p for n, p in before.items() if n != 0), move
     assert after.get(1, 0) >= MEM_PAGES and after.get(1, 0) > after.get(0, 0), move
-    assert before[0] - after.get(0, 0) >= MEM_PAGES, f"fewer than {MEM_MIB} MiB left node 0: {move}"
+    assert before[0] - after.get(0, 0) >= MOST * MEM_PAGES, f"fewer than {MEM_MIB} MiB left node 0: {move}"
     assert move["seconds"] > 0 and move["not_moved"] >= 0
     # order: re-pin to B, then the migration, then the warm-up of w seconds, then B's window
     assert probes[0]["end"] <= probe_b["repinned_at"] <= move["t"] - move["seconds"] + 1e-5, (probes[0], move, probe_b)
@@ -208,7 +222,7 @@ def test_pages_follow_the_thread_to_node_1(guest):
     big = _big_mappings(run["numa_maps"])
     assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
     for nodes in big:
-        assert set(nodes) == {1}, f"the {MEM_MIB} MiB are not all on node 1 while the program runs on B: {nodes}"
+        assert _mostly_on(nodes, 1), f"the {MEM_MIB} MiB are not on node 1 while the program runs on B: {nodes}"
     assert "moved pages from nodes 0 to 1" in run["stderr"], run["stderr"]
 
 
@@ -223,4 +237,4 @@ def test_without_migration_the_pages_stay_on_node_0(guest):
     big = _big_mappings(run["numa_maps"])
     assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
     for nodes in big:
-        assert set(nodes) == {0}, f"without --migrate-pages the {MEM_MIB} MiB moved off node 0: {nodes}"
+        assert _mostly_on(nodes, 0), f"without --migrate-pages the {MEM_MIB} MiB moved off node 0: {nodes}"

@@ -7,10 +7,10 @@ thread of its own, and the program's signals and exit status stay ``pinlab run``
 
 1. Let the program initialise ``i`` seconds (its threads are born on the first candidate).
 2. For each candidate: re-pin the workers (and with ``--migrate-pages process`` move the pages
-   to the candidate's nodes), warm up ``w`` seconds (not for the first candidate, already in
-   place), then read the metric at the start and at the end of each of ``windows`` sub-windows
-   of ``t`` / ``windows`` seconds: a rate per worker thread over the whole window (the paper's
-   r_avg) and one per sub-window (the samples of the verdict).
+   to the candidate's nodes), warm up ``w`` seconds from the end of the migration (not for the
+   first candidate, already in place), then read the metric at the start and at the end of each
+   of ``windows`` sub-windows of ``t`` / ``windows`` seconds: a rate per worker thread over the
+   whole window (the paper's r_avg) and one per sub-window (the samples of the verdict).
 3. Judge (:mod:`pinlab.autopin.decide`); with ``--rounds N`` measure every candidate N times,
    with ``--rounds auto`` again only those not settled, up to ``--max-rounds``.
 4. Re-pin to the best and keep it; every ``t`` log and print the rate. With ``--monitor``, a rate
@@ -200,6 +200,8 @@ class Autopin:
         if candidate != self.current:
             repinned_at = self._since()
             self._repin(candidate)
+            # _repin returns once the pages have moved (--migrate-pages process): the warm-up
+            # counts from then, so the window does not measure the program refilling remote caches.
             yield self.clock() + opts.warmup_seconds
         self.window = window = Window(candidate, round_number, repinned_at)
         self._read(window)

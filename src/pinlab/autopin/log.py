@@ -11,7 +11,7 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             ``{"index", "name", "cpus"}``.
 ``probe``   one candidate measured once: ``candidate`` (index), ``name``, ``cpus``, ``round``
             (1, 2, ...), ``repinned_at`` (when the threads were moved to it; the warm-up runs from
-            there to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
+            there, or from the end of the ``migrate`` event that follows, to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
             measured over the whole window, as strings of tids), ``mean`` (the paper's r_avg),
             ``windows`` (the mean rate of each sub-window, the samples the verdict is computed
             from; sub-window k spans start + k (end - start) / windows, in equal parts), ``threads``
@@ -19,7 +19,8 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             short. ``round`` starts again at 1 in each search (after a ``reprobe``).
 ``migrate`` pages moved after a re-pin that changed NUMA nodes: ``from_nodes``, ``to_nodes``
             (lists of node numbers), ``pages_before`` and ``pages_after`` (node number as a string
-            -> pages), ``not_moved`` (pages the kernel could not move), ``seconds``.
+            -> pages), ``not_moved`` (pages the kernel could not move), ``seconds``; ``t`` is when
+            the move ended (it began ``seconds`` earlier), after the re-pin it follows.
 ``choice``  ``candidate``, ``name``, ``cpus``, ``rate`` (the mean of its sub-window rates of this
             search, all rounds pooled), ``runner_up`` (``{"candidate", "name",
             "cpus", "rate"}`` or null with one candidate), ``p_value`` (one-sided, best better than

@@ -1,0 +1,68 @@
+"""``pinlab.memory.migrate.migrate_pages`` against this machine's kernel (one NUMA node is enough).
+
+Moving pages between two nodes is proved in the emulated NUMA machine (tests/vm/test_vm_autopin.py);
+here the system call itself: it reaches the kernel, returns how many pages were not moved, and
+reports the kernel's refusals as OSError with the kernel's errno.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pinlab.live import pages_per_node
+from pinlab.memory.migrate import migrate_pages
+
+
+def _migrate_or_skip(pid: int, old: list[int], new: list[int]) -> int:
+    try:
+        return migrate_pages(pid, old, new)
+    except OSError as exc:
+        if exc.errno == errno.ENOSYS:
+            pytest.skip("this kernel has no migrate_pages (built without NUMA support)")
+        raise
+
+
+def test_moving_own_pages_to_the_node_they_are_on_leaves_none_behind():
+    nodes = sorted(n for n, pages in pages_per_node(os.getpid()).items() if pages)
+    if not nodes:
+        pytest.skip("this kernel shows no pages per node in /proc/self/numa_maps")
+    node = nodes[0]
+    before = pages_per_node(os.getpid())
+    assert _migrate_or_skip(os.getpid(), [node], [node]) == 0
+    after = pages_per_node(os.getpid())
+    assert after.get(node, 0) > 0 and set(after) == set(before)  # nothing went anywhere else
+
+
+def test_pid_0_means_the_calling_process():
+    # The kernel reads pid 0 as "the caller": the same answer as the caller's own pid.
+    if not pages_per_node(os.getpid()):
+        pytest.skip("this kernel shows no pages per node in /proc/self/numa_maps")
+    assert _migrate_or_skip(0, [0], [0]) == 0
+
+
+def test_a_process_that_has_ended_is_esrch():
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    gone = int(child.stdout)
+    assert not os.path.exists(f"/proc/{gone}"), "the pid was reused already; run again"
+    with pytest.raises(OSError) as raised:
+        _migrate_or_skip(gone, [0], [0])
+    assert raised.value.errno == errno.ESRCH
+    assert raised.value.strerror == os.strerror(errno.ESRCH)
+
+
+def test_a_pid_beyond_pid_max_is_esrch():
+    with open("/proc/sys/kernel/pid_max") as limit:
+        beyond = int(limit.read()) + 1
+    with pytest.raises(OSError) as raised:
+        _migrate_or_skip(beyond, [0], [0])
+    assert raised.value.errno == errno.ESRCH
+
+
+@pytest.mark.parametrize("node", [-1, 1024])
+def test_node_numbers_outside_the_mask_are_refused_before_the_call(node):
+    with pytest.raises(ValueError, match=f"node {node} out of range"):
+        migrate_pages(os.getpid(), [node], [0])

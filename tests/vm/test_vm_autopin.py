@@ -1,0 +1,240 @@
+"""``pinlab autopin --migrate-pages`` on a real 2-node kernel: the emulated NUMA machine of tests/vm/numavm.
+
+One boot of the ``2s2n`` guest (2 sockets, 2 NUMA nodes, 4 CPUs). In the guest, A is the first
+CPU of node 0 and B the first of node 1 (from sysfs). ``spinner --mem 64`` (tests/autopin/spinner.c,
+compiled here; the guest sees this file system) first touches 64 MiB on its main thread, which
+autopin starts on A, the first candidate: the pages are on node 0. A ``sh`` busy loop pinned to A
+takes half of that CPU, so autopin chooses B (as tests/autopin proves on this machine). The metric is
+``task-clock``: the guest's own share of CPU time halves on A whatever the load on the host, while
+the work a thread does per second (the heartbeat) also depends on how the host shares its CPUs
+among the guest's virtual CPUs.
+
+The guest kernel may place a few pages of a node-0 thread's first touch on node 1 (fallback when
+node 0 is short of free pages; its 1 GiB also holds the guest's page cache): the checks on the
+64 MiB mapping ask for at least 99 % of its pages on the expected node.
+
+Two runs, one after the other:
+
+- ``--migrate-pages process``: after the re-pin to B the log has a ``migrate`` event from node 0
+  to node 1 whose page counts (the kernel's numa_maps before and after) show the 64 MiB moved;
+  the warm-up of B is counted from the end of the migration; while the program runs on its
+  choice, the kernel's ``/proc/PID/numa_maps`` shows the 64 MiB on the chosen CPU's node;
+- ``--migrate-pages off``: no ``migrate`` event, and the 64 MiB stay on node 0 wherever the
+  thread runs.
+
+The guest's automatic NUMA balancing is switched off first so that only pinlab moves pages
+(spinner never reads its memory again, so the balancer would not move it anyway; this removes
+the doubt).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pinlab.native import include_dir
+
+pytestmark = pytest.mark.vm
+
+SHAPE = {"nodes": 2, "sockets": 2, "cpus": 4}
+MEM_MIB = 64
+MEM_PAGES = MEM_MIB * 1024 // 4  # numa_maps' N<node>= counts are 4 KiB pages (huge pages counted in them)
+WARMUP, INTERVAL = 0.3, 0.6
+#: spinner must have touched its 64 MiB on A before the probing moves it: 1.6 s to 5 s in the guest
+#: beside the co-runner (software emulation, host load), so a longer initialisation than on a real
+#: machine. It costs little: the choice waits anyway for the verdict's import of scipy (below).
+INIT = 15.0
+#: Share of the 64 MiB mapping's pages that must be on the expected node (see the module's docstring).
+MOST = 0.99
+#: An upper bound on spinner's run: the guest ends it (SIGTERM) once the kernel's view of it on its
+#: choice is read. Under software emulation the choice comes about a minute after the start: the
+#: verdict's first import of scipy (pinlab.stats) alone takes 30 s or more in the guest.
+SECONDS = 400
+MODES = ("process", "off")
+
+SETUP = r"""
+first_cpu() { sed 's/[,-].*//' /sys/devices/system/node/node$1/cpulist; }
+A=$(first_cpu 0)
+B=$(first_cpu 1)
+R=$(mktemp -d)
+export A B R
+echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
+echo "a $A"
+echo "b $B"
+echo "numa_balancing $(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo absent)"
+"""
+
+# One autopin run with a co-runner on A. When the log shows the choice, the kernel's view of the
+# program (numa_maps, the main thread's affinity and last CPU) is taken while it still runs.
+# Sections of the output are separated by "@@<name>@@" lines.
+RUN = r"""
+taskset -c "$A" sh -c 'while :; do :; done' &
+CO=$!
+LOG=$R/{mode}.jsonl
+{pinlab} autopin -c "$A;$B" --migrate-pages {mode} --metric task-clock -i {init} -w {warmup} -t {interval} --log "$LOG" \
+    -- {spinner} --threads 1 --seconds {seconds} --mem {mem} >"$R/{mode}.out" 2>"$R/{mode}.err" &
+AP=$!
+i=0
+until grep -q '"event": "start"' "$LOG" 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.2; i=$((i + 1)); done
+PID=$(sed -n 's/^{{"event": "start".*"pid": \([0-9]*\).*/\1/p' "$LOG")
+echo "@@numa_maps_at_start@@"; cat "/proc/$PID/numa_maps"
+until grep -q '"event": "choice"' "$LOG" 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.2; i=$((i + 1)); done
+echo "@@pid@@"; echo "$PID"
+echo "@@affinity@@"; grep Cpus_allowed_list "/proc/$PID/status"
+echo "@@cpu@@"; awk '{{print $39}}' "/proc/$PID/stat"
+echo "@@numa_maps@@"; cat "/proc/$PID/numa_maps"
+kill -TERM "$PID"
+wait $AP
+RC=$?
+kill $CO
+echo "@@rc@@"; echo $RC
+echo "@@stdout@@"; cat "$R/{mode}.out"
+echo "@@stderr@@"; cat "$R/{mode}.err"
+echo "@@log@@"; cat "$LOG"
+"""
+
+
+@pytest.fixture(scope="module")
+def spinner(tmp_path_factory) -> str:
+    """tests/autopin/spinner.c built here, in a directory the guest sees (its root is ours, read-only)."""
+    out = tmp_path_factory.mktemp("vm-spinner") / "spinner"
+    source = Path(__file__).resolve().parent.parent / "autopin" / "spinner.c"
+    subprocess.run(["cc", "-O1", "-pthread", f"-I{include_dir()}", "-o", str(out), str(source)], check=True)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def guest(numavm, pinlab_cmd, spinner):
+    """Both runs in one boot: ``{"chosen": {a, b, ...}, "runs": {mode: parsed run}}``."""
+    commands = {mode: RUN.format(mode=mode, pinlab=pinlab_cmd, spinner=shlex.quote(spinner), init=INIT, warmup=WARMUP,
+                                 interval=INTERVAL, seconds=SECONDS, mem=MEM_MIB) for mode in MODES}
+    group = numavm.Group("autopin", commands, setup=SETUP, parallel=False)  # one at a time: each has the CPUs it expects
+    results = numavm.batch([group], **SHAPE)
+    chosen = {}
+    for line in results["autopin.setup"].check("choosing CPUs from the guest's sysfs").stdout.splitlines():
+        key, _, value = line.partition(" ")
+        chosen[key] = value
+    return {"chosen": chosen, "runs": {mode: _parse_run(results[mode].check(f"autopin --migrate-pages {mode}").stdout) for mode in MODES}}
+
+
+# -- parsing ---------------------------------------------------------------------------------
+def _parse_run(text: str) -> dict:
+    sections, name = {}, None
+    for line in text.splitlines():
+        mark = re.fullmatch(r"@@(\w+)@@", line)
+        if mark:
+            name = mark.group(1)
+            sections[name] = []
+        elif name is not None:
+            sections[name].append(line)
+    joined = {k: "\n".join(v) for k, v in sections.items()}
+    log = [json.loads(line) for line in sections.get("log", []) if line.strip()]
+    return {**joined, "events": log, "text": text}
+
+
+def _of(run: dict, kind: str) -> list[dict]:
+    return [e for e in run["events"] if e["event"] == kind]
+
+
+def _big_mappings(numa_maps: str) -> list[dict[int, int]]:
+    """Pages per node of each anonymous mapping holding at least the MiB spinner touched."""
+    found = []
+    for line in numa_maps.splitlines():
+        words = line.split()
+        if not words or not re.fullmatch(r"[0-9a-f]+", words[0]) or "anon=" not in line:
+            continue
+        nodes = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"\bN(\d+)=(\d+)", line)}
+        if sum(nodes.values()) >= MEM_PAGES:
+            found.append(nodes)
+    return found
+
+
+def _cpu_ab(guest) -> tuple[int, int]:
+    return int(guest["chosen"]["a"]), int(guest["chosen"]["b"])
+
+
+def _ended_by_the_test(run: dict, what: str) -> None:
+    """spinner ran past the choice until the guest sent it SIGTERM; autopin ended with its status."""
+    summary = _of(run, "summary")
+    assert summary, f"{what}: no summary in the log\n{run['text']}"
+    assert not summary[0]["ended_during_probing"], f"{what}: spinner ended before the choice; raise SECONDS\n{run['text']}"
+    assert summary[0]["signal"] == 15 and run.get("rc") == str(128 + 15), f"{what}: {summary}, exit status {run.get('rc')}\n{run['text']}"
+
+
+def _mostly_on(nodes: dict[int, int], node: int) -> bool:
+    return nodes.get(node, 0) >= MOST * sum(nodes.values())
+
+
+def _touched_on_node_0(run: dict, what: str) -> None:
+    """When the probing began, the kernel showed spinner's 64 MiB touched, on node 0."""
+    assert _of(run, "start")[0]["metric"] == "task-clock"
+    big = _big_mappings(run["numa_maps_at_start"])
+    assert big, f"{what}: spinner had not touched its {MEM_MIB} MiB within -i {INIT}\n{run['numa_maps_at_start']}"
+    assert all(_mostly_on(nodes, 0) for nodes in big), f"{what}: at the start the {MEM_MIB} MiB are not on node 0: {big}"
+
+
+def _choice_is_b(guest, run: dict, what: str) -> None:
+    a, b = _cpu_ab(guest)
+    choice = _of(run, "choice")
+    assert choice, f"{what}: no choice in the log\n{run['text']}"
+    assert choice[0]["cpus"] == [b], f"{what}: chose {choice[0]['cpus']}, not B = {b} (the co-runner loads A = {a})\n{run['text']}"
+    # the kernel's view when numa_maps was read: the main thread may run on B only, and last ran there
+    assert run["affinity"].split() == ["Cpus_allowed_list:", str(b)], run["text"]
+    assert run["cpu"].strip() == str(b), run["text"]
+
+
+# -- the tests -------------------------------------------------------------------------------
+def test_guest_cpus_are_on_two_nodes(guest):
+    a, b = _cpu_ab(guest)
+    assert a != b
+    assert guest["chosen"]["numa_balancing"] in ("0", "absent"), guest["chosen"]
+
+
+def test_pages_follow_the_thread_to_node_1(guest):
+    run = guest["runs"]["process"]
+    what = "autopin --migrate-pages process"
+    _ended_by_the_test(run, what)
+    _touched_on_node_0(run, what)
+    a, b = _cpu_ab(guest)
+    start = _of(run, "start")[0]
+    assert start["params"]["migrate_pages"] == "process"
+    probes = _of(run, "probe")
+    assert [p["cpus"] for p in probes[:2]] == [[a], [b]], run["text"]
+    probe_b = probes[1]
+    moves = _of(run, "migrate")
+    assert len(moves) == 1, f"{what}: one migration expected (to B; the choice B needs none)\n{run['text']}"
+    move = moves[0]
+    assert (move["from_nodes"], move["to_nodes"]) == ([0], [1])
+    before = {int(n): p for n, p in move["pages_before"].items()}
+    after = {int(n): p for n, p in move["pages_after"].items()}
+    assert before.get(0, 0) >= MOST * MEM_PAGES and before[0] > sum(p for n, p in before.items() if n != 0), move
+    assert after.get(1, 0) >= MEM_PAGES and after.get(1, 0) > after.get(0, 0), move
+    assert before[0] - after.get(0, 0) >= MOST * MEM_PAGES, f"fewer than {MEM_MIB} MiB left node 0: {move}"
+    assert move["seconds"] > 0 and move["not_moved"] >= 0
+    # order: re-pin to B, then the migration, then the warm-up of w seconds, then B's window
+    assert probes[0]["end"] <= probe_b["repinned_at"] <= move["t"] - move["seconds"] + 1e-5, (probes[0], move, probe_b)
+    assert probe_b["start"] - move["t"] >= WARMUP - 1e-5, f"B's window began {probe_b['start'] - move['t']:.3f} s after the migration ended, warm-up {WARMUP}"
+    _choice_is_b(guest, run, what)
+    big = _big_mappings(run["numa_maps"])
+    assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
+    for nodes in big:
+        assert _mostly_on(nodes, 1), f"the {MEM_MIB} MiB are not on node 1 while the program runs on B: {nodes}"
+    assert "moved pages from nodes 0 to 1" in run["stderr"], run["stderr"]
+
+
+def test_without_migration_the_pages_stay_on_node_0(guest):
+    run = guest["runs"]["off"]
+    what = "autopin --migrate-pages off"
+    _ended_by_the_test(run, what)
+    _touched_on_node_0(run, what)
+    assert _of(run, "start")[0]["params"]["migrate_pages"] == "off"
+    assert not _of(run, "migrate"), run["text"]
+    _choice_is_b(guest, run, what)
+    big = _big_mappings(run["numa_maps"])
+    assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
+    for nodes in big:
+        assert _mostly_on(nodes, 0), f"without --migrate-pages the {MEM_MIB} MiB moved off node 0: {nodes}"

@@ -15,6 +15,7 @@ Protocol with the preload library (environment variables, all read by native/pre
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import signal
@@ -498,7 +499,7 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
             if controller is not None and time.monotonic() >= controller.wake_at():
                 controller.step()
             wait = max(0.001, next_sample - time.monotonic()) if sampler is not None else None
-            if controller is not None:
+            if controller is not None and controller.wake_at() != math.inf:  # inf: it has nothing more to do
                 until = max(0.001, controller.wake_at() - time.monotonic())
                 wait = until if wait is None else min(wait, until)
             if deadline is not None:

@@ -58,6 +58,8 @@ bench: install
 	$(PY) bench/bench_run.py --cpus 0 --no-startup
 	$(PY) bench/bench_stream.py
 	$(PY) bench/bench_study.py
+	$(PY) bench/bench_candidates.py
+	$(PY) bench/bench_autopin.py
 
 clean:
 	rm -rf $(VENV) build $(DEMO_DIR)

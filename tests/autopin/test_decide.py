@@ -19,7 +19,9 @@ def test_a_clear_winner_is_decided_with_the_adjusted_scipy_p_value():
     p = stats.mannwhitneyu(best, other, alternative="greater").pvalue
     assert j.p_value == pytest.approx(min(1, p * correction(2)))
     assert j.effect == pytest.approx(np.mean(best) / np.mean(other) - 1)
-    assert j.verdict.startswith("c1 beats c0 and every other candidate by 99.")
+    assert j.verdict.startswith("c1 beats c0 by 99.")
+    three = judge({0: other, 1: best, 2: [x - 1 for x in other]}, NAMES, alpha=0.05)
+    assert three.verdict.startswith("c1 beats c0 and every other candidate by 99.")
 
 
 def test_the_correction_counts_direction_candidates_and_looks():

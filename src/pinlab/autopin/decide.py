@@ -128,7 +128,7 @@ def _sentence(j: Judgement, names: Mapping[int, str], tolerance: float, no_work:
     p = "p unknown" if j.p_value is None else f"p = {j.p_value:.2g}"
     effect = "an unbounded margin" if j.effect is None or math.isinf(j.effect) else f"{j.effect:.1%}"
     if j.decided:
-        rest = " and every other candidate" if not j.equivalent else ""
+        rest = " and every other candidate" if not j.equivalent and len(j.beaten) > 1 else ""
         return f"{best} beats {other}{rest} by {effect}, {p}"
     if j.runner_up in j.within_tolerance:
         return f"{best} and {other} are equivalent within {tolerance:.0%} ({best} leads by {effect}, {p}): keeping {best}, the higher mean"

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""autopin against every candidate run as a fixed pinning, side by side, with co-runners making some CPUs worse.
+
+Run by hand: ``.venv/bin/python bench/bench_autopin.py [--reps 3] [--trials 10] [--seconds 20]``.
+Not a test: it asserts nothing about time; it prints tables and PASS/MISS against the targets
+of issue 10:
+
+1. autopin's choice is the best fixed candidate, or one whose run time is within 1% of the
+   best's, in at least 95% of cases;
+2. the run time under autopin is within 3% of the best fixed pinning's, for runs longer than
+   ten times the probing time;
+3. with ``--rounds auto`` the probing takes at most half the time of fixed-window probing
+   (``--rounds`` = ``--max-rounds``) at the same accuracy.
+
+Scenarios come from this machine's CPUs: a ``cpu`` co-runner (pinlab.workloads.corun) loads
+the last allowed CPU (and, on 8 CPUs or more, the last quarter of them); for each built-in
+workload (primes: CPU-bound, dynamic schedule; stream: memory-bound, static schedule; mb:
+cache-bound) and thread count, the candidates are
+
+- 1 thread: the loaded CPU, a free CPU;
+- 2 threads: one per CPU with one of them loaded, both on a free CPU, both on the loaded CPU;
+- n >= 4 threads (8 CPUs or more): autopin's automatic candidates for n threads.
+
+Each workload's size is calibrated so that one run lasts about ``--seconds`` (at least ten times
+the probing time). For each scenario and repetition, in rotating order: one ``pinlab run -c``
+per candidate (wall time) and one ``pinlab autopin`` (wall time, choice, probing time). Then
+``--trials`` short probing-only sessions per mode (``--rounds auto`` against fixed rounds):
+autopin on a long run of the workload, stopped once it has chosen; their choices and probing
+times.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def pinlab_command() -> str:
+    for candidate in (Path(sys.executable).parent / "pinlab", shutil.which("pinlab"), HERE.parent / ".venv" / "bin" / "pinlab"):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    print("bench_autopin: pinlab is not installed: run `make install` first", file=sys.stderr)
+    sys.exit(2)
+
+
+PINLAB = pinlab_command()
+
+
+def workload_path(name: str) -> str:
+    return subprocess.run([PINLAB, "workload", "path", name], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def workload_argv(name: str, threads: int, size: float) -> list[str]:
+    path = workload_path(name)
+    if name == "primes":
+        return [path, "--threads", str(threads), "--limit", str(int(size))]
+    if name == "stream":
+        return [path, "--threads", str(threads), "--size", str(int(size)), "--ntimes", "200"]
+    if name == "mb":
+        return [path, "--threads", str(threads), "--reps", str(int(size))]
+    raise ValueError(name)
+
+
+BASE = {"primes": 5e6, "stream": 2e6, "mb": 2000}
+EXPONENT = {"primes": 2 / 3, "stream": 1.0, "mb": 1.0}  # size ~ time ** exponent
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+    start = time.monotonic()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+    return time.monotonic() - start
+
+
+def calibrate(name: str, threads: int, cpus: str, seconds: float) -> float:
+    """The size at which the workload runs about ``seconds`` on ``cpus`` (no co-runner)."""
+    size = BASE[name]
+    for _ in range(3):
+        took = timed([PINLAB, "run", "-q", "--sample-ms", "1000", "--oversubscribe", "-c", cpus, "--", *workload_argv(name, threads, size)])
+        print(f"  (calibrating {name}, {threads} threads: size {size:.4g} took {took:.2f} s)", flush=True)
+        if 0.7 * seconds < took < 1.3 * seconds:
+            break
+        size *= (seconds / max(took, 0.05)) ** EXPONENT[name]
+    return size
+
+
+def scenarios(cpus: list[int], threads_list: list[int]) -> list[tuple[int, list[list[int]], list[int]]]:
+    """(threads, candidates, CPUs the co-runners load)."""
+    busy = [cpus[-1]] if len(cpus) < 8 else cpus[-max(1, len(cpus) // 4):]
+    free = [c for c in cpus if c not in busy]
+    out = []
+    for n in threads_list:
+        if n == 1:
+            out.append((1, [[busy[0]], [free[0]]], busy))
+        elif n == 2 and len(cpus) >= 2:
+            out.append((2, [[free[0], busy[0]], [free[0], free[0]], [busy[0], busy[0]]], busy))
+        elif n >= 4 and len(cpus) >= 8:
+            from pinlab.autopin.candidates import auto_candidates
+            from pinlab.topology import load_topology
+
+            out.append((n, [list(c.cpus) for c in auto_candidates(load_topology("this"), n, max_candidates=4)], busy))
+    return out
+
+
+def candidates_text(candidates: list[list[int]]) -> str:
+    return ";".join(",".join(map(str, c)) for c in candidates)
+
+
+def autopin_run(argv: list[str], candidates: list[list[int]], params: list[str], log: Path) -> tuple[float, dict]:
+    took = timed([PINLAB, "autopin", "-q", "-c", candidates_text(candidates), *params, "--log", str(log), "--", *argv])
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    choice = next((e for e in events if e["event"] == "choice"), None)
+    return took, {"choice": choice["candidate"] if choice else None, "probing": choice["probing_seconds"] if choice else None}
+
+
+def probe_only(argv: list[str], candidates: list[list[int]], params: list[str], log: Path, limit: float) -> dict:
+    """autopin on a long run, stopped (with the program) once it has chosen."""
+    proc = subprocess.Popen([PINLAB, "autopin", "-q", "-c", candidates_text(candidates), *params, "--log", str(log), "--", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + limit
+    choice = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+        if log.exists():
+            events = [json.loads(line) for line in log.read_text().splitlines() if line.strip().endswith("}")]
+            choice = next((e for e in events if e["event"] == "choice"), None)
+            if choice:
+                break
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    return {"choice": choice["candidate"] if choice else None, "probing": choice["probing_seconds"] if choice else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of every fixed run and autopin run")
+    parser.add_argument("--trials", type=int, default=10, help="probing-only sessions per scenario and mode")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of one run")
+    parser.add_argument("--workloads", default="primes,stream,mb")
+    parser.add_argument("--threads", default="1,2,4")
+    parser.add_argument("--interval", type=float, default=0.4, help="autopin -t (w = t/2, i = w)")
+    parser.add_argument("--max-rounds", type=int, default=3)
+    parser.add_argument("--out", help="write every measurement to this JSON file")
+    args = parser.parse_args()
+    from pinlab.workloads.corun import CoRunners  # the installed pinlab (run this with its interpreter)
+
+    cpus = sorted(os.sched_getaffinity(0))
+    params = ["-t", str(args.interval)]
+    results = []
+    work = Path(tempfile.mkdtemp(prefix="bench-autopin-"))
+    print(f"bench_autopin: {len(cpus)} CPUs, runs of about {args.seconds:g} s, autopin -t {args.interval:g} (w = t/2, i = w), "
+          f"{args.reps} repetitions, {args.trials} probing trials per mode")
+    for name in args.workloads.split(","):
+        for n, candidates, busy in scenarios(cpus, [int(t) for t in args.threads.split(",")]):
+            size = calibrate(name, n, ",".join(map(str, candidates[0])), args.seconds)
+            argv = workload_argv(name, n, size)
+            fixed: dict[int, list[float]] = {i: [] for i in range(len(candidates))}
+            auto_runs = []
+            with CoRunners("cpu", len(busy), busy):
+                for rep in range(args.reps):
+                    order = list(range(len(candidates))) + ["autopin"]
+                    order = order[rep % len(order):] + order[:rep % len(order)]
+                    for what in order:
+                        if what == "autopin":
+                            took, info = autopin_run(argv, candidates, params, work / f"{name}-{n}-{rep}.jsonl")
+                            auto_runs.append({"seconds": took, **info})
+                        else:
+                            cpus_text = ",".join(map(str, candidates[what]))
+                            fixed[what].append(timed([PINLAB, "run", "-q", "--sample-ms", "1000", "-c", cpus_text, "--oversubscribe", "--", *argv]))
+                long_argv = workload_argv(name, n, size * 4)
+                trials = {"auto": [], "fixed": []}
+                for trial in range(args.trials):
+                    for mode in ("auto", "fixed"):
+                        rounds = ["--rounds", "auto", "--max-rounds", str(args.max_rounds)] if mode == "auto" else ["--rounds", str(args.max_rounds)]
+                        trials[mode].append(probe_only(long_argv, candidates, params + rounds, work / f"{name}-{n}-{mode}-{trial}.jsonl", 120))
+            medians = {i: statistics.median(v) for i, v in fixed.items()}
+            best = min(medians, key=medians.get)
+            good = {i for i, m in medians.items() if m <= 1.01 * medians[best]}
+            auto_median = statistics.median(r["seconds"] for r in auto_runs)
+            results.append({"workload": name, "threads": n, "candidates": candidates, "busy": busy, "argv": argv[1:],
+                            "fixed": fixed, "autopin": auto_runs, "trials": trials, "best": best, "good": sorted(good),
+                            "overhead": auto_median / medians[best] - 1})
+            print(f"\n{name}, {n} threads, co-runner on CPUs {','.join(map(str, busy))}: {' '.join(argv[1:])}")
+            for i, c in enumerate(candidates):
+                mark = " best" if i == best else (" within 1%" if i in good else "")
+                print(f"  fixed {','.join(map(str, c)):>12}: median {medians[i]:7.2f} s (min {min(fixed[i]):.2f}, max {max(fixed[i]):.2f}){mark}")
+            chosen = [r["choice"] for r in auto_runs]
+            probing = [r["probing"] for r in auto_runs if r["probing"] is not None]
+            print(f"  autopin             : median {auto_median:7.2f} s, {auto_median / medians[best] - 1:+.1%} against the best fixed; "
+                  f"choices {chosen}; probing {statistics.median(probing) if probing else float('nan'):.2f} s")
+            for mode in ("auto", "fixed"):
+                made = [t["choice"] for t in trials[mode]]
+                times = [t["probing"] for t in trials[mode] if t["probing"] is not None]
+                right = sum(1 for c in made if c in good)
+                print(f"  probing, rounds {mode:5}: {right}/{len(made)} right, probing median {statistics.median(times) if times else float('nan'):.2f} s")
+    cases = [(r["choice"] in res["good"]) for res in results for r in res["autopin"]] + \
+            [(t["choice"] in res["good"]) for res in results for mode in ("auto", "fixed") for t in res["trials"][mode]]
+    accuracy = sum(cases) / len(cases) if cases else float("nan")
+    overheads = [res["overhead"] for res in results]
+    auto_times = [t["probing"] for res in results for t in res["trials"]["auto"] if t["probing"] is not None]
+    fixed_times = [t["probing"] for res in results for t in res["trials"]["fixed"] if t["probing"] is not None]
+    acc_auto = [t["choice"] in res["good"] for res in results for t in res["trials"]["auto"]]
+    acc_fixed = [t["choice"] in res["good"] for res in results for t in res["trials"]["fixed"]]
+    ratio = statistics.median(auto_times) / statistics.median(fixed_times) if auto_times and fixed_times else float("nan")
+    print("\nTargets")
+    print(f"  choice best or within 1%: {sum(cases)}/{len(cases)} = {accuracy:.1%} (target >= 95%): {'PASS' if accuracy >= 0.95 else 'MISS'}")
+    print(f"  run time under autopin against the best fixed: median {statistics.median(overheads):+.1%}, worst {max(overheads):+.1%} "
+          f"(target within 3%): {'PASS' if max(overheads) <= 0.03 else 'MISS'}")
+    print(f"  rounds auto probing / fixed rounds probing: {ratio:.2f} (target <= 0.5), accuracy {sum(acc_auto)}/{len(acc_auto)} against "
+          f"{sum(acc_fixed)}/{len(acc_fixed)}: {'PASS' if ratio <= 0.5 and sum(acc_auto) >= sum(acc_fixed) else 'MISS'}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -226,7 +226,7 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     interrupted = restored = False
     try:
         controller.started(pid)
-        while _alive(pid) and not (stop and stop()):
+        while live.alive(pid) and not (stop and stop()):
             wait = controller.wake_at() - time.monotonic()
             if wait > 0:
                 time.sleep(min(wait, 0.2))
@@ -250,7 +250,7 @@ def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
     """Stopped before the program ended: restore the masks, or stay on the best pinning so far."""
     from pinlab import live
 
-    if not _alive(pid):
+    if not live.alive(pid):
         return False
     if restore:
         # Threads that were there get their own masks back; threads created since get the mask
@@ -268,15 +268,6 @@ def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
         controller._repin(best)
         say(f"left the threads on {controller._label(best)}")
     return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-    except OSError:
-        return False
-    return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
 
 
 __all__ = ["Outcome", "autopin_attached", "autopin_program", "default_threads", "make_candidates"]

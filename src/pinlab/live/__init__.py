@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pinlab.live.pin import Repin, apply_plan, pin_threads, plan_cpus, repin, select_threads
 from pinlab.live.roles import events_path, pinlab_processes, roles_from_events
-from pinlab.live.threads import LiveThread, check_process, pages_per_node, process_threads, roles_known, workers
+from pinlab.live.threads import LiveThread, alive, check_process, pages_per_node, process_threads, roles_known, workers
 from pinlab.live.watch import Look, Watcher
 
 __all__ = [
-    "LiveThread", "Look", "Repin", "Watcher", "apply_plan", "check_process", "events_path", "pages_per_node", "pin_threads",
+    "LiveThread", "Look", "Repin", "Watcher", "alive", "apply_plan", "check_process", "events_path", "pages_per_node", "pin_threads",
     "pinlab_processes", "plan_cpus", "process_threads", "repin", "roles_from_events", "roles_known", "select_threads", "workers",
 ]

@@ -137,14 +137,25 @@ def check_process(pid: int, *, repin: bool = True) -> None:
 _PF_KTHREAD = 0x00200000
 
 
-def _kernel_thread(pid: int) -> bool:
+def _process_stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (state first), None when there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             data = stat.read()
     except OSError:
-        return False
-    fields = data[data.rfind(b")") + 2:].split()
-    return len(fields) > 6 and bool(int(fields[6]) & _PF_KTHREAD)
+        return None
+    return data[data.rfind(b")") + 2:].split()
+
+
+def _kernel_thread(pid: int) -> bool:
+    fields = _process_stat(pid)
+    return fields is not None and len(fields) > 6 and bool(int(fields[6]) & _PF_KTHREAD)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (not ended, not a zombie waiting to be reaped)."""
+    fields = _process_stat(pid)
+    return bool(fields) and fields[0] not in (b"Z", b"X")
 
 
 def process_threads(pid: int, events: str | None = "environ") -> list[LiveThread]:

@@ -74,10 +74,10 @@ def create(directory: str | None = None, slots: int = DEFAULT_SLOTS) -> str:
 
     The caller passes its path to the program as ``PINLAB_HEARTBEAT`` and :func:`remove` s it after.
     """
-    from pinlab.launch.runner import _events_directory
+    from pinlab.launch.runner import shared_directory
 
     _check_slots(slots)
-    directory = os.path.abspath(directory) if directory else _events_directory()
+    directory = os.path.abspath(directory) if directory else shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create a heartbeat file in {directory}: not a writable directory")
     for attempt in range(100):

@@ -75,7 +75,6 @@ class Autopin:
         self._log: IO[str] | None = None
         self.current: int | None = None  # the candidate the workers are on
         self.samples: dict[int, list[float]] = {}
-        self.window_means: dict[int, list[float]] = {}
         self.probing = False
         self.probing_seconds = 0.0
         self.choices: list[int] = []
@@ -106,20 +105,13 @@ class Autopin:
             self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
         self._events_path = events
         self._steps = self._procedure()
-        try:
-            self._next = next(self._steps)
-        except Exception as exc:  # noqa: BLE001 - as in step()
-            self.say(f"stopped probing: {exc}; the program goes on where it is")
-            self.stop()
+        self.step()  # runs to the first yield: the wait for the initialisation
 
     def wake_at(self) -> float:
         return self._next if self._steps is not None and not self.finished else math.inf
 
-    @property
-    def stopped(self) -> bool:
-        return self._steps is None
-
     def step(self) -> None:
+        """Go on with the procedure up to its next wait; whatever fails stops the probing, not the program."""
         if self._steps is None or self.finished:
             return
         try:
@@ -261,12 +253,11 @@ class Autopin:
         opts = self.options
         low = 0
         while True:
-            before = self._reading()
+            before, _ = self._reading()
             start = self.clock()
             yield start + opts.interval
-            after = self._reading()
-            workers = max(1, len(self._workers()))
-            rate = rates(before, after, workers)[1]
+            after, workers = self._reading()
+            rate = rates(before, after, max(1, workers))[1]
             self._event("rate", start=self._since(before.time), end=self._since(after.time), rate=rate, candidate=self.current)
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
             if not opts.monitor or not math.isfinite(rate):
@@ -298,7 +289,7 @@ class Autopin:
         return found
 
     def _slot(self, position: int, thread: Any) -> int:
-        return thread.slot if getattr(thread, "slot", None) is not None else position
+        return thread.slot if thread.slot is not None else position
 
     def _repin(self, candidate: int) -> None:
         from pinlab import live
@@ -311,7 +302,7 @@ class Autopin:
         live.pin_threads({t.tid: [cpus[self._slot(i, t) % len(cpus)]] for i, t in enumerate(workers)}, pid=self.pid)
         self.current = candidate
         if self.options.migrate_pages == "process" and previous != candidate:
-            self._migrate(previous, candidate)
+            self._migrate(candidate)
 
     def _conform(self, workers: list[Any]) -> None:
         """Re-pin workers found off the current candidate (created under the previous plan)."""
@@ -328,16 +319,14 @@ class Autopin:
         if stray:
             live.pin_threads(stray, pid=self.pid)
 
-    def _nodes(self, candidate: int | None) -> set[int]:
-        if candidate is None:
-            return set()
+    def _nodes(self, candidate: int) -> set[int]:
         if self._node_of is None:
             from pinlab.measure import linux
 
             self._node_of = {cpu: node for node, cpus in linux.numa_nodes().items() for cpu in cpus}
         return {self._node_of.get(cpu, 0) for cpu in self.candidates[candidate].cpus}
 
-    def _migrate(self, previous: int | None, candidate: int) -> None:
+    def _migrate(self, candidate: int) -> None:
         from pinlab import live
         from pinlab.memory.migrate import migrate_pages
 
@@ -358,16 +347,16 @@ class Autopin:
                     pages_after={str(k): v for k, v in after.items()}, not_moved=left, seconds=round(seconds, 6))
         self.say(f"moved pages from nodes {format_cpulist(old)} to {format_cpulist(new)} in {seconds:.3g} s")
 
-    def _reading(self) -> Any:
+    def _reading(self) -> tuple[Any, int]:
+        """The metric now over the workers now (those found off the candidate re-pinned first), and their number."""
         workers = self._workers()
         self._conform(workers)
-        return self.metric.read([t.tid for t in workers])
+        return self.metric.read([t.tid for t in workers]), len(workers)
 
     def _read(self, window: Window) -> None:
-        workers = self._workers()
-        self._conform(workers)
-        window.readings.append(self.metric.read([t.tid for t in workers]))
-        window.workers.append(len(workers))
+        reading, workers = self._reading()
+        window.readings.append(reading)
+        window.workers.append(workers)
 
     # ------------------------------------------------------------------ the end
 
@@ -385,8 +374,7 @@ class Autopin:
                    "probing_seconds": round(self.probing_seconds + (self.clock() - self._search_began if self.probing else 0.0), 6),
                    "choices": len(self.choices), "final": final, "ended_during_probing": ended_during_probing,
                    "interrupted": interrupted, "restored": restored}
-        if self._log is not None or self.options.log:
-            self._event("summary", **summary)
+        self._event("summary", **summary)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -403,7 +391,7 @@ class Autopin:
     def _event(self, kind: str, **fields: Any) -> None:
         if self._log is None:
             return
-        self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False, default=_jsonable) + "\n")
+        self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False) + "\n")
 
     def _label(self, candidate: int | None) -> str:
         if candidate is None:
@@ -422,12 +410,6 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    raise TypeError(f"not JSON: {value!r}")
 
 
 def _mean(values: Sequence[float]) -> float:

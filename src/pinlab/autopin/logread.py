@@ -221,7 +221,9 @@ class AutopinLog:
         times = [self.start.t]
         for e in self.events:
             times.append(e.t)
-            times.extend(x for x in (getattr(e, "end", None),) if x is not None)
+            end = getattr(e, "end", None)
+            if end is not None:
+                times.append(end)
         summary = self.summary
         if summary is not None and summary.wall_seconds is not None:
             times.append(summary.wall_seconds)

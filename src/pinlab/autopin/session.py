@@ -109,10 +109,11 @@ class _Launched(Autopin):
 def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: Any = None, say: Say = _stderr,
                     sample_ms: float | None = 100.0, launch_options: dict[str, Any] | None = None) -> Outcome:
     """Start the program on the first candidate and probe the others while it runs."""
+    from pinlab import heartbeat
     from pinlab.autopin.liveplan import LivePlan
     from pinlab.autopin.metrics import choose_metric
     from pinlab.launch import plan_spec
-    from pinlab.launch.runner import _events_directory
+    from pinlab.launch.runner import shared_directory
     from pinlab.launch.runner import run as launch
 
     if not argv:
@@ -126,16 +127,13 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
     check_power(options, candidates)
     threads = len(candidates[0].cpus)
     env = dict(os.environ)
-    directory = _events_directory()
+    directory = shared_directory()
     heartbeat_path = env.get("PINLAB_HEARTBEAT")
     own_heartbeat = None
-    from pinlab import heartbeat
-
     if not heartbeat_path:
         own_heartbeat = heartbeat_path = heartbeat.create(directory)
         env["PINLAB_HEARTBEAT"] = heartbeat_path
     stdout_metric = None
-    read_end = write_end = None
     if options.metric and options.metric.startswith("stdout:"):
         stdout_metric = choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=False)
     elif options.metric not in (None, "auto"):
@@ -242,8 +240,7 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     finally:
         for signum, handler in previous.items():
             signals.signal(signum, handler)
-    status = None
-    return Outcome(status, controller.finish(exit_status=status, interrupted=interrupted, restored=restored))
+    return Outcome(None, controller.finish(interrupted=interrupted, restored=restored))  # the program's status is its parent's to see
 
 
 def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:

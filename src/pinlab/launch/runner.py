@@ -192,8 +192,8 @@ def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None,
     return env
 
 
-def _events_directory() -> str:
-    """Where the event ring goes: ``PINLAB_EVENTS_DIR`` if set, else /dev/shm, else TMPDIR.
+def shared_directory() -> str:
+    """Where files shared with the program go (the event ring, autopin's live plan and heartbeat): ``PINLAB_EVENTS_DIR`` if set, else /dev/shm, else TMPDIR.
 
     The ring is memory shared by the program and pinlab: in /dev/shm (tmpfs) writing and deleting
     it costs nothing, where on a disk file system the blocks the program's first events allocate
@@ -212,7 +212,7 @@ def _new_events_file() -> str:
 
     (Not tempfile, which costs an import of random on the launch path.)
     """
-    directory = _events_directory()
+    directory = shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create the thread event file in {directory} (PINLAB_EVENTS_DIR, /dev/shm or TMPDIR): not a writable directory")
     for attempt in range(100):

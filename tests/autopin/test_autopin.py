@@ -191,7 +191,7 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
         program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "9"], env=env, stdout=subprocess.PIPE, text=True)
         # SIGTERM (as `timeout` sends it) ends the session as Ctrl-C does: the program goes on.
         result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{busy};{free}", "-i", "0.2", "-w", "0.2", "-t", "1",
-                            "--log", str(log), env=env, prefix=["timeout", "--preserve-status", "-s", "TERM", "5"])
+                            "--log", str(log), env=env, prefix=["timeout", "--foreground", "--preserve-status", "-s", "TERM", "5"])
         assert program.poll() is None  # still running: autopin never ends it
         mask = os.sched_getaffinity(program.pid)
         out, _ = program.communicate(timeout=30)

@@ -219,6 +219,8 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     # Ctrl-C, and the SIGTERM or SIGHUP of `timeout` or a closed terminal, all end the session the
     # same way: the program keeps running, on the best candidate so far (or its own masks).
     def _interrupt(signum, frame):
+        for repeated in previous:  # once is enough: a repeat (timeout signals the group too) must not cut the leaving short
+            signals.signal(repeated, signals.SIG_IGN)
         raise KeyboardInterrupt
     previous = {s: signals.signal(s, _interrupt) for s in (signals.SIGTERM, signals.SIGHUP)}
     interrupted = restored = False
@@ -237,10 +239,11 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
             restored = _leave(controller, pid, options.restore, say)
     except KeyboardInterrupt:
         interrupted = True
+    try:
+        return Outcome(None, controller.finish(interrupted=interrupted, restored=restored))  # the program's status is its parent's to see
     finally:
         for signum, handler in previous.items():
             signals.signal(signum, handler)
-    return Outcome(None, controller.finish(interrupted=interrupted, restored=restored))  # the program's status is its parent's to see
 
 
 def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:

@@ -9,7 +9,9 @@
  * It never outlives its parent: it asks the kernel for SIGTERM when the parent dies
  * (PR_SET_PDEATHSIG) and exits at once when the parent is already gone (reparented to init, or
  * not the pid given in PINLAB_CORUN_PARENT). SIGTERM and SIGINT end the loops; the exit status is
- * then 0. Single-threaded, no OpenMP.
+ * then 0. When PINLAB_CORUN_READY_FD names a file descriptor, it writes one byte there and closes
+ * it once its options are read and its buffer is touched, so that pinlab starts the measured
+ * program only once the load is really there. Single-threaded, no OpenMP.
  */
 #define _GNU_SOURCE
 #include "common.h"
@@ -31,6 +33,25 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
+}
+
+/* Tell the parent the load is about to start: one byte on PINLAB_CORUN_READY_FD, then close it
+ * (the parent also sees end-of-file from co-runners that exited before getting here). */
+static void tell_ready(void)
+{
+    const char *text = getenv("PINLAB_CORUN_READY_FD");
+    if (!text || !*text)
+        return;
+    char *end;
+    errno = 0;
+    long fd = strtol(text, &end, 10);
+    if (*end || end == text || fd < 0 || fd > 1000000 || errno == ERANGE)
+        pl_usage_error("PINLAB_CORUN_READY_FD must be a file descriptor number (got '%s')", text);
+    ssize_t written;
+    do
+        written = write((int)fd, "r", 1);
+    while (written < 0 && errno == EINTR);
+    close((int)fd);
 }
 
 static void usage(void)
@@ -56,6 +77,8 @@ static void usage(void)
         "  -h, --help        this help\n"
         "\n"
         "Environment: PINLAB_CORUN_PARENT=PID  exit at once when the parent process is not PID.\n"
+        "             PINLAB_CORUN_READY_FD=N  write one byte to file descriptor N, and close it,\n"
+        "                                      when the load starts.\n"
         "Exit status: 0 stopped by a signal, the duration or a gone parent; 2 bad input.\n");
 }
 
@@ -188,6 +211,7 @@ int main(int argc, char **argv)
         buf = pl_alloc(bytes, "the buffer");
         memset(buf, 0, (size_t)bytes);
     }
+    tell_ready();
     uint64_t deadline = duration_s ? ns_now() + duration_s * 1000000000ULL : 0;
     if (!quiet)
         fprintf(stderr, "pinlab-corun: %s running, pid %ld\n", kind, (long)getpid());

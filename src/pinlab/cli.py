@@ -339,8 +339,8 @@ def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
                 info = signal.sigwaitinfo(waited) if left is None else signal.sigtimedwait(waited, left)
                 if info is not None and info.si_signo in stopping:
                     break
-            failure = runners.failure()
-            status = runners.exit_status()
+        failure = runners.failure()  # after the stop: a co-runner that refused its options as it was stopped failed too
+        status = runners.exit_status()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     if failure:

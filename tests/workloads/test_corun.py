@@ -97,6 +97,10 @@ def test_co_runners_go_round_robin_over_the_cpus():
 def start_cli(*args: str) -> tuple[subprocess.Popen, list[int]]:
     proc = subprocess.Popen([str(PINLAB), "corun", *args], stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
+    while not re.search(r"co-runners? on ", line):  # a co-runner's own complaint comes first (start waits for it)
+        more = proc.stderr.readline()
+        assert more, f"pinlab corun ended without naming its co-runners: {line!r}"
+        line += more
     pids = [int(p) for p in re.split(r"\bpids? ", line, maxsplit=1)[1].split()]
     return proc, pids
 
@@ -133,6 +137,10 @@ def test_a_failing_co_runner_fails_pinlab_corun(args, status, message):
     """pinlab corun stops as soon as a co-runner ends by itself, says how, and exits with its status."""
     proc = subprocess.Popen([str(PINLAB), "corun", *args], stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
+    while not re.search(r"co-runners? on ", line):  # a co-runner's own complaint comes first (start waits for it)
+        more = proc.stderr.readline()
+        assert more, f"pinlab corun ended without naming its co-runners: {line!r}"
+        line += more
     pids = [int(p) for p in re.split(r"\bpids? ", line, maxsplit=1)[1].split()]
     if status == 137:
         os.kill(pids[0], signal.SIGKILL)
@@ -142,3 +150,33 @@ def test_a_failing_co_runner_fails_pinlab_corun(args, status, message):
     assert time.monotonic() - started < 4  # not after --duration
     assert message in line + err and f"co-runner {args[0]} (pid {pids[0]})" in err
     assert "Traceback" not in err
+
+
+def resident_bytes(pid: int) -> int:
+    return int(re.search(r"^VmRSS:\s*(\d+) kB", open(f"/proc/{pid}/status").read(), re.M).group(1)) * 1024
+
+
+def test_start_returns_once_the_load_is_there():
+    """A memory co-runner has touched its whole buffer when start() returns: the measured program
+    starts under the full load, not while the co-runner is still setting up."""
+    size = 256 << 20
+    with CoRunners("memory", 1, ALLOWED[:1], size=f"{size}B") as runners:
+        assert resident_bytes(runners.pids[0]) >= size
+        assert runners.failure() is None
+
+
+def test_a_co_runner_that_refuses_its_options_has_failed_when_start_returns():
+    """However short the measured program, a co-runner with bad options is seen to have failed:
+    start() waits until it has ended, and stop() does not hide it."""
+    runners = CoRunners("memory", 2, ALLOWED[:1], size="1X").start()
+    try:
+        assert runners.failure() is not None and "exited with status 2" in runners.failure()
+    finally:
+        runners.stop()
+    assert "exited with status 2" in runners.failure() and runners.exit_status() == 2
+
+
+def test_a_co_runner_stopped_at_once_has_not_failed():
+    runners = CoRunners("cpu", 2, ALLOWED[:1]).start()
+    runners.stop()
+    assert runners.failure() is None and runners.exit_status() == 0

@@ -438,8 +438,8 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
             return {"status": "failed", "exit_status": 127 if isinstance(exc, ProgramNotFound) else 126, "stderr_tail": str(exc)}
         finally:
             for group in coruns:
-                corun_failure = corun_failure or group.failure()
                 group.stop()
+                corun_failure = corun_failure or group.failure()
         fields = fields_from_record(record.to_json())
         fields["status"] = "timeout" if record.timed_out else ("ok" if record.exit_status == 0 else "failed")
         if corun_failure and fields["status"] == "ok":

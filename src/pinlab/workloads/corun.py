@@ -10,6 +10,7 @@ on SIGTERM/SIGINT.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 
@@ -49,14 +50,23 @@ class CoRunners:
         self._running: set[int] = set()
         self._ended: dict[int, int] = {}  # pid -> wait status, for co-runners that ended before stop()
 
-    def start(self) -> CoRunners:
+    def start(self, ready_timeout: float = 60.0) -> CoRunners:
         """Start the co-runners, each pinned to its CPU and in its own process group, with no
-        signal blocked (a caller waiting for signals may block some)."""
+        signal blocked (a caller waiting for signals may block some), and return once each has
+        its load running or has ended (at most ``ready_timeout`` seconds).
+
+        Waiting matters twice: the measured program then starts under the whole load (a memory
+        co-runner first touches a buffer of 4x the last-level cache), and a co-runner that
+        refuses its options has ended before the program starts, so :meth:`failure` sees it
+        however short the program is.
+        """
         from pinlab.launch.spawn import spawn
         from pinlab.native import native_path
 
         exe = str(native_path("pinlab-corun"))
-        env = dict(os.environ, PINLAB_CORUN_PARENT=str(os.getpid()))
+        ready_read, ready_write = os.pipe()
+        os.set_inheritable(ready_write, True)  # each co-runner writes its byte here and closes it
+        env = dict(os.environ, PINLAB_CORUN_PARENT=str(os.getpid()), PINLAB_CORUN_READY_FD=str(ready_write))
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
             for i in range(self.count):
@@ -67,6 +77,11 @@ class CoRunners:
                 self._running.add(pid)
         finally:
             os.close(null)
+            os.close(ready_write)
+        try:
+            _wait_until_ready(ready_read, self.count, ready_timeout)
+        finally:
+            os.close(ready_read)
         return self
 
     def _reap(self) -> dict[int, int]:
@@ -80,10 +95,13 @@ class CoRunners:
         return ended
 
     def failure(self) -> str | None:
-        """How the first co-runner that ended by itself ended ("pid N exited with status 2"), or None.
+        """How the first co-runner that failed ended ("pid N exited with status 2"), or None.
 
         Co-runners run until stopped, so any that ended before :meth:`stop` failed (bad options,
         not enough memory, killed): the load they were meant to put on the machine was missing.
+        So did one that, stopped, exited with a status other than 0: it had refused its options
+        before the stop reached it (a program that ends at once can end before a co-runner has
+        read its options). Ask after :meth:`stop` to see both.
         """
         self._ended.update(self._reap())
         if not self._ended:
@@ -107,17 +125,42 @@ class CoRunners:
         deadline = time.monotonic() + timeout
         while self._running and time.monotonic() < deadline:
             time.sleep(0.002)
-            self._reap()
+            self._keep_failed(self._reap())
         for pid in self._running:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         self._running.clear()
+
+    def _keep_failed(self, stopped: dict[int, int]) -> None:
+        """Of co-runners reaped after the stop: keep those that exited with an error status (a
+        SIGTERM before the handler is in place, or the exit status 0 the handler leads to, is the
+        stop itself)."""
+        for pid, status in stopped.items():
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
+                self._ended.setdefault(pid, status)
 
     def __enter__(self) -> CoRunners:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _wait_until_ready(fd: int, count: int, timeout: float) -> int:
+    """Read the co-runners' ready bytes from ``fd`` until ``count`` have come, every writer has
+    gone (end of file: the rest ended without getting ready), or ``timeout`` seconds have passed;
+    returns how many are ready."""
+    ready = 0
+    deadline = time.monotonic() + timeout
+    while ready < count:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        data = os.read(fd, count - ready)
+        if not data:
+            break
+        ready += len(data)
+    return ready
 
 
 def describe_status(status: int) -> str:

@@ -1,0 +1,241 @@
+"""The affinity graph: how much each pair of threads shares (seed 000, section 3.2).
+
+Nodes are the program's threads in creation order (0 = the main thread, as in a placement);
+``weights[i][j]`` is the gain of putting threads i and j close together: for a traced program,
+the accesses that i and j made to the memory units (cache lines or pages) both of them touched.
+The matrix is symmetric with a zero diagonal. ``volume[i]`` is thread i's own count of accesses
+(shared or not), which tells a thread that shares little from one that does little.
+
+File formats (both read by :func:`load_graph`, chosen by the name's ending):
+
+- JSON (format version 1)::
+
+      {"pinlab_graph": 1, "threads": 4, "weights": [[0, 9, 0, 0], ...], "volume": [12, 9, 7, 7],
+       "granularity": "line", "unit_bytes": 64, "measured": {"method": "exact", ...}}
+
+  ``threads`` and ``weights`` are required; ``volume`` defaults to the row sums, ``granularity``
+  to ``"unknown"``.
+- a matrix (``.csv``, ``.txt``, ``.mat``): one row per thread, numbers separated by commas or
+  white space; lines starting with ``#`` are comments.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pinlab.errors import UsageError
+
+JSON_FORMAT_VERSION = 1
+GRANULARITIES = ("line", "page", "message", "unknown")
+MATRIX_SUFFIXES = (".csv", ".txt", ".mat")
+
+
+@dataclass
+class AffinityGraph:
+    """A symmetric thread x thread weight matrix plus how it was measured."""
+
+    weights: list[list[float]]
+    volume: list[float] | None = None
+    granularity: str = "unknown"
+    unit_bytes: int | None = None
+    measured: dict[str, Any] = field(default_factory=dict)
+    source: str = "memory"  # where it was read from (a file name), for messages
+
+    def __post_init__(self) -> None:
+        if self.volume is None:
+            self.volume = [float(sum(row)) for row in self.weights]
+
+    @property
+    def threads(self) -> int:
+        return len(self.weights)
+
+    def weight(self, i: int, j: int) -> float:
+        return self.weights[i][j]
+
+    @property
+    def total(self) -> float:
+        """The sum of the weights of all pairs (each pair once)."""
+        return sum(self.weights[i][j] for i in range(self.threads) for j in range(i + 1, self.threads))
+
+    @property
+    def empty(self) -> bool:
+        """No weight between any two threads: nothing to map by."""
+        return self.total == 0
+
+    def edges(self) -> list[tuple[int, int, float]]:
+        """Every pair with a positive weight, once (i < j)."""
+        return [(i, j, w) for i, row in enumerate(self.weights) for j, w in enumerate(row) if j > i and w > 0]
+
+    def as_array(self):
+        """The weights as a numpy float64 array (numpy imported only here)."""
+        import numpy as np
+
+        return np.asarray(self.weights, dtype=np.float64)
+
+    def check_threads(self, n: int) -> None:
+        """Refuse a graph measured for another thread count than the placement asks for."""
+        if n != self.threads:
+            raise UsageError(f"graph {self.source} has {self.threads} threads but {n} were asked for: "
+                             f"trace again with -n {n}, or ask for {self.threads} threads")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pinlab_graph": JSON_FORMAT_VERSION,
+            "threads": self.threads,
+            "weights": [[_plain(w) for w in row] for row in self.weights],
+            "volume": [_plain(v) for v in (self.volume or [])],
+            "granularity": self.granularity,
+            "unit_bytes": self.unit_bytes,
+            "measured": self.measured,
+        }
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        for row in self.weights:
+            writer.writerow([_plain(w) for w in row])
+        return out.getvalue()
+
+    def save(self, path: str | Path) -> None:
+        """Write the graph as JSON, or as a matrix when the name ends in .csv/.txt/.mat."""
+        path = Path(path)
+        text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else json.dumps(self.to_json(), indent=1) + "\n"
+        try:
+            path.write_text(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write the graph to {path}: {exc.strerror or exc}") from None
+
+
+def _plain(x: float) -> int | float:
+    """Whole numbers written without a fraction (counts stay counts in the file)."""
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str], None] | None = None) -> AffinityGraph:
+    """Read and check a graph file (JSON or a matrix, see the module's docstring).
+
+    An asymmetric matrix is made symmetric (the mean of both directions) with a notice, or refused
+    with ``strict``; a non-zero diagonal is ignored the same way. Anything else wrong (not a
+    square matrix, negative or non-numeric weights, no threads) is refused with a UsageError.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UsageError(f"graph file {path} does not exist; make one with pinlab trace") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read graph file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if path.suffix.lower() in MATRIX_SUFFIXES:
+        return graph_from_matrix(_parse_matrix(text, path), source=str(path), strict=strict, notice=notice,
+                                 measured={"method": "import", "file": path.name})
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"graph file {path} is not JSON ({exc.msg} at line {exc.lineno}); "
+                         f"a matrix file must end in {', '.join(MATRIX_SUFFIXES)}") from None
+    return graph_from_json(data, source=str(path), strict=strict, notice=notice)
+
+
+def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False,
+                    notice: Callable[[str], None] | None = None) -> AffinityGraph:
+    if not isinstance(data, dict) or "weights" not in data:
+        raise UsageError(f"graph {source} has no 'weights' (a list of rows); is it a pinlab graph?")
+    version = data.get("pinlab_graph", JSON_FORMAT_VERSION)
+    if version != JSON_FORMAT_VERSION:
+        raise UsageError(f"graph {source} is format {version!r}; this pinlab reads format {JSON_FORMAT_VERSION}")
+    weights = data["weights"]
+    threads = data.get("threads", len(weights) if isinstance(weights, list) else None)
+    if not isinstance(threads, int) or isinstance(threads, bool):
+        raise UsageError(f"graph {source}: 'threads' must be a whole number (got {threads!r})")
+    if isinstance(weights, list) and threads != len(weights):
+        raise UsageError(f"graph {source} says 'threads': {threads} but 'weights' has {len(weights)} rows")
+    granularity = data.get("granularity", "unknown")
+    if granularity not in GRANULARITIES:
+        raise UsageError(f"graph {source}: unknown granularity {granularity!r}; use one of {', '.join(GRANULARITIES)}")
+    unit_bytes = data.get("unit_bytes")
+    if unit_bytes is not None and (not isinstance(unit_bytes, int) or isinstance(unit_bytes, bool) or unit_bytes <= 0):
+        raise UsageError(f"graph {source}: 'unit_bytes' must be a positive whole number (got {unit_bytes!r})")
+    measured = data.get("measured") or {}
+    if not isinstance(measured, dict):
+        raise UsageError(f"graph {source}: 'measured' must be an object")
+    graph = graph_from_matrix(weights, source=source, strict=strict, notice=notice, measured=measured,
+                              granularity=granularity, unit_bytes=unit_bytes)
+    volume = data.get("volume")
+    if volume is not None:
+        graph.volume = _check_vector(volume, graph.threads, source, "volume")
+    return graph
+
+
+def graph_from_matrix(rows: Any, *, source: str = "matrix", strict: bool = False, notice: Callable[[str], None] | None = None,
+                      measured: dict[str, Any] | None = None, granularity: str = "unknown", unit_bytes: int | None = None) -> AffinityGraph:
+    """Check a square matrix of non-negative numbers and make it an AffinityGraph."""
+    if not isinstance(rows, list) or not rows:
+        raise UsageError(f"graph {source} is empty: it needs one row of weights per thread")
+    n = len(rows)
+    matrix: list[list[float]] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != n:
+            got = len(row) if isinstance(row, list) else type(row).__name__
+            raise UsageError(f"graph {source}: row {i} has {got} weights but there are {n} threads (the matrix must be square)")
+        matrix.append([_weight(w, source, i, j) for j, w in enumerate(row)])
+    diagonal = [i for i in range(n) if matrix[i][i] != 0]
+    if diagonal:
+        if strict:
+            raise UsageError(f"graph {source}: thread {diagonal[0]} has a weight with itself ({_plain(matrix[diagonal[0]][diagonal[0]])}); "
+                             "the diagonal must be 0 (drop --strict to ignore it)")
+        for i in diagonal:
+            matrix[i][i] = 0.0
+        _say(notice, f"graph {source}: the diagonal ({len(diagonal)} non-zero) is ignored")
+    worst = max(((abs(matrix[i][j] - matrix[j][i]), i, j) for i in range(n) for j in range(i + 1, n)), default=(0.0, 0, 0))
+    if worst[0] > 0:
+        _, i, j = worst
+        if strict:
+            raise UsageError(f"graph {source} is not symmetric: {_plain(matrix[i][j])} from thread {i} to {j} but "
+                             f"{_plain(matrix[j][i])} back (drop --strict to use the mean of both directions)")
+        for a in range(n):
+            for b in range(a + 1, n):
+                matrix[a][b] = matrix[b][a] = (matrix[a][b] + matrix[b][a]) / 2
+        _say(notice, f"graph {source} is not symmetric (largest difference between threads {i} and {j}): "
+                     "using the mean of both directions")
+    return AffinityGraph(weights=matrix, granularity=granularity, unit_bytes=unit_bytes, measured=dict(measured or {}), source=source)
+
+
+def _weight(value: Any, source: str, i: int, j: int) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {value!r}, not a number")
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {value!r}; weights must be finite and >= 0")
+    return float(value)
+
+
+def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
+    if not isinstance(values, list) or len(values) != n:
+        raise UsageError(f"graph {source}: '{name}' must list one number per thread ({n})")
+    return [_weight(v, source, i, i) for i, v in enumerate(values)]
+
+
+def _parse_matrix(text: str, path: Path) -> list[list[float]]:
+    rows: list[list[float]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        cells = [c for c in (line.replace(",", " ").replace(";", " ").split())]
+        row = []
+        for cell in cells:
+            try:
+                row.append(float(cell))
+            except ValueError:
+                raise UsageError(f"graph file {path}, line {number}: {cell!r} is not a number") from None
+        rows.append(row)
+    return rows
+
+
+def _say(notice: Callable[[str], None] | None, text: str) -> None:
+    if notice is not None:
+        notice(text)

@@ -1,0 +1,1 @@
+"""Tracing a program to measure its affinity graph (methods: exact, sampled, pages)."""

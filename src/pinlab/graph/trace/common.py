@@ -1,0 +1,70 @@
+"""What every tracing method shares: the request, the result, and counts -> affinity graph.
+
+A method (``exact``, ``sampled``, ``pages``) runs the program once under its tracer and
+collects, for each thread (by creation index: 0 = main thread, as in a placement), how many
+accesses it made to each memory unit (a cache line or a page, by its number = address // unit
+size). :func:`graph_from_counts` turns those counts into the affinity graph of seed 000:
+
+    weight(i, j) = sum over the units u touched by both i and j of (count_i(u) + count_j(u))
+
+"the number of accesses to cache lines accessed by both threads"; ``volume[i]`` is the sum of
+thread i's counts over all units. Each method module provides::
+
+    unavailable(request: TraceRequest) -> str | None   # why it cannot trace here, or None
+    trace(request: TraceRequest) -> TraceResult
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pinlab.graph.model import AffinityGraph
+
+
+@dataclass
+class TraceRequest:
+    """One program to trace for ``threads`` threads (OMP_NUM_THREADS is set to it when unset)."""
+
+    argv: list[str]
+    threads: int
+    env: dict[str, str] | None = None  # the program's environment (default: pinlab's own)
+    options: dict[str, Any] = field(default_factory=dict)  # method-specific (sample period...)
+
+
+@dataclass
+class TraceResult:
+    graph: AffinityGraph
+    exit_status: int  # the program's, unchanged by the tracer (128 + signal when killed)
+    wall_seconds: float  # the traced run
+    warnings: list[str] = field(default_factory=list)
+
+
+def graph_from_counts(counts: Mapping[int, Mapping[int, int | float]], threads: int, *, granularity: str,
+                      unit_bytes: int | None, measured: dict[str, Any] | None = None) -> AffinityGraph:
+    """The affinity graph of per-thread access counts ``counts[thread index][unit] = accesses``.
+
+    Threads with an index outside ``0..threads-1`` (helpers the runtime started beyond the team)
+    are left out; threads that never appear have a zero row. The work is proportional to the
+    number of (thread, unit) pairs: each unit's threads are gathered once.
+    """
+    by_unit: dict[int, list[tuple[int, float]]] = {}
+    volume = [0.0] * threads
+    for index, units in counts.items():
+        if not 0 <= index < threads:
+            continue
+        for unit, count in units.items():
+            if count > 0:
+                by_unit.setdefault(unit, []).append((index, float(count)))
+                volume[index] += count
+    weights = [[0.0] * threads for _ in range(threads)]
+    for sharers in by_unit.values():
+        if len(sharers) < 2:
+            continue
+        for a in range(len(sharers)):
+            i, ci = sharers[a]
+            for b in range(a + 1, len(sharers)):
+                j, cj = sharers[b]
+                weights[i][j] += ci + cj
+                weights[j][i] += ci + cj
+    return AffinityGraph(weights=weights, volume=volume, granularity=granularity, unit_bytes=unit_bytes,
+                         measured=dict(measured or {}), source="trace")

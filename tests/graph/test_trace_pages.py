@@ -1,0 +1,244 @@
+"""The pages tracing method: the planted groups of pinlab-pairs, and programs that behave as without it."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pinlab.errors import UsageError
+from pinlab.graph.trace import pages
+from pinlab.graph.trace.common import TraceRequest
+from pinlab.native import native_path
+
+# Short rounds, so that a run of a fraction of a second sees dozens of them.
+FAST = {"period_ms": 2}
+
+PROGRAM = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SIZE (4u << 20)
+
+static sigjmp_buf back;
+static volatile int caught;
+
+static void on_segv(int sig, siginfo_t *info, void *ctx)
+{
+    (void)sig, (void)ctx;
+    if (info->si_addr == NULL)
+        caught++;
+    siglongjmp(back, 1);
+}
+
+/* Leaves the buffer alone for 60 ms: the tracer's rounds protect it meanwhile. */
+static void idle(void)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 60000000L);
+}
+
+int main(int argc, char **argv)
+{
+    unsigned char *buf = malloc(SIZE);
+    for (unsigned i = 0; i < SIZE; i++)
+        buf[i] = (unsigned char)(i * 7 + 3);
+    idle();
+    const char *mode = argv[1];
+    if (!strcmp(mode, "exit3"))
+        return 3;
+    if (!strcmp(mode, "null")) {
+        *(volatile int *)NULL = buf[5];
+        return 0;
+    }
+    if (!strcmp(mode, "handler")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGSEGV, &sa, NULL);
+        for (int k = 0; k < 3; k++) {
+            if (!sigsetjmp(back, 1))
+                *(volatile int *)NULL = buf[k];
+            idle();
+        }
+        printf("caught %d\n", caught);
+        return 0;
+    }
+    if (!strcmp(mode, "read")) {
+        int fd = open(argv[2], O_RDONLY);
+        size_t got = 0;
+        ssize_t n;
+        while (got < SIZE && (n = read(fd, buf + got, SIZE - got)) > 0)
+            got += (size_t)n;
+        unsigned long long sum = 0;
+        for (size_t i = 0; i < got; i++)
+            sum = sum * 31 + buf[i];
+        printf("read %zu sum %llu\n", got, sum);
+        return 0;
+    }
+    if (!strcmp(mode, "write")) {
+        size_t done = 0;
+        ssize_t n;
+        while (done < SIZE && (n = write(1, buf + done, SIZE - done)) > 0)
+            done += (size_t)n;
+        return done == SIZE ? 0 : 1;
+    }
+    if (!strcmp(mode, "fwrite"))
+        return fwrite(buf, 1, SIZE, stdout) == SIZE && fflush(stdout) == 0 ? 0 : 1;
+    return 2;
+}
+"""
+
+SIZE = 4 << 20
+
+
+def pattern() -> bytes:
+    return bytes((i * 7 + 3) & 0xFF for i in range(SIZE))
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> str:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    directory = tmp_path_factory.mktemp("pagetrace")
+    (directory / "prog.c").write_text(PROGRAM)
+    out = directory / "prog"
+    subprocess.run([cc, "-O1", "-o", str(out), str(directory / "prog.c")], check=True)
+    return str(out)
+
+
+def untraced(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, timeout=120)
+
+
+def traced(argv: list[str], threads: int = 1, **options):
+    return pages.trace(TraceRequest(argv=argv, threads=threads, options={**FAST, **options}))
+
+
+def groups_hold(weights: list[list[float]], group: int) -> tuple[float, float]:
+    """(lightest in-group weight, heaviest cross-group weight)."""
+    n = len(weights)
+    inside = [weights[i][j] for i in range(n) for j in range(n) if i != j and i // group == j // group]
+    across = [weights[i][j] for i in range(n) for j in range(n) if i // group != j // group]
+    return min(inside), max(across, default=0.0)
+
+
+def thread_counts(group: int) -> list[int]:
+    """Multiples of the group size, up to four groups, past the CPU count where it is small."""
+    cpus = len(os.sched_getaffinity(0))
+    top = max(4 * group, cpus - cpus % group)
+    return sorted({group, 2 * group, top})
+
+
+@pytest.mark.parametrize("group,threads", [(g, n) for g in (2, 4) for n in thread_counts(g)])
+def test_pairs_graph_shows_exactly_the_planted_groups(group, threads, capfd):
+    pairs = str(native_path("pinlab-pairs"))
+    result = traced([pairs, "--groups", str(group), "--reps", "1500"], threads)
+    out = capfd.readouterr().out
+    assert result.exit_status == 0
+    assert "Validation: every element of every group equals 1500" in out
+    graph = result.graph
+    assert graph.threads == threads and graph.granularity == "page" and graph.unit_bytes == os.sysconf("SC_PAGE_SIZE")
+    lightest_inside, heaviest_across = groups_hold(graph.weights, group)
+    assert lightest_inside > heaviest_across, graph.weights
+    m = graph.measured
+    assert m["method"] == "pages" and m["threads"] == threads and m["rounds"] >= 10 and m["sample_period_ms"] == 2
+    # each group's array is 512 KiB: at least its 128 pages were seen
+    assert m["units_seen"] >= threads // group * 128
+    assert all(v > 0 for v in graph.volume)
+
+
+def test_exit_status_is_the_programs(program):
+    assert untraced([program, "exit3"]).returncode == 3
+    assert traced([program, "exit3"]).exit_status == 3
+
+
+def test_null_pointer_still_kills_with_sigsegv(program):
+    assert untraced([program, "null"]).returncode == -signal.SIGSEGV
+    result = traced([program, "null"])
+    assert result.exit_status == 128 + signal.SIGSEGV
+    assert any("wrote nothing" in w for w in result.warnings)
+
+
+def test_programs_own_segv_handler_gets_its_faults(program, capfd):
+    assert untraced([program, "handler"]).stdout == b"caught 3\n"
+    result = traced([program, "handler"])
+    assert result.exit_status == 0
+    assert capfd.readouterr().out == "caught 3\n"
+    assert result.graph.measured["faults"] > 0  # the tracer was at work in the same run
+
+
+def test_read_into_a_protected_buffer_gets_the_right_bytes(program, tmp_path, capfd):
+    data = bytes(reversed(pattern()))
+    source = tmp_path / "data.bin"
+    source.write_bytes(data)
+    expected = untraced([program, "read", str(source)]).stdout.decode()
+    assert expected.startswith(f"read {SIZE} sum ")
+    result = traced([program, "read", str(source)])
+    assert result.exit_status == 0
+    assert capfd.readouterr().out == expected
+    assert result.graph.measured["faults"] > 0
+
+
+@pytest.mark.parametrize("mode", ["write", "fwrite"])
+def test_writing_a_large_buffer_prints_it_all(program, tmp_path, mode):
+    # the program's stdout is a file here, so that every byte can be compared
+    out = tmp_path / "out.bin"
+    script = (f"from pinlab.graph.trace import pages\nfrom pinlab.graph.trace.common import TraceRequest\n"
+              f"r = pages.trace(TraceRequest(argv=[{program!r}, {mode!r}], threads=1, options={{'period_ms': 2}}))\n"
+              f"raise SystemExit(r.exit_status if r.graph.measured['faults'] > 0 else 99)\n")
+    import sys
+
+    with open(out, "wb") as sink:
+        done = subprocess.run([sys.executable, "-c", script], stdout=sink, timeout=120)
+    assert done.returncode == 0
+    assert out.read_bytes() == pattern()
+
+
+def test_static_program_is_refused_with_another_method_suggested(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    source = tmp_path / "s.c"
+    source.write_text("int main(void) { return 0; }\n")
+    exe = tmp_path / "s"
+    if cc is None or subprocess.run([cc, "-static", "-o", str(exe), str(source)], capture_output=True).returncode != 0:
+        pytest.skip("cannot link a static program here")
+    request = TraceRequest(argv=[str(exe)], threads=1)
+    why = pages.unavailable(request)
+    assert why is not None and "statically linked" in why and "--method exact" in why
+    with pytest.raises(UsageError, match="statically linked"):
+        pages.trace(request)
+
+
+def test_missing_program_and_bad_options_are_usage_errors(tmp_path):
+    with pytest.raises(UsageError, match="no such file"):
+        pages.trace(TraceRequest(argv=[str(tmp_path / "nothing")], threads=1))
+    with pytest.raises(UsageError, match="period_ms must be a whole number"):
+        pages.trace(TraceRequest(argv=["true"], threads=1, options={"period_ms": 0}))
+    with pytest.raises(UsageError, match="give -n 1 or more"):
+        pages.trace(TraceRequest(argv=["true"], threads=0))
+
+
+def test_page_trace_file_parser():
+    header, counts = pages.parse_counts("pinlab-pagetrace 1 pid=7 page=4096 period_ms=2 rounds=5 faults=3 lost=0 ns=10\n"
+                                        "7 7f00 2\n8 7f00 1\n")
+    assert header["rounds"] == 5 and header["page"] == 4096
+    assert counts == {7: {0x7F00: 2}, 8: {0x7F00: 1}}
+    with pytest.raises(UsageError, match="not a pinlab page trace"):
+        pages.parse_counts("hello\n")
+    with pytest.raises(UsageError, match="expected 'TID PAGE COUNT'"):
+        pages.parse_counts("pinlab-pagetrace 1 pid=7\n7 7f00\n")

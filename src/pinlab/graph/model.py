@@ -111,6 +111,46 @@ class AffinityGraph:
             raise UsageError(f"cannot write the graph to {path}: {exc.strerror or exc}") from None
 
 
+def graph_format(path: str | Path) -> str:
+    """``"matrix"`` or ``"json"`` by the file name's ending; any other ending is refused.
+
+    For files pinlab writes on request (``graph convert``), where guessing JSON for a typo such
+    as ``out.cvs`` would silently write the wrong format.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix in MATRIX_SUFFIXES:
+        return "matrix"
+    if suffix == ".json":
+        return "json"
+    raise UsageError(f"graph file {path}: end its name in .json for JSON or {', '.join(MATRIX_SUFFIXES)} for a matrix")
+
+
+def convert_graph(source: str | Path, target: str | Path, *, strict: bool = False,
+                  notice: Callable[[str], None] | None = None) -> AffinityGraph:
+    """Read ``source`` (checked as by :func:`load_graph`) and write it to ``target``, formats by suffix.
+
+    Nothing is written when the source is refused. A matrix keeps only the weights, so writing one
+    from a graph that carries more (how it was measured, its granularity, volumes other than the
+    row sums) says what is left behind.
+    """
+    fmt = graph_format(target)
+    graph = load_graph(source, strict=strict, notice=notice)
+    if fmt == "matrix":
+        lost = []
+        if graph.volume != [float(sum(row)) for row in graph.weights]:
+            lost.append("volume")
+        if graph.granularity != "unknown":
+            lost.append("granularity")
+        if graph.unit_bytes is not None:
+            lost.append("unit_bytes")
+        if graph.measured and graph.measured.get("method") != "import":
+            lost.append("measured")
+        if lost:
+            _say(notice, f"the matrix {target} keeps only the weights: {', '.join(lost)} left out (write .json to keep them)")
+    graph.save(target)
+    return graph
+
+
 def _plain(x: float) -> int | float:
     """Whole numbers written without a fraction (counts stay counts in the file)."""
     return int(x) if float(x).is_integer() else float(x)
@@ -149,10 +189,12 @@ def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False,
     if version != JSON_FORMAT_VERSION:
         raise UsageError(f"graph {source} is format {version!r}; this pinlab reads format {JSON_FORMAT_VERSION}")
     weights = data["weights"]
-    threads = data.get("threads", len(weights) if isinstance(weights, list) else None)
+    if not isinstance(weights, list):
+        raise UsageError(f"graph {source}: 'weights' must be a list of rows, one per thread (got {type(weights).__name__})")
+    threads = data.get("threads", len(weights))
     if not isinstance(threads, int) or isinstance(threads, bool):
         raise UsageError(f"graph {source}: 'threads' must be a whole number (got {threads!r})")
-    if isinstance(weights, list) and threads != len(weights):
+    if threads != len(weights):
         raise UsageError(f"graph {source} says 'threads': {threads} but 'weights' has {len(weights)} rows")
     granularity = data.get("granularity", "unknown")
     if granularity not in GRANULARITIES:

@@ -34,6 +34,8 @@ def test_json_round_trip_is_byte_exact_and_keeps_everything(tmp_path, threads):
     data = json.loads(first.read_text())
     assert set(data) == {"pinlab_graph", "threads", "weights", "volume", "granularity", "unit_bytes", "measured"}
     assert data["threads"] == threads == len(data["weights"])
+    lines = first.read_text().splitlines()  # one matrix row a line: the file reads as the matrix
+    assert [line.strip().rstrip(",") for line in lines[4:4 + threads]] == [json.dumps(row) for row in data["weights"]]
 
 
 @pytest.mark.parametrize("threads", [3, 7, 40])

@@ -94,6 +94,17 @@ class AffinityGraph:
             "measured": self.measured,
         }
 
+    def to_json_text(self) -> str:
+        """The JSON file's text: one key a line and one matrix row a line, so the file reads as a matrix."""
+        fields = []
+        for key, value in self.to_json().items():
+            if key == "weights":
+                text = "[\n  " + ",\n  ".join(json.dumps(row) for row in value) + "\n ]"
+            else:
+                text = json.dumps(value)
+            fields.append(f" {json.dumps(key)}: {text}")
+        return "{\n" + ",\n".join(fields) + "\n}\n"
+
     def to_csv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -104,7 +115,7 @@ class AffinityGraph:
     def save(self, path: str | Path) -> None:
         """Write the graph as JSON, or as a matrix when the name ends in .csv/.txt/.mat."""
         path = Path(path)
-        text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else json.dumps(self.to_json(), indent=1) + "\n"
+        text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else self.to_json_text()
         try:
             path.write_text(text)
         except OSError as exc:

@@ -701,9 +701,13 @@ def graph_show(file, picture, strict, threads) -> None:
     loaded = load_graph(file, strict=strict, notice=_graph_notice)
     if threads is not None:
         loaded.check_threads(threads)
-    console = Console(highlight=False)
+    # No markup or emoji: a program's arguments in the summary are printed as they are.
+    console = Console(highlight=False, markup=False, emoji=False)
     for part in render(loaded, console.width):
-        console.print(part, end="" if not isinstance(part, str) else "\n")
+        if isinstance(part, str):
+            console.print(part, soft_wrap=True)
+        else:
+            console.print(part, end="")
     if picture:
         from pinlab.graph.picture import draw
 

@@ -148,8 +148,7 @@ def legend(graph: AffinityGraph, width: int = 80):
         uneven = f" (the last {last})" if last != blocks.size else ""
         text.append(f"{blocks.threads} threads do not fit: grouped in {len(blocks.starts)} blocks of {blocks.size}{uneven}; "
                     "a cell sums the weights between two blocks, the diagonal the weight inside a block\n")
-    if top <= 0:
-        text.append("scale: every weight is 0, no pair of threads shares anything\n")
+    if top <= 0:  # nothing to scale; the summary says that no pair shares anything
         return text
     text.append("scale: ")
     text.append(ZERO * cell, style="dim")

@@ -113,15 +113,22 @@ def test_levels_scale_to_the_largest_weight():
     assert heaviest_pairs(AffinityGraph(weights=[[0, 2, 2], [2, 0, 1], [2, 1, 0]]), 2)[0].share == pytest.approx(0.4)
 
 
+def test_heaviest_pairs_ties_go_by_thread_order_and_zero_pairs_are_never_listed():
+    graph = planted_graph(6, [(4, 5, 7), (0, 3, 7), (1, 2, 7), (2, 5, 1)], noise=0)
+    assert [(p.first, p.second) for p in heaviest_pairs(graph, 2)] == [(0, 3), (1, 2)]
+    assert [(p.first, p.second, p.weight) for p in heaviest_pairs(graph, 10)] == [(0, 3, 7), (1, 2, 7), (4, 5, 7), (2, 5, 1)]
+    assert sum(p.share for p in heaviest_pairs(graph, 10)) == pytest.approx(1.0)
+
+
 def test_summary_says_how_it_was_measured(tmp_path):
     path = write_json(tmp_path / "g.json", {
         "pinlab_graph": 1, "threads": 3, "weights": [[0, 8, 0], [8, 0, 2], [0, 2, 0]], "volume": [9, 12, 3],
         "granularity": "line", "unit_bytes": 64,
-        "measured": {"method": "exact", "program": ["./pairs", "-n", "3"], "slowdown": 3.14159, "samples": 1200}})
+        "measured": {"method": "exact", "program": ["./pairs", "-n", "3", "[bold]x"], "slowdown": 3.14159, "samples": 1200}})
     result = show(path)
     assert result.returncode == 0
     assert "3 threads, granularity: cache line (64 bytes)" in result.stdout
-    assert "measured: method exact, program ./pairs -n 3, slowdown 3.14x, samples=1200" in result.stdout
+    assert "measured: method exact, program ./pairs -n 3 '[bold]x', slowdown 3.14x, samples=1200" in result.stdout
     assert "total weight 10 over 2 of 3 pairs; volume per thread 3 to 12" in result.stdout
 
 

@@ -129,6 +129,8 @@ BAD = [
     ("wide.csv", "0,1,2\n1,0,3\n", [], "row 0 has 3 weights but there are 2 threads"),
     ("count.json", json.dumps({"threads": 3, "weights": [[0, 1], [1, 0]]}), [], "says 'threads': 3 but 'weights' has 2 rows"),
     ("notlist.json", json.dumps({"weights": {"0": [0]}}), [], "'weights' must be a list of rows"),
+    ("volume.json", json.dumps({"weights": [[0, 1], [1, 0]], "volume": [3, -2]}), [], "'volume' of thread 1 is -2; it must be a finite number >= 0"),
+    ("volumes.json", json.dumps({"weights": [[0, 1], [1, 0]], "volume": [3]}), [], "'volume' must list one number per thread (2)"),
     ("missing.json", None, [], "does not exist; make one with pinlab trace"),
     ("text.json", "0,1\n1,0\n", [], "is not JSON"),
     ("version.json", json.dumps({"pinlab_graph": 7, "weights": [[0]]}), [], "is format 7"),

@@ -269,7 +269,12 @@ def _weight(value: Any, source: str, i: int, j: int) -> float:
 def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
     if not isinstance(values, list) or len(values) != n:
         raise UsageError(f"graph {source}: '{name}' must list one number per thread ({n})")
-    return [_weight(v, source, i, i) for i, v in enumerate(values)]
+    checked = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise UsageError(f"graph {source}: '{name}' of thread {i} is {v!r}; it must be a finite number >= 0")
+        checked.append(float(v))
+    return checked
 
 
 def _parse_matrix(text: str, path: Path) -> list[list[float]]:

@@ -177,3 +177,14 @@ def test_picture_of_a_large_graph_is_drawn_by_blocks(tmp_path):
     draw(graph, tmp_path / "big.svg")
     svg = (tmp_path / "big.svg").read_text()
     assert "blocks of 2 threads" in svg and "first of a block of 2" in svg
+
+
+def test_colours_only_on_a_terminal(tmp_path):
+    """Piped output is plain text (the glyphs carry the levels); a terminal gets a colour per level."""
+    planted_graph(4, [(0, 1, 100), (2, 3, 1)], noise=0).save(tmp_path / "g.json")
+    plain = show(tmp_path / "g.json")
+    assert "\x1b[" not in plain.stdout
+    env = {**os.environ, "COLUMNS": "80", "FORCE_COLOR": "1", "TERM": "xterm-256color"}
+    coloured = run_pinlab("graph", "show", str(tmp_path / "g.json"), env=env)
+    codes = {re.search(r"\x1b\[([\d;]+)m" + glyph, coloured.stdout)[1] for glyph in (GLYPHS[0], GLYPHS[-1])}
+    assert len(codes) == 2  # the lowest and the highest level in different colours

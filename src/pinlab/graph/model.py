@@ -94,6 +94,17 @@ class AffinityGraph:
             "measured": self.measured,
         }
 
+    def to_json_text(self) -> str:
+        """The JSON file's text: one key a line and one matrix row a line, so the file reads as a matrix."""
+        fields = []
+        for key, value in self.to_json().items():
+            if key == "weights":
+                text = "[\n  " + ",\n  ".join(json.dumps(row) for row in value) + "\n ]"
+            else:
+                text = json.dumps(value)
+            fields.append(f" {json.dumps(key)}: {text}")
+        return "{\n" + ",\n".join(fields) + "\n}\n"
+
     def to_csv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -104,11 +115,51 @@ class AffinityGraph:
     def save(self, path: str | Path) -> None:
         """Write the graph as JSON, or as a matrix when the name ends in .csv/.txt/.mat."""
         path = Path(path)
-        text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else json.dumps(self.to_json(), indent=1) + "\n"
+        text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else self.to_json_text()
         try:
             path.write_text(text)
         except OSError as exc:
             raise UsageError(f"cannot write the graph to {path}: {exc.strerror or exc}") from None
+
+
+def graph_format(path: str | Path) -> str:
+    """``"matrix"`` or ``"json"`` by the file name's ending; any other ending is refused.
+
+    For files pinlab writes on request (``graph convert``), where guessing JSON for a typo such
+    as ``out.cvs`` would silently write the wrong format.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix in MATRIX_SUFFIXES:
+        return "matrix"
+    if suffix == ".json":
+        return "json"
+    raise UsageError(f"graph file {path}: end its name in .json for JSON or {', '.join(MATRIX_SUFFIXES)} for a matrix")
+
+
+def convert_graph(source: str | Path, target: str | Path, *, strict: bool = False,
+                  notice: Callable[[str], None] | None = None) -> AffinityGraph:
+    """Read ``source`` (checked as by :func:`load_graph`) and write it to ``target``, formats by suffix.
+
+    Nothing is written when the source is refused. A matrix keeps only the weights, so writing one
+    from a graph that carries more (how it was measured, its granularity, volumes other than the
+    row sums) says what is left behind.
+    """
+    fmt = graph_format(target)
+    graph = load_graph(source, strict=strict, notice=notice)
+    if fmt == "matrix":
+        lost = []
+        if graph.volume != [float(sum(row)) for row in graph.weights]:
+            lost.append("volume")
+        if graph.granularity != "unknown":
+            lost.append("granularity")
+        if graph.unit_bytes is not None:
+            lost.append("unit_bytes")
+        if graph.measured and graph.measured.get("method") != "import":
+            lost.append("measured")
+        if lost:
+            _say(notice, f"the matrix {target} keeps only the weights: {', '.join(lost)} left out (write .json to keep them)")
+    graph.save(target)
+    return graph
 
 
 def _plain(x: float) -> int | float:
@@ -149,10 +200,12 @@ def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False,
     if version != JSON_FORMAT_VERSION:
         raise UsageError(f"graph {source} is format {version!r}; this pinlab reads format {JSON_FORMAT_VERSION}")
     weights = data["weights"]
-    threads = data.get("threads", len(weights) if isinstance(weights, list) else None)
+    if not isinstance(weights, list):
+        raise UsageError(f"graph {source}: 'weights' must be a list of rows, one per thread (got {type(weights).__name__})")
+    threads = data.get("threads", len(weights))
     if not isinstance(threads, int) or isinstance(threads, bool):
         raise UsageError(f"graph {source}: 'threads' must be a whole number (got {threads!r})")
-    if isinstance(weights, list) and threads != len(weights):
+    if threads != len(weights):
         raise UsageError(f"graph {source} says 'threads': {threads} but 'weights' has {len(weights)} rows")
     granularity = data.get("granularity", "unknown")
     if granularity not in GRANULARITIES:
@@ -216,7 +269,12 @@ def _weight(value: Any, source: str, i: int, j: int) -> float:
 def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
     if not isinstance(values, list) or len(values) != n:
         raise UsageError(f"graph {source}: '{name}' must list one number per thread ({n})")
-    return [_weight(v, source, i, i) for i, v in enumerate(values)]
+    checked = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise UsageError(f"graph {source}: '{name}' of thread {i} is {v!r}; it must be a finite number >= 0")
+        checked.append(float(v))
+    return checked
 
 
 def _parse_matrix(text: str, path: Path) -> list[list[float]]:

@@ -41,6 +41,10 @@ def describe(obj: TopoObject) -> str:
     return text
 
 
+# Units of the matrices pinlab calibrate measures (hwloc's own matrices are relative, unitless).
+_UNITS = {"PinlabNUMABandwidth": " in MB/s, measured", "PinlabNUMALatency": " in picoseconds, measured"}
+
+
 def render_tree(topo: Topology) -> str:
     """An indented tree; a chain of single children is merged on one line with ``+`` as lstopo does."""
     lines: list[str] = []
@@ -63,14 +67,29 @@ def render_tree(topo: Topology) -> str:
 
     visit(topo.root, 0)
     for matrix in topo.all_distances:
-        lines.append(f"NUMA distances ({matrix.name}, {matrix.meaning}, by node OS index):")
+        unit = _UNITS.get(matrix.name, "")
+        lines.append(f"NUMA distances ({matrix.name}, {matrix.meaning}{unit}, by node OS index):")
         width = max(len(str(v)) for row in matrix.matrix for v in row) + 2
         lines.append("  node" + "".join(f"{n:>{width}}" for n in matrix.nodes))
         for node, row in zip(matrix.nodes, matrix.matrix):
             lines.append(f"  {node:>4}" + "".join(f"{v:>{width}}" for v in row))
+    if topo.cpu_latency is not None:
+        lines.extend(_cpu_latency_lines(topo))
     for kind in topo.cpu_kinds if len(topo.cpu_kinds) > 1 else []:
         lines.append(f"CPU kind {kind.name} (efficiency {kind.efficiency}): CPUs {format_cpulist(kind.cpus)}")
     return "\n".join(lines)
+
+
+def _cpu_latency_lines(topo: Topology) -> list[str]:
+    """The measured core-to-core latency matrix (pinlab calibrate) and what it changed in the tree."""
+    latency = topo.cpu_latency
+    lines = [f"Measured CPU latency (one-way, ns, by PU OS index; {latency.name}):"]
+    width = max(6, max(len(str(c)) for c in latency.cpus) + 2)
+    lines.append("   cpu" + "".join(f"{c:>{width}}" for c in latency.cpus))
+    for cpu, row in zip(latency.cpus, latency.matrix):
+        lines.append(f"  {cpu:>4}" + "".join(f"{v:>{width}.1f}" for v in row))
+    lines.extend(topo.measured_notes or ["measured grouping: the tree already has the groups the matrix shows; nothing added"])
+    return lines
 
 
 def object_to_json(obj: TopoObject) -> dict[str, Any]:
@@ -107,6 +126,9 @@ def topology_to_json(topo: Topology) -> dict[str, Any]:
         "levels": topo.kinds(),
         "distances": None if topo.distances is None else _matrix_json(topo.distances),
         "distance_matrices": [_matrix_json(m) for m in topo.all_distances],
+        "cpu_latency": None if topo.cpu_latency is None else {
+            "name": topo.cpu_latency.name, "unit": "ns", "cpus": topo.cpu_latency.cpus, "matrix": topo.cpu_latency.matrix,
+            "notes": topo.measured_notes},
         "cpu_kinds": [{"cpus": format_cpulist(k.cpus), "efficiency": k.efficiency, "infos": k.infos} for k in topo.cpu_kinds],
         "root": object_to_json(topo.root),
     }

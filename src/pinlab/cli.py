@@ -706,7 +706,7 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
     console.print(legend(result))
     estimated = f", {result.estimated_pairs} estimated from their level's median" if result.estimated_pairs else ""
     console.print(f"{plural(result.measured_pairs, 'pair')} of CPUs measured in {result.latency_seconds:.2f} s{estimated}")
-    if result.nodes:
+    if result.memory is not None:
         console.print(MEMORY_TITLE, highlight=False)
         console.print(memory_table(result))
         console.print(f"memory measured in {result.memory_seconds:.2f} s")

@@ -9,9 +9,9 @@ Two measurements, both on the CPUs this process may use:
   of the same level when their deepest shared object is of the same kind), the other pairs of a
   level given the level's median. Sampling trusts the tree, so it cannot reveal groups a flat tree
   hides: leave it off on virtual machines.
-- **memory**: for each NUMA node, from one CPU local to each node that has CPUs (one per package
-  where packages hold one node each), the read bandwidth and the pointer-chase latency of memory
-  bound to the node. Rows: the reading node; columns: the node read.
+- **memory**: for each NUMA node, from one CPU of each package (the machine as a whole where the
+  topology has no package), the read bandwidth and the pointer-chase latency of memory bound to
+  the node. Rows: the package read from; columns: the node read.
 
 The results become a :class:`Calibration`, which :func:`calibrated_xml` writes into the topology's
 hwloc XML (see :mod:`pinlab.topology.user_distances`).
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from pinlab.errors import UsageError
-from pinlab.topology.model import CpuLatency, Topology, TopoObject
+from pinlab.topology.model import CpuLatency, MeasuredMemory, Topology, TopoObject
 
 #: Time spent on each pair (ms): a full 16-core matrix (120 pairs) takes about 1 s of measuring.
 PAIR_BUDGET_MS = 8.0
@@ -46,16 +46,15 @@ CHASE_MS, QUICK_CHASE_MS = 200.0, 50.0
 
 @dataclass
 class Calibration:
-    """What ``pinlab calibrate`` measured: the CPU latency matrix and the node x node memory matrices."""
+    """What ``pinlab calibrate`` measured: the CPU latency matrix and the package x node memory matrices."""
 
     latency: CpuLatency
     measured_pairs: int
     estimated_pairs: int
     latency_seconds: float
-    nodes: list[int] = field(default_factory=list)
-    initiators: dict[int, int] = field(default_factory=dict)  # reading node -> the CPU it was read from
-    bandwidth_mbps: list[list[float]] = field(default_factory=list)
-    memory_latency_ns: list[list[float]] = field(default_factory=list)
+    memory: MeasuredMemory | None = None
+    reader_cpus: list[int] = field(default_factory=list)  # per initiator (row of memory): the CPU that read
+    reader_names: list[str] = field(default_factory=list)  # per initiator: "Package L#0"
     memory_seconds: float = 0.0
 
 
@@ -163,37 +162,30 @@ def _buffer_bytes(topo: Topology, node: TopoObject, quick: bool) -> int:
     return max(size, 1 << 20)
 
 
-def measure_memory(topo: Topology, quick: bool = False) -> tuple[list[int], dict[int, int], list[list[float]], list[list[float]], float]:
-    """Node x node read bandwidth (MB/s) and latency (ns) from a CPU local to each node with CPUs.
+def measure_memory(topo: Topology, quick: bool = False) -> tuple[MeasuredMemory, list[int], list[str], float]:
+    """Read bandwidth (MB/s) and latency (ns) of each allowed node's memory from one CPU of each package.
 
-    Rows of nodes without an allowed CPU (memory-only nodes) stay 0: nothing reads from there.
+    Also returns the CPU each row was read from, the rows' names and the seconds it took.
     """
     cpus = set(usable_cpus(topo))
     nodes = [n for n in topo.numa_nodes if n.allowed and n.os_index is not None]
     if not nodes:
         raise UsageError(f"{topo.name} has no NUMA node this process may allocate on: nothing to measure memory on")
-    initiators = {}
-    for node in nodes:
-        local = sorted(node.cpus & cpus)
-        if local:
-            initiators[node.os_index] = local[0]
-    indexes = [n.os_index for n in nodes]
-    bandwidth = [[0.0] * len(nodes) for _ in nodes]
-    latency = [[0.0] * len(nodes) for _ in nodes]
+    holders = [p for p in topo.packages if p.cpus & cpus] or [topo.root]
+    readers = [min(p.cpus & cpus) for p in holders]
+    bandwidth = [[0.0] * len(nodes) for _ in holders]
+    latency = [[0.0] * len(nodes) for _ in holders]
     started = time.perf_counter()
-    for row, reader in enumerate(indexes):
-        cpu = initiators.get(reader)
-        if cpu is None:
-            continue
+    for row, cpu in enumerate(readers):
         for column, target in enumerate(nodes):
-            size = _buffer_bytes(topo, target, quick)
-            chase_ms = QUICK_CHASE_MS if quick else CHASE_MS
-            result = _run(["memory", "--cpu", str(cpu), "--node", str(target.os_index), "--bytes", str(size),
-                           "--passes", "2" if quick else "3", "--chase-ms", str(chase_ms)],
+            result = _run(["memory", "--cpu", str(cpu), "--node", str(target.os_index), "--bytes", str(_buffer_bytes(topo, target, quick)),
+                           "--passes", "2" if quick else "3", "--chase-ms", str(QUICK_CHASE_MS if quick else CHASE_MS)],
                           f"memory of NUMA node {target.os_index} from CPU {cpu}", timeout=120)[0]
             bandwidth[row][column] = float(result["bandwidth_mbps"])
             latency[row][column] = float(result["latency_ns"])
-    return indexes, initiators, bandwidth, latency, time.perf_counter() - started
+    memory = MeasuredMemory(nodes=[n.os_index for n in nodes], initiators=[p.cpus for p in holders], bandwidth_mbps=bandwidth, latency_ns=latency)
+    names = [p.label if p is not topo.root else "Machine" for p in holders]
+    return memory, readers, names, time.perf_counter() - started
 
 
 def calibrate(topo: Topology, quick: bool = False, sample: bool = False, memory: bool = True) -> Calibration:
@@ -201,15 +193,17 @@ def calibrate(topo: Topology, quick: bool = False, sample: bool = False, memory:
     latency, measured, estimated, seconds = measure_latency(topo, quick=quick, sample=sample)
     result = Calibration(latency=latency, measured_pairs=measured, estimated_pairs=estimated, latency_seconds=seconds)
     if memory:
-        result.nodes, result.initiators, result.bandwidth_mbps, result.memory_latency_ns, result.memory_seconds = measure_memory(topo, quick)
+        result.memory, result.reader_cpus, result.reader_names, result.memory_seconds = measure_memory(topo, quick)
     return result
 
 
 def calibrated_xml(topo: Topology, result: Calibration) -> str:
-    """The topology's hwloc XML with the measured matrices in it (earlier pinlab matrices replaced)."""
-    from pinlab.topology.user_distances import cpu_latency_element, numa_elements, with_measurements
+    """The topology's hwloc XML with the measurements in it (earlier pinlab measurements replaced)."""
+    import xml.etree.ElementTree as ET
+
+    from pinlab.topology.user_distances import cpu_latency_element, memory_elements, with_measurements
 
     elements = cpu_latency_element(result.latency)
-    if result.nodes:
-        elements += numa_elements(result.nodes, result.bandwidth_mbps, result.memory_latency_ns)
+    if result.memory is not None:
+        elements += memory_elements(ET.fromstring(topo.xml), result.memory)
     return with_measurements(topo.xml, elements)

@@ -44,7 +44,7 @@ def latency_table(result: Calibration):
 
 
 LATENCY_TITLE = "Core-to-core latency (one-way, ns; a cache line bounced between two pinned threads):"
-MEMORY_TITLE = "Memory read bandwidth (MB/s) / latency (ns); row: the node read from (from one of its CPUs), column: the node read:"
+MEMORY_TITLE = "Memory read bandwidth (MB/s) / latency (ns); row: the package read from (one of its CPUs), column: the NUMA node read:"
 
 
 def legend(result: Calibration):
@@ -61,18 +61,16 @@ def legend(result: Calibration):
 
 
 def memory_table(result: Calibration):
-    """A rich Table: per reading node, the bandwidth and latency of each node's memory."""
+    """A rich Table: per package read from, the bandwidth and latency of each node's memory."""
     from rich.table import Table
 
+    memory = result.memory
     table = Table(pad_edge=False, box=None)
     table.add_column("from", style="bold")
-    for node in result.nodes:
+    for node in memory.nodes:
         table.add_column(f"node {node}", justify="right")
-    for row, node in enumerate(result.nodes):
-        cpu = result.initiators.get(node)
-        label = f"node {node} (CPU {cpu})" if cpu is not None else f"node {node} (no CPU)"
-        table.add_row(label, *(f"{result.bandwidth_mbps[row][c]:.0f} / {result.memory_latency_ns[row][c]:.1f}" if cpu is not None else "-"
-                               for c in range(len(result.nodes))))
+    for row, (name, cpu) in enumerate(zip(result.reader_names, result.reader_cpus)):
+        table.add_row(f"{name} (CPU {cpu})", *(f"{memory.bandwidth_mbps[row][c]:.0f} / {memory.latency_ns[row][c]:.1f}" for c in range(len(memory.nodes))))
     return table
 
 
@@ -92,7 +90,8 @@ def draw(result: Calibration, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = 3 if result.nodes else 1
+    memory = result.memory
+    panels = 3 if memory is not None else 1
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.8), squeeze=False)
     latency = result.latency
     ax = axes[0][0]
@@ -107,15 +106,15 @@ def draw(result: Calibration, path: str) -> None:
     ax.set_xticks(list(ticks)[::step], [str(c) for c in latency.cpus][::step])
     ax.set_yticks(list(ticks)[::step], [str(c) for c in latency.cpus][::step])
     fig.colorbar(image, ax=ax, label="ns")
-    if result.nodes:
-        for ax, values, title, unit, cmap in ((axes[0][1], result.bandwidth_mbps, "Read bandwidth", "MB/s", "RdYlGn"),
-                                             (axes[0][2], result.memory_latency_ns, "Memory latency", "ns", "RdYlGn_r")):
+    if memory is not None:
+        for ax, values, title, unit, cmap in ((axes[0][1], memory.bandwidth_mbps, "Read bandwidth", "MB/s", "RdYlGn"),
+                                             (axes[0][2], memory.latency_ns, "Memory latency", "ns", "RdYlGn_r")):
             image = ax.imshow(values, cmap=cmap)
             ax.set_title(f"{title} ({unit})")
-            ax.set_xlabel("node read")
-            ax.set_ylabel("node read from")
-            ax.set_xticks(range(len(result.nodes)), [str(n) for n in result.nodes])
-            ax.set_yticks(range(len(result.nodes)), [str(n) for n in result.nodes])
+            ax.set_xlabel("NUMA node read")
+            ax.set_ylabel("read from")
+            ax.set_xticks(range(len(memory.nodes)), [str(n) for n in memory.nodes])
+            ax.set_yticks(range(len(result.reader_names)), result.reader_names)
             for r, row in enumerate(values):
                 for c, value in enumerate(row):
                     ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=8)

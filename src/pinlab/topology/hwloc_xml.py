@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pinlab.errors import UsageError
 from pinlab.topology.cpuset import parse_hwloc_bitmap
 from pinlab.topology.model import CpuKind, NumaDistances, Topology, TopoObject
+from pinlab.topology.user_distances import read_measured_memory
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
 _MEMORY_TYPES = frozenset({"NUMANode", "MemCache"})
@@ -67,6 +68,7 @@ def parse_xml(
         cpu_kinds=_cpu_kinds(root_el),
         cpu_latency=cpu_latency,
         measured_notes=measured_notes,
+        measured_memory=read_measured_memory(root_el, source),
     )
 
 

@@ -143,6 +143,18 @@ class CpuLatency:
 
 
 @dataclass
+class MeasuredMemory:
+    """Memory performance measured on the machine (``pinlab calibrate``): read bandwidth (MB/s) and
+    latency (ns) of each NUMA node's memory (columns, by node OS index) from each initiator (rows:
+    a package, given by its set of PUs, read from one of its CPUs). 0 where nothing was measured."""
+
+    nodes: list[int]
+    initiators: list[frozenset[int]]
+    bandwidth_mbps: list[list[float]]
+    latency_ns: list[list[float]]
+
+
+@dataclass
 class CpuKind:
     """A set of PUs of one kind of core (hybrid machines: performance vs efficiency cores).
 
@@ -177,6 +189,7 @@ class Topology:
         cpu_kinds: list[CpuKind] | None = None,
         cpu_latency: CpuLatency | None = None,
         measured_notes: list[str] | None = None,
+        measured_memory: MeasuredMemory | None = None,
     ) -> None:
         self.root = root
         self.source = source
@@ -189,6 +202,7 @@ class Topology:
         # grouping (pinlab.topology.measured) did to the tree when it was loaded.
         self.cpu_latency = cpu_latency
         self.measured_notes = list(measured_notes or [])
+        self.measured_memory = measured_memory
         self._index()
         self.allowed_cpus = self.root.cpus if allowed_cpus is None else frozenset(allowed_cpus) & self.root.cpus
         # A node is allowed when its OS index is in the allowed nodeset (Linux's Mems_allowed),

@@ -41,10 +41,6 @@ def describe(obj: TopoObject) -> str:
     return text
 
 
-# Units of the matrices pinlab calibrate measures (hwloc's own matrices are relative, unitless).
-_UNITS = {"PinlabNUMABandwidth": " in MB/s, measured", "PinlabNUMALatency": " in picoseconds, measured"}
-
-
 def render_tree(topo: Topology) -> str:
     """An indented tree; a chain of single children is merged on one line with ``+`` as lstopo does."""
     lines: list[str] = []
@@ -67,14 +63,15 @@ def render_tree(topo: Topology) -> str:
 
     visit(topo.root, 0)
     for matrix in topo.all_distances:
-        unit = _UNITS.get(matrix.name, "")
-        lines.append(f"NUMA distances ({matrix.name}, {matrix.meaning}{unit}, by node OS index):")
+        lines.append(f"NUMA distances ({matrix.name}, {matrix.meaning}, by node OS index):")
         width = max(len(str(v)) for row in matrix.matrix for v in row) + 2
         lines.append("  node" + "".join(f"{n:>{width}}" for n in matrix.nodes))
         for node, row in zip(matrix.nodes, matrix.matrix):
             lines.append(f"  {node:>4}" + "".join(f"{v:>{width}}" for v in row))
     if topo.cpu_latency is not None:
         lines.extend(_cpu_latency_lines(topo))
+    if topo.measured_memory is not None:
+        lines.extend(_measured_memory_lines(topo))
     for kind in topo.cpu_kinds if len(topo.cpu_kinds) > 1 else []:
         lines.append(f"CPU kind {kind.name} (efficiency {kind.efficiency}): CPUs {format_cpulist(kind.cpus)}")
     return "\n".join(lines)
@@ -89,6 +86,15 @@ def _cpu_latency_lines(topo: Topology) -> list[str]:
     for cpu, row in zip(latency.cpus, latency.matrix):
         lines.append(f"  {cpu:>4}" + "".join(f"{v:>{width}.1f}" for v in row))
     lines.extend(topo.measured_notes or ["measured grouping: the tree already has the groups the matrix shows; nothing added"])
+    return lines
+
+
+def _measured_memory_lines(topo: Topology) -> list[str]:
+    memory = topo.measured_memory
+    lines = ["Measured memory (pinlab calibrate): read bandwidth MB/s / latency ns, row = CPUs read from, column = NUMA node read:"]
+    for initiator, bandwidth, latency in zip(memory.initiators, memory.bandwidth_mbps, memory.latency_ns):
+        cells = "".join(f"  node {n}: {b:.0f} / {lat:.1f}" for n, b, lat in zip(memory.nodes, bandwidth, latency))
+        lines.append(f"  CPUs {format_cpulist(initiator)}:{cells}")
     return lines
 
 
@@ -129,6 +135,9 @@ def topology_to_json(topo: Topology) -> dict[str, Any]:
         "cpu_latency": None if topo.cpu_latency is None else {
             "name": topo.cpu_latency.name, "unit": "ns", "cpus": topo.cpu_latency.cpus, "matrix": topo.cpu_latency.matrix,
             "notes": topo.measured_notes},
+        "measured_memory": None if topo.measured_memory is None else {
+            "nodes": topo.measured_memory.nodes, "initiators": [format_cpulist(i) for i in topo.measured_memory.initiators],
+            "bandwidth_mbps": topo.measured_memory.bandwidth_mbps, "latency_ns": topo.measured_memory.latency_ns},
         "cpu_kinds": [{"cpus": format_cpulist(k.cpus), "efficiency": k.efficiency, "infos": k.infos} for k in topo.cpu_kinds],
         "root": object_to_json(topo.root),
     }

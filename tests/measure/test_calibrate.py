@@ -4,12 +4,13 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import statistics
 import subprocess
 
 import pytest
 
 from pinlab.errors import UsageError
-from pinlab.measure.calibrate import Calibration, calibrate, calibrated_xml, measure_latency, plan_pairs, usable_cpus
+from pinlab.measure.calibrate import Calibration, build_matrix, calibrate, calibrated_xml, measure_latency, plan_pairs, usable_cpus
 from pinlab.topology import load_topology
 from pinlab.topology.hwloc_xml import parse_xml
 from pinlab.topology.sources import load_file
@@ -146,6 +147,24 @@ def test_plan_pairs_all_or_a_sample_per_level():
     big_cpus = sorted(big.pu_by_os)
     sample, levels = plan_pairs(big, big_cpus, sample=True)
     assert len(sample) <= 8 * len(set(levels.values())) < len(big_cpus) ** 2 // 20
+
+
+def test_a_sample_fills_each_unmeasured_pair_with_its_levels_median():
+    topo = load_topology("clovertown")
+    cpus = sorted(topo.pu_by_os)
+    sample, levels = plan_pairs(topo, cpus, sample=True, per_level=2)
+    # pretend latencies: 10 ns per level rank, plus a little per pair, so medians are checkable
+    rank = {kind: 10.0 * (r + 1) for r, kind in enumerate(sorted(set(levels.values())))}
+    measured = {pair: rank[levels[pair]] + 0.1 * n for n, pair in enumerate(sample)}
+    latency, estimated = build_matrix(cpus, measured, levels)
+    assert estimated == len(levels) - len(sample)
+    for (a, b), kind in levels.items():
+        value = latency.between(a, b)
+        assert value == latency.between(b, a)
+        if (a, b) in measured:
+            assert value == measured[(a, b)]
+        else:
+            assert value == statistics.median(v for p, v in measured.items() if levels[p] == kind)
 
 
 def test_one_cpu_is_refused(tmp_path):

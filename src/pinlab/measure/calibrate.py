@@ -136,6 +136,13 @@ def measure_latency(topo: Topology, quick: bool = False, sample: bool = False) -
                         "core-to-core latency", timeout):
             measured[(row["a"], row["b"])] = float(row["one_way_ns"])
     seconds = time.perf_counter() - started
+    latency, estimated = build_matrix(cpus, measured, levels)
+    return latency, len(measured), estimated, seconds
+
+
+def build_matrix(cpus: list[int], measured: dict[tuple[int, int], float], levels: dict[tuple[int, int], str]) -> tuple[CpuLatency, int]:
+    """The symmetric matrix from the measured pairs (a < b); a pair not measured gets the median of
+    the measured pairs of its level. Also returns how many pairs were so estimated."""
     by_level: dict[str, list[float]] = {}
     for pair, value in measured.items():
         by_level.setdefault(levels.get(pair, ""), []).append(value)
@@ -150,7 +157,7 @@ def measure_latency(topo: Topology, quick: bool = False, sample: bool = False) -
                 value = level_median[levels[(a, b)]]
                 estimated += 1
             matrix[index[a]][index[b]] = matrix[index[b]][index[a]] = value
-    return CpuLatency(cpus=cpus, matrix=matrix), len(measured), estimated, seconds
+    return CpuLatency(cpus=cpus, matrix=matrix), estimated
 
 
 def _buffer_bytes(topo: Topology, node: TopoObject, quick: bool) -> int:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CpuKind", "NumaDistances", "Topology", "TopoObject", "load_topology", "preset_names"]
+__all__ = ["CpuKind", "CpuLatency", "MeasuredMemory", "NumaDistances", "Topology", "TopoObject", "load_topology", "preset_names"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("CpuKind", "NumaDistances", "Topology", "TopoObject"):
+    if name in ("CpuKind", "CpuLatency", "MeasuredMemory", "NumaDistances", "Topology", "TopoObject"):
         from pinlab.topology import model
 
         return getattr(model, name)

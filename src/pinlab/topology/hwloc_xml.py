@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pinlab.errors import UsageError
 from pinlab.topology.cpuset import parse_hwloc_bitmap
 from pinlab.topology.model import CpuKind, NumaDistances, Topology, TopoObject
+from pinlab.topology.user_distances import read_measured_memory
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
 _MEMORY_TYPES = frozenset({"NUMANode", "MemCache"})
@@ -53,6 +54,7 @@ def parse_xml(
     allowed_nodes = _bitmap_attr(machine_el, "allowed_nodeset")
     if narrow_cpus is not None:
         allowed_cpus = (root.cpus if allowed_cpus is None else allowed_cpus) & narrow_cpus
+    cpu_latency, measured_notes = _measured(root_el, root, source)
     if narrow_nodes is not None:
         every_node = frozenset(n.os_index for o in root.walk() for n in o.memory_children if n.os_index is not None)
         allowed_nodes = (every_node if allowed_nodes is None else allowed_nodes) & narrow_nodes
@@ -64,7 +66,26 @@ def parse_xml(
         allowed_nodes=allowed_nodes,
         distances=_distances(root_el, root),
         cpu_kinds=_cpu_kinds(root_el),
+        cpu_latency=cpu_latency,
+        measured_notes=measured_notes,
+        measured_memory=read_measured_memory(root_el, source),
     )
+
+
+def _measured(root_el: ET.Element, root: TopoObject, source: str):
+    """The CPU latency matrix ``pinlab calibrate`` stored in the file, if any, and the Group objects
+    it reveals put into the tree (so that every strategy follows the machine as measured)."""
+    from pinlab.topology.measured import apply_measured_groups
+    from pinlab.topology.user_distances import read_cpu_latency
+
+    latency = read_cpu_latency(root_el, source)
+    if latency is None:
+        return None, []
+    unknown = sorted(set(latency.cpus) - root.cpus)
+    if unknown:
+        raise UsageError(f"{source}: the measured CPU latency matrix names PUs {unknown} that the topology does not have; "
+                         "measure this machine again with `pinlab calibrate -o FILE.xml`")
+    return latency, apply_measured_groups(root, latency)
 
 
 def _bitmap_attr(el: ET.Element, name: str) -> frozenset[int] | None:

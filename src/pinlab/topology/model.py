@@ -115,6 +115,46 @@ class NumaDistances:
 
 
 @dataclass
+class CpuLatency:
+    """Core-to-core latency measured on the machine (``pinlab calibrate``), in nanoseconds.
+
+    Rows and columns by PU OS index (``cpus``); symmetric, zero on the diagonal. Kept apart from
+    :class:`NumaDistances` because it is between PUs, not nodes, and in real time units: the
+    measured grouping (:mod:`pinlab.topology.measured`) and the cost model read it.
+    """
+
+    cpus: list[int]
+    matrix: list[list[float]]
+    name: str = "PinlabCPULatency"
+
+    def between(self, a: int, b: int) -> float | None:
+        """One-way latency between PUs ``a`` and ``b`` in ns, None when either was not measured."""
+        index = self._index()
+        if a not in index or b not in index:
+            return None
+        return self.matrix[index[a]][index[b]]
+
+    def _index(self) -> dict[int, int]:
+        cached = getattr(self, "_cached_index", None)
+        if cached is None:
+            cached = {cpu: i for i, cpu in enumerate(self.cpus)}
+            object.__setattr__(self, "_cached_index", cached)
+        return cached
+
+
+@dataclass
+class MeasuredMemory:
+    """Memory performance measured on the machine (``pinlab calibrate``): read bandwidth (MB/s) and
+    latency (ns) of each NUMA node's memory (columns, by node OS index) from each initiator (rows:
+    a package, given by its set of PUs, read from one of its CPUs). 0 where nothing was measured."""
+
+    nodes: list[int]
+    initiators: list[frozenset[int]]
+    bandwidth_mbps: list[list[float]]
+    latency_ns: list[list[float]]
+
+
+@dataclass
 class CpuKind:
     """A set of PUs of one kind of core (hybrid machines: performance vs efficiency cores).
 
@@ -147,6 +187,9 @@ class Topology:
         allowed_nodes: frozenset[int] | None = None,
         distances: NumaDistances | list[NumaDistances] | None = None,
         cpu_kinds: list[CpuKind] | None = None,
+        cpu_latency: CpuLatency | None = None,
+        measured_notes: list[str] | None = None,
+        measured_memory: MeasuredMemory | None = None,
     ) -> None:
         self.root = root
         self.source = source
@@ -155,6 +198,11 @@ class Topology:
         self.all_distances = [distances] if isinstance(distances, NumaDistances) else list(distances or [])
         self.distances = next((d for d in self.all_distances if d.meaning == "latency"), None)
         self.cpu_kinds = cpu_kinds or []
+        # Measured on the machine (pinlab calibrate): the PU latency matrix, and what the measured
+        # grouping (pinlab.topology.measured) did to the tree when it was loaded.
+        self.cpu_latency = cpu_latency
+        self.measured_notes = list(measured_notes or [])
+        self.measured_memory = measured_memory
         self._index()
         self.allowed_cpus = self.root.cpus if allowed_cpus is None else frozenset(allowed_cpus) & self.root.cpus
         # A node is allowed when its OS index is in the allowed nodeset (Linux's Mems_allowed),

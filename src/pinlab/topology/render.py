@@ -68,9 +68,34 @@ def render_tree(topo: Topology) -> str:
         lines.append("  node" + "".join(f"{n:>{width}}" for n in matrix.nodes))
         for node, row in zip(matrix.nodes, matrix.matrix):
             lines.append(f"  {node:>4}" + "".join(f"{v:>{width}}" for v in row))
+    if topo.cpu_latency is not None:
+        lines.extend(_cpu_latency_lines(topo))
+    if topo.measured_memory is not None:
+        lines.extend(_measured_memory_lines(topo))
     for kind in topo.cpu_kinds if len(topo.cpu_kinds) > 1 else []:
         lines.append(f"CPU kind {kind.name} (efficiency {kind.efficiency}): CPUs {format_cpulist(kind.cpus)}")
     return "\n".join(lines)
+
+
+def _cpu_latency_lines(topo: Topology) -> list[str]:
+    """The measured core-to-core latency matrix (pinlab calibrate) and what it changed in the tree."""
+    latency = topo.cpu_latency
+    lines = [f"Measured CPU latency (one-way, ns, by PU OS index; {latency.name}):"]
+    width = max(6, max(len(str(c)) for c in latency.cpus) + 2)
+    lines.append("   cpu" + "".join(f"{c:>{width}}" for c in latency.cpus))
+    for cpu, row in zip(latency.cpus, latency.matrix):
+        lines.append(f"  {cpu:>4}" + "".join(f"{v:>{width}.1f}" for v in row))
+    lines.extend(topo.measured_notes or ["measured grouping: the tree already has the groups the matrix shows; nothing added"])
+    return lines
+
+
+def _measured_memory_lines(topo: Topology) -> list[str]:
+    memory = topo.measured_memory
+    lines = ["Measured memory (pinlab calibrate): read bandwidth MB/s / latency ns, row = CPUs read from, column = NUMA node read:"]
+    for initiator, bandwidth, latency in zip(memory.initiators, memory.bandwidth_mbps, memory.latency_ns):
+        cells = "".join(f"  node {n}: {b:.0f} / {lat:.1f}" for n, b, lat in zip(memory.nodes, bandwidth, latency))
+        lines.append(f"  CPUs {format_cpulist(initiator)}:{cells}")
+    return lines
 
 
 def object_to_json(obj: TopoObject) -> dict[str, Any]:
@@ -107,6 +132,12 @@ def topology_to_json(topo: Topology) -> dict[str, Any]:
         "levels": topo.kinds(),
         "distances": None if topo.distances is None else _matrix_json(topo.distances),
         "distance_matrices": [_matrix_json(m) for m in topo.all_distances],
+        "cpu_latency": None if topo.cpu_latency is None else {
+            "name": topo.cpu_latency.name, "unit": "ns", "cpus": topo.cpu_latency.cpus, "matrix": topo.cpu_latency.matrix,
+            "notes": topo.measured_notes},
+        "measured_memory": None if topo.measured_memory is None else {
+            "nodes": topo.measured_memory.nodes, "initiators": [format_cpulist(i) for i in topo.measured_memory.initiators],
+            "bandwidth_mbps": topo.measured_memory.bandwidth_mbps, "latency_ns": topo.measured_memory.latency_ns},
         "cpu_kinds": [{"cpus": format_cpulist(k.cpus), "efficiency": k.efficiency, "infos": k.infos} for k in topo.cpu_kinds],
         "root": object_to_json(topo.root),
     }

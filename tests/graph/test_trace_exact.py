@@ -213,3 +213,21 @@ def test_cflags_and_ldflags_build_the_same_way_in_two_steps(tmp_path):
     subprocess.run(["gcc", str(tmp_path / "x.o"), "-o", str(tmp_path / "x"), *ldflags], check=True)
     assert instrumented(str(tmp_path / "x"))
     assert subprocess.run([str(tmp_path / "x")]).returncode == 0
+
+
+def test_a_missing_program_is_127_as_with_pinlab_run(tmp_path):
+    done = run_pinlab("trace", "-n", "1", "-o", str(tmp_path / "g.json"), "--", "no-such-program-pinlab")
+    assert done.returncode == 127 and "command not found" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_pinlab_cc_splits_compile_and_link():
+    from pinlab.graph.trace.cc import link_flags, plan_commands
+
+    both = plan_commands(["gcc", "-O2", "-fopenmp", "-Iinc", "a.c", "b.cpp", "-o", "prog", "-lm", "-Wl,--as-needed", "-fsanitize=thread"], "/w")
+    assert both[:2] == [["gcc", "-O2", "-fopenmp", "-Iinc", "-fsanitize=thread", "-c", "a.c", "-o", "/w/0-a.o"],
+                        ["gcc", "-O2", "-fopenmp", "-Iinc", "-fsanitize=thread", "-c", "b.cpp", "-o", "/w/1-b.o"]]
+    assert both[2] == ["gcc", "-O2", "-fopenmp", "-Iinc", "/w/0-a.o", "/w/1-b.o", "-o", "prog", "-lm", "-Wl,--as-needed", *link_flags()]
+    assert plan_commands(["cc", "-c", "a.c", "-o", "a.o"], "/w") == [["cc", "-c", "a.c", "-o", "a.o", "-fsanitize=thread"]]
+    assert plan_commands(["cc", "a.o", "b.o", "-fsanitize=thread", "-o", "p"], "/w") == [["cc", "a.o", "b.o", "-o", "p", *link_flags()]]
+    with pytest.raises(UsageError, match="-x LANGUAGE"):
+        plan_commands(["cc", "-x", "c", "a.txt"], "/w")

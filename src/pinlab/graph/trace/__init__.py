@@ -100,9 +100,13 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
 
     The traced run's output and exit status are the program's (the caller passes the status on).
     """
+    from pinlab.launch.runner import resolve_program
+
     check_request(request)
     if output is not None:
         check_output(output)
+    env = os.environ if request.env is None else request.env
+    resolve_program(request.argv[0], env.get("PATH", os.defpath))  # not found: 127, cannot execute: 126, as pinlab run
     name = choose_method(request, method)
     result = method_module(name).trace(request)
     baseline_seconds = slowdown = None

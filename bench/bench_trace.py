@@ -11,6 +11,10 @@ trace the installed, unmodified workloads; a method this machine or this install
 reported as such with its reason. Each round traces the workload once (``pinlab trace``'s own
 untraced baseline run, same launcher and placement, gives the untraced time) and the figures are
 traced seconds, untraced seconds and their ratio, medians over the rounds.
+
+For the exact method the untraced run is the instrumented build with counting off (what
+``pinlab trace`` itself reports); the last column adds the cost of the instrumentation itself:
+traced time over the original, uninstrumented workload's (run directly, same thread count).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +75,13 @@ def trace_once(method: str, argv: list[str], threads: int, directory: Path) -> t
     return measured["traced_seconds"], measured.get("baseline_seconds")
 
 
+def original_seconds(argv: list[str], threads: int) -> float:
+    """Wall time of the uninstrumented program, run directly."""
+    started = time.monotonic()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": str(threads)}, check=True)
+    return time.monotonic() - started
+
+
 def main() -> int:
     from pinlab.native import native_path
 
@@ -81,7 +93,7 @@ def main() -> int:
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     print(f"pinlab trace slowdown, {args.threads} threads, median of {args.rounds} rounds (CPUs allowed: {len(os.sched_getaffinity(0))})")
-    print(f"{'workload':10} {'method':8} {'traced s':>10} {'untraced s':>11} {'slowdown':>9}")
+    print(f"{'workload':10} {'method':8} {'traced s':>10} {'untraced s':>11} {'slowdown':>9} {'vs original':>12}")
     with tempfile.TemporaryDirectory(prefix="pinlab-bench-trace-") as tmp:
         directory = Path(tmp)
         for name, (sources, wargs) in CASES.items():
@@ -97,14 +109,19 @@ def main() -> int:
                 if why is not None:
                     print(f"{name:10} {method:8} unavailable: {why}")
                     continue
-                rounds = [trace_once(method, argv, args.threads, directory) for _ in range(args.rounds)]
+                rounds, originals = [], []
+                for _ in range(args.rounds):
+                    rounds.append(trace_once(method, argv, args.threads, directory))
+                    if method == "exact":
+                        originals.append(original_seconds([str(native_path(f"pinlab-{name}")), *wargs], args.threads))
                 failed = [r for r in rounds if isinstance(r, str)]
                 if failed:
                     print(f"{name:10} {method:8} {failed[0]}")
                     continue
                 traced = statistics.median(r[0] for r in rounds)
                 untraced = statistics.median(r[1] for r in rounds)
-                print(f"{name:10} {method:8} {traced:10.3f} {untraced:11.3f} {traced / untraced:8.1f}x", flush=True)
+                total = f"{traced / statistics.median(originals):11.1f}x" if originals else ""
+                print(f"{name:10} {method:8} {traced:10.3f} {untraced:11.3f} {traced / untraced:8.1f}x {total}", flush=True)
     return 0
 
 

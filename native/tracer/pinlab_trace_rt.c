@@ -37,7 +37,9 @@
  *
  * Not counted: accesses before the library's constructor, in uninstrumented code (libc, the
  * OpenMP runtime), after a thread's table was written, and accesses a thread made while its
- * table could not grow (out of memory: counted as missed). A program that ends with _exit or is
+ * table could not grow (out of memory: counted as missed). A signal handler of instrumented code
+ * that runs while its thread is inside the tracer may lose its counts (never the program's data).
+ * A program that ends with _exit or is
  * killed by a signal writes only the tables of the threads that already ended. A child process
  * (fork) starts with empty tables and writes its own files (its tids differ).
  */

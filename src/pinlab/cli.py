@@ -771,6 +771,72 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
     if picture:
         draw(result, picture)
         click.echo(f"pinlab: picture: {picture}", err=True)
+# ---- pinlab trace, cc, cflags, ldflags (issue 11: measuring the affinity graph) ----
+
+
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--threads", "-n", type=int, required=True, help="Threads of the program (OMP_NUM_THREADS is set to it unless set).")
+@click.option("--method", "-m", type=click.Choice(["auto", "exact", "sampled", "pages"]), default="auto", show_default=True,
+              help="exact: built with pinlab cc; sampled: memory-sampling hardware; pages: any program. auto picks in that order.")
+@click.option("--output", "-o", required=True, help="The graph file: FILE.json (or .csv for a bare matrix).")
+@click.option("--no-baseline", is_flag=True, help="Do not run the program a second time untraced to measure the slowdown.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
+@click.argument("program", nargs=-1, type=click.UNPROCESSED)
+def trace(threads, method, output, no_baseline, quiet, program) -> int:
+    """Measure which threads share data: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]
+
+    The program's output and exit status pass through unchanged (pinlab exits with the program's
+    status, 128+N if it died of signal N); 2 for bad options.
+    """
+    from pinlab.graph.trace import trace_program
+    from pinlab.graph.trace.common import TraceRequest
+
+    request = TraceRequest(argv=list(program), threads=threads)
+    outcome = _started(lambda: trace_program(request, method, baseline=not no_baseline, output=output))
+    if isinstance(outcome, int):
+        return outcome
+    result = outcome.result
+    for warning in result.warnings:
+        click.echo(f"pinlab: warning: {warning}", err=True)
+    if not quiet:
+        measured = result.graph.measured
+        speed = f", untraced {outcome.baseline_seconds:.3f} s, slowdown x{outcome.slowdown:.1f}" if outcome.slowdown else ""
+        click.echo(f"pinlab: traced with {outcome.method} in {result.wall_seconds:.3f} s{speed}; "
+                   f"{measured.get('units_seen', '?')} {result.graph.granularity}s seen; graph of {threads} threads -> {output}", err=True)
+    return result.exit_status
+
+
+@cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+@click.option("--verbose", "-v", is_flag=True, help="Print each compiler command before it runs.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def cc(verbose, command) -> int:
+    """Build a program for pinlab trace --method exact: pinlab cc -- COMPILER ARGS...
+
+    Compile steps get -fsanitize=thread; the link step gets pinlab's tracer runtime instead of
+    ThreadSanitizer's (a command doing both is split). Exits with the compiler's status.
+    """
+    from pinlab.graph.trace.cc import build
+
+    return build(list(command), echo=(lambda line: click.echo(line, err=True)) if verbose else None)
+
+
+@cli.command()
+def cflags() -> None:
+    """Print the compile flags of a program to trace exactly (for Makefiles: CFLAGS += $(pinlab cflags))."""
+    from pinlab.graph.trace.cc import compile_flags
+
+    click.echo(" ".join(compile_flags()))
+
+
+@cli.command()
+def ldflags() -> None:
+    """Print the link flags of a program to trace exactly (pinlab's tracer runtime, with an rpath)."""
+    from pinlab.graph.trace.cc import link_flags
+
+    click.echo(" ".join(link_flags()))
+
+
+# ---- end of pinlab trace ----
 
 
 def main(argv: list[str] | None = None) -> int:

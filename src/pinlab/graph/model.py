@@ -2,7 +2,8 @@
 
 Nodes are the program's threads in creation order (0 = the main thread, as in a placement);
 ``weights[i][j]`` is the gain of putting threads i and j close together: for a traced program,
-the accesses that i and j made to the memory units (cache lines or pages) both of them touched.
+the accesses i and j have in common on the memory units (cache lines or pages) both of them
+touched (see :func:`pinlab.graph.trace.common.graph_from_counts`).
 The matrix is symmetric with a zero diagonal. ``volume[i]`` is thread i's own count of accesses
 (shared or not), which tells a thread that shares little from one that does little.
 

@@ -1,1 +1,132 @@
-"""Tracing a program to measure its affinity graph (methods: exact, sampled, pages)."""
+"""Tracing a program to measure its affinity graph: ``pinlab trace`` (methods exact, sampled, pages).
+
+Each method is a module of this package with ``unavailable(request) -> str | None`` and
+``trace(request) -> TraceResult`` (see :mod:`pinlab.graph.trace.common`); this module picks one,
+runs it, times the same program untraced for the slowdown, and stores how the graph was measured.
+
+``auto`` picks, in order: ``exact`` when the program was built with ``pinlab cc`` (every access
+counted: the truth, at a compiled-in cost), ``sampled`` when the machine has memory-sampling
+hardware (unmodified binaries, small cost), else ``pages`` (unmodified binaries, no hardware
+needed). A method asked for by name that cannot work here is refused in one line saying why.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pinlab.errors import UsageError
+from pinlab.graph.model import MATRIX_SUFFIXES
+from pinlab.graph.trace.common import TraceRequest, TraceResult
+
+METHODS = ("exact", "sampled", "pages")
+CHOICES = ("auto", *METHODS)
+_OTHER = {"exact": "pages", "sampled": "pages", "pages": "exact (rebuild with pinlab cc)"}
+
+
+@dataclass
+class TraceOutcome:
+    result: TraceResult
+    method: str
+    baseline_seconds: float | None  # the untraced run, None with baseline=False
+    slowdown: float | None
+
+
+def method_module(name: str):
+    """The module of method ``name``. A missing module is a broken install (not the user's doing):
+    its ImportError propagates."""
+    if name not in METHODS:
+        raise UsageError(f"unknown tracing method {name!r}: choose one of {', '.join(CHOICES)}")
+    return importlib.import_module(f"pinlab.graph.trace.{name}")
+
+
+def check_request(request: TraceRequest) -> None:
+    """Refuse what no method can trace: no program, fewer than one thread."""
+    if not request.argv:
+        raise UsageError("no program given: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]")
+    if request.threads < 1:
+        raise UsageError(f"-n must be at least 1 thread (got {request.threads})")
+
+
+def check_output(path: str | Path) -> None:
+    """Refuse, before the program runs, a graph file that could not be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"-o {path} is a directory: give a file name ending in .json (or .csv for a matrix)")
+    if not path.resolve().parent.is_dir():
+        raise UsageError(f"cannot write the graph to {path}: its directory {path.parent} does not exist; create it first")
+    if not os.access(path.resolve().parent, os.W_OK):
+        raise UsageError(f"cannot write the graph to {path}: its directory {path.parent} is not writable")
+    if path.suffix.lower() not in (".json", *MATRIX_SUFFIXES):
+        raise UsageError(f"-o {path}: the graph file must end in .json, or {', '.join(MATRIX_SUFFIXES)} for a bare matrix")
+
+
+def choose_method(request: TraceRequest, method: str = "auto") -> str:
+    """The method that will trace ``request``: the one named, if it can work here, or the best one available."""
+    if method not in CHOICES:
+        raise UsageError(f"unknown tracing method {method!r}: choose one of {', '.join(CHOICES)}")
+    if method != "auto":
+        why = method_module(method).unavailable(request)
+        if why is not None:
+            raise UsageError(f"the {method} tracing method is not available: {why}; try --method {_OTHER[method]}")
+        return method
+    reasons = []
+    for name in METHODS:
+        why = method_module(name).unavailable(request)
+        if why is None:
+            return name
+        reasons.append(f"{name}: {why}")
+    raise UsageError("no tracing method can trace this program here (" + "; ".join(reasons) + ")")
+
+
+def run_untraced(request: TraceRequest) -> tuple[float, int]:
+    """The program's wall time and exit status untraced, through the same launcher and placement as
+    the exact method (one thread per allowed CPU, the rest unpinned); its output is discarded."""
+    from pinlab.launch.runner import LaunchSpec, allowed_cpus
+    from pinlab.launch.runner import run as launch
+
+    with open(os.devnull, "wb") as sink:
+        spec = LaunchSpec(argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="unpinned",
+                          env=None if request.env is None else dict(request.env), sample_ms=None, stdout=sink.fileno(), stderr=sink.fileno())
+        record = launch(spec)
+    return record.wall_seconds, record.exit_status
+
+
+def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool = True, output: str | Path | None = None) -> TraceOutcome:
+    """Trace ``request`` with ``method`` (auto: see the module's docstring) and, with ``baseline``,
+    run it once more untraced for the slowdown; the graph is written to ``output`` when given.
+
+    The traced run's output and exit status are the program's (the caller passes the status on).
+    """
+    from pinlab.launch.runner import resolve_program
+
+    check_request(request)
+    if output is not None:
+        check_output(output)
+    env = os.environ if request.env is None else request.env
+    resolve_program(request.argv[0], env.get("PATH", os.defpath))  # not found: 127, cannot execute: 126, as pinlab run
+    name = choose_method(request, method)
+    result = method_module(name).trace(request)
+    baseline_seconds = slowdown = None
+    if baseline:
+        baseline_seconds, status = run_untraced(request)
+        if status != result.exit_status:
+            result.warnings.append(f"the untraced run ended with status {status}, the traced one with {result.exit_status}")
+        if baseline_seconds > 0:
+            slowdown = round(result.wall_seconds / baseline_seconds, 3)
+    measured = result.graph.measured
+    measured.setdefault("method", name)
+    measured.setdefault("argv", list(request.argv))
+    measured.setdefault("threads", request.threads)
+    measured.setdefault("date", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    measured.setdefault("traced_seconds", round(result.wall_seconds, 6))
+    measured["baseline_seconds"] = baseline_seconds
+    measured["slowdown"] = slowdown
+    if output is not None:
+        if sum(result.graph.volume or []) > 0:
+            result.graph.save(output)
+        else:
+            result.warnings.append(f"nothing was counted, so no graph was written to {output}")
+    return TraceOutcome(result=result, method=name, baseline_seconds=baseline_seconds, slowdown=slowdown)

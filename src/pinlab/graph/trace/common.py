@@ -5,10 +5,15 @@ collects, for each thread (by creation index: 0 = main thread, as in a placement
 accesses it made to each memory unit (a cache line or a page, by its number = address // unit
 size). :func:`graph_from_counts` turns those counts into the affinity graph of seed 000:
 
-    weight(i, j) = sum over the units u touched by both i and j of (count_i(u) + count_j(u))
+    weight(i, j) = sum over the units u touched by both i and j of min(count_i(u), count_j(u))
 
-"the number of accesses to cache lines accessed by both threads"; ``volume[i]`` is the sum of
-thread i's counts over all units. Each method module provides::
+seed 000's "number of common accesses to common cache lines, accessed by both threads", read as
+the accesses the two threads have in common on each line: the smaller of the two counts. (The
+sum of both counts would make a thread that reads another's data once, to initialise or check
+it, look almost as close to it as the threads that work on that data all along: on the pairs
+workload the main thread's final check of every group gave it half the weight of a real pair;
+with the smaller count it is below a thousandth.) ``volume[i]`` is the sum of thread i's counts
+over all units. Each method module provides::
 
     unavailable(request: TraceRequest) -> str | None   # why it cannot trace here, or None
     trace(request: TraceRequest) -> TraceResult
@@ -64,7 +69,8 @@ def graph_from_counts(counts: Mapping[int, Mapping[int, int | float]], threads: 
             i, ci = sharers[a]
             for b in range(a + 1, len(sharers)):
                 j, cj = sharers[b]
-                weights[i][j] += ci + cj
-                weights[j][i] += ci + cj
+                common = min(ci, cj)
+                weights[i][j] += common
+                weights[j][i] += common
     return AffinityGraph(weights=weights, volume=volume, granularity=granularity, unit_bytes=unit_bytes,
                          measured=dict(measured or {}), source="trace")

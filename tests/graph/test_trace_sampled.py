@@ -119,8 +119,9 @@ def test_fake_sampling_machine_builds_the_pairs_graph(monkeypatch, tmp_path, cap
     assert result.exit_status == 0
     assert "Validation" in capfd.readouterr().out
     w = result.graph.weights
-    # each thread: 12 samples on 4 lines of its pair's page; a pair's weight is 24, nothing across
-    assert w[0][1] == w[2][3] == 24
+    # each thread: 12 samples, 3 on each of 4 lines of its pair's page; a pair's weight is the sum over
+    # those lines of the smaller count (3 + 3 + 3 + 3 = 12), nothing across
+    assert w[0][1] == w[2][3] == 12
     assert all(w[i][j] == 0 for i in range(threads) for j in range(threads) if i // 2 != j // 2)
     m = result.graph.measured
     assert m["method"] == "sampled" and m["samples"] == 48 and m["units_seen"] == 8 and m["sample_period"] == 500

@@ -23,6 +23,8 @@ from pinlab.graph.trace.common import TraceRequest, TraceResult
 
 METHODS = ("exact", "sampled", "pages")
 CHOICES = ("auto", *METHODS)
+# Method settings (TraceRequest.options) and the one method each belongs to.
+OPTION_METHOD = {"period_ms": "pages", "min_bytes": "pages", "max_pages": "pages", "sample_period": "sampled"}
 _OTHER = {"exact": "pages", "sampled": "pages", "pages": "exact (rebuild with pinlab cc)"}
 
 
@@ -70,7 +72,8 @@ def choose_method(request: TraceRequest, method: str = "auto") -> str:
     if method != "auto":
         why = method_module(method).unavailable(request)
         if why is not None:
-            raise UsageError(f"the {method} tracing method is not available: {why}; try --method {_OTHER[method]}")
+            hint = "" if "--method" in why else f"; try --method {_OTHER[method]}"
+            raise UsageError(f"the {method} tracing method is not available: {why}{hint}")
         return method
     reasons = []
     for name in METHODS:
@@ -108,6 +111,10 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
     env = os.environ if request.env is None else request.env
     resolve_program(request.argv[0], env.get("PATH", os.defpath))  # not found: 127, cannot execute: 126, as pinlab run
     name = choose_method(request, method)
+    for key in request.options:
+        if OPTION_METHOD.get(key) != name:
+            raise UsageError(f"{key.replace('_', '-')} is a setting of --method {OPTION_METHOD.get(key, '?')}, "
+                             f"but the program is traced with {name}; drop it or choose that method")
     result = method_module(name).trace(request)
     baseline_seconds = slowdown = None
     if baseline:
@@ -119,6 +126,7 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
     measured = result.graph.measured
     measured.setdefault("method", name)
     measured.setdefault("argv", list(request.argv))
+    measured.setdefault("program", list(request.argv))
     measured.setdefault("threads", request.threads)
     measured.setdefault("date", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     measured.setdefault("traced_seconds", round(result.wall_seconds, 6))

@@ -28,7 +28,9 @@ typedef struct {
     const int64_t *ew;        /* edge k's weight */
     int *endpoint;            /* 2m: vertex of endpoint p */
     int *adj_start;           /* n+1: CSR of remote endpoints per vertex */
-    int *adj;                 /* 2m */
+    int *adj;                 /* 2m: remote endpoint p of each adjacency entry */
+    int *adj_to;              /* 2m: the vertex at that endpoint */
+    int64_t *adj_w;           /* 2m: the edge's weight */
     int *mate;                /* n: remote endpoint of the matched edge, or -1 */
     int *label;               /* 2n */
     int *labelend;            /* 2n: endpoint through which the label was reached, or -1 */
@@ -39,12 +41,15 @@ typedef struct {
     int *bnchilds;            /* 2n */
     int *bbase;               /* 2n: base vertex, -1 for an unused blossom slot */
     int *bestedge;            /* 2n: least-slack edge to an S-blossom, or -1 */
+    int *best_u, *best_v;     /* 2n: that edge's ends and weight, kept next to it: comparing */
+    int64_t *best_w;          /*     against it must not read the scattered edge arrays */
     int **bbest;              /* 2n: for S-blossoms, least-slack edges to other S-blossoms */
     int *nbbest;              /* 2n */
     int *unused;              /* stack of free blossom slots */
     int nunused;
     int64_t *dual;            /* 2n */
-    unsigned char *allowedge; /* m: edge known to have zero slack */
+    uint64_t *allowedge;      /* 2m bits, by adjacency position: edge known to have zero slack */
+    int *adj_pos;             /* 2m: adjacency position of endpoint p's entry (the far end's list) */
     int *queue;               /* S-vertices whose edges are still to scan */
     int qlen;
     /* scratch */
@@ -62,6 +67,45 @@ typedef struct {
 static int64_t slack(const matcher *M, int k)
 {
     return M->dual[M->eu[k]] + M->dual[M->ev[k]] - 2 * M->ew[k];
+}
+
+static inline void set_best_known(matcher *M, int b, int k, int u, int v, int64_t w)
+{
+    M->bestedge[b] = k;
+    M->best_u[b] = u;
+    M->best_v[b] = v;
+    M->best_w[b] = w;
+}
+
+static inline void set_best(matcher *M, int b, int k)
+{
+    set_best_known(M, b, k, M->eu[k], M->ev[k], M->ew[k]);
+}
+
+/* Slack of bestedge[b] (which must be set). */
+static inline int64_t best_slack(const matcher *M, int b)
+{
+    return M->dual[M->best_u[b]] + M->dual[M->best_v[b]] - 2 * M->best_w[b];
+}
+
+/* Edges are scanned through the adjacency lists, which carry each edge's far vertex and weight
+ * so that the scan reads memory in order (edge arrays indexed by k are scattered on dense graphs);
+ * the allowed-edge flags are bits so that they stay in cache. */
+static inline int allowed_at(const matcher *M, int a)
+{
+    return (int)((M->allowedge[a >> 6] >> (a & 63)) & 1u);
+}
+
+static inline void allow_at(matcher *M, int a)
+{
+    M->allowedge[a >> 6] |= (uint64_t)1 << (a & 63);
+}
+
+/* Edge k is allowed: flag it in both adjacency lists. */
+static inline void allow(matcher *M, int k)
+{
+    allow_at(M, M->adj_pos[2 * k]);
+    allow_at(M, M->adj_pos[2 * k + 1]);
 }
 
 /* Writes the vertices inside blossom b (b itself for a vertex) into out; returns their count. */
@@ -213,15 +257,13 @@ static void add_blossom(matcher *M, int base, int k)
                 int x = M->leaves[li];
                 for (int a = M->adj_start[x]; a < M->adj_start[x + 1]; a++) {
                     int kk = M->adj[a] >> 1;
-                    int i = M->eu[kk], j = M->ev[kk];
-                    if (M->inblossom[j] == b)
-                        j = i;
-                    int bj = M->inblossom[j];
+                    int bj = M->inblossom[M->adj_to[a]];
                     if (bj != b && M->label[bj] == 1) {
                         if (M->bestedgeto[bj] == -1) {
                             M->bestedgeto[bj] = kk;
                             M->touched[ntouched++] = bj;
-                        } else if (slack(M, kk) < slack(M, M->bestedgeto[bj])) {
+                        } else if (M->dual[x] + M->dual[M->adj_to[a]] - 2 * M->adj_w[a] <
+                                   slack(M, M->bestedgeto[bj])) {
                             M->bestedgeto[bj] = kk;
                         }
                     }
@@ -259,8 +301,8 @@ static void add_blossom(matcher *M, int base, int k)
         int kk = M->bestedgeto[M->touched[i]];
         best[i] = kk;
         M->bestedgeto[M->touched[i]] = -1;
-        if (M->bestedge[b] == -1 || slack(M, kk) < slack(M, M->bestedge[b]))
-            M->bestedge[b] = kk;
+        if (M->bestedge[b] == -1 || slack(M, kk) < best_slack(M, b))
+            set_best(M, b, kk);
     }
     M->bbest[b] = best;
     M->nbbest[b] = ntouched;
@@ -311,10 +353,10 @@ static void expand_blossom(matcher *M, int b, int endstage)
             M->label[M->endpoint[p ^ 1]] = 0;
             M->label[M->endpoint[endps[cyc(j - trick, len)] ^ trick ^ 1]] = 0;
             assign_label(M, M->endpoint[p ^ 1], 2, p);
-            M->allowedge[endps[cyc(j - trick, len)] >> 1] = 1;
+            allow(M, endps[cyc(j - trick, len)] >> 1);
             j += jstep;
             p = endps[cyc(j - trick, len)] ^ trick;
-            M->allowedge[p >> 1] = 1;
+            allow(M, p >> 1);
             j += jstep;
         }
         int bv = childs[cyc(j, len)];
@@ -439,10 +481,10 @@ static void matcher_free(matcher *M)
             free(M->bbest[b]);
         }
     }
-    free(M->endpoint); free(M->adj_start); free(M->adj); free(M->mate); free(M->label);
+    free(M->endpoint); free(M->adj_start); free(M->adj); free(M->adj_to); free(M->adj_w); free(M->mate); free(M->label);
     free(M->labelend); free(M->inblossom); free(M->bparent); free(M->bchilds); free(M->bendps);
-    free(M->bnchilds); free(M->bbase); free(M->bestedge); free(M->bbest); free(M->nbbest);
-    free(M->unused); free(M->dual); free(M->allowedge); free(M->queue); free(M->leaves);
+    free(M->bnchilds); free(M->bbase); free(M->bestedge); free(M->best_u); free(M->best_v); free(M->best_w); free(M->bbest); free(M->nbbest);
+    free(M->unused); free(M->dual); free(M->allowedge); free(M->adj_pos); free(M->queue); free(M->leaves);
     free(M->stack); free(M->path); free(M->side); free(M->side_endps); free(M->bestedgeto);
     free(M->touched); free(M->rot);
 }
@@ -459,6 +501,8 @@ static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32
     M->endpoint = malloc(sizeof(int) * m2);
     M->adj_start = calloc((size_t)n + 1, sizeof(int));
     M->adj = malloc(sizeof(int) * m2);
+    M->adj_to = malloc(sizeof(int) * m2);
+    M->adj_w = malloc(sizeof(int64_t) * m2);
     M->mate = malloc(sizeof(int) * (size_t)n);
     M->label = calloc(n2, sizeof(int));
     M->labelend = malloc(sizeof(int) * n2);
@@ -469,11 +513,15 @@ static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32
     M->bnchilds = calloc(n2, sizeof(int));
     M->bbase = malloc(sizeof(int) * n2);
     M->bestedge = malloc(sizeof(int) * n2);
+    M->best_u = malloc(sizeof(int) * n2);
+    M->best_v = malloc(sizeof(int) * n2);
+    M->best_w = malloc(sizeof(int64_t) * n2);
     M->bbest = calloc(n2, sizeof(int *));
     M->nbbest = calloc(n2, sizeof(int));
     M->unused = malloc(sizeof(int) * n2);
     M->dual = calloc(n2, sizeof(int64_t));
-    M->allowedge = calloc(m2, 1);
+    M->allowedge = calloc(2 * (size_t)m / 64 + 1, sizeof(uint64_t));
+    M->adj_pos = malloc(sizeof(int) * m2);
     M->queue = malloc(sizeof(int) * n2);
     M->leaves = malloc(sizeof(int) * n2);
     M->stack = malloc(sizeof(int) * n2);
@@ -483,9 +531,9 @@ static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32
     M->bestedgeto = malloc(sizeof(int) * n2);
     M->touched = malloc(sizeof(int) * n2);
     M->rot = malloc(sizeof(int) * n2);
-    if (!M->endpoint || !M->adj_start || !M->adj || !M->mate || !M->label || !M->labelend ||
+    if (!M->endpoint || !M->adj_start || !M->adj || !M->adj_to || !M->adj_w || !M->mate || !M->label || !M->labelend ||
         !M->inblossom || !M->bparent || !M->bchilds || !M->bendps || !M->bnchilds || !M->bbase ||
-        !M->bestedge || !M->bbest || !M->nbbest || !M->unused || !M->dual || !M->allowedge ||
+        !M->bestedge || !M->best_u || !M->best_v || !M->best_w || !M->bbest || !M->nbbest || !M->unused || !M->dual || !M->allowedge || !M->adj_pos ||
         !M->queue || !M->leaves || !M->stack || !M->path || !M->side || !M->side_endps ||
         !M->bestedgeto || !M->touched || !M->rot)
         return -1;
@@ -506,8 +554,16 @@ static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32
         return -1;
     memcpy(fill, M->adj_start, sizeof(int) * ((size_t)n + 1));
     for (int k = 0; k < m; k++) {
-        M->adj[fill[eu[k]]++] = 2 * k + 1; /* from eu[k], the remote end is ev[k] */
-        M->adj[fill[ev[k]]++] = 2 * k;
+        int a = fill[eu[k]]++; /* from eu[k], the remote end is ev[k] */
+        M->adj[a] = 2 * k + 1;
+        M->adj_to[a] = ev[k];
+        M->adj_w[a] = ew[k];
+        M->adj_pos[2 * k + 1] = a;
+        a = fill[ev[k]]++;
+        M->adj_pos[2 * k] = a;
+        M->adj[a] = 2 * k;
+        M->adj_to[a] = eu[k];
+        M->adj_w[a] = ew[k];
     }
     free(fill);
 
@@ -544,7 +600,7 @@ static int stage(matcher *M)
         M->bbest[b] = NULL;
         M->nbbest[b] = 0;
     }
-    memset(M->allowedge, 0, (size_t)M->m);
+    memset(M->allowedge, 0, sizeof(uint64_t) * (2 * (size_t)M->m / 64 + 1));
     M->qlen = 0;
     for (int v = 0; v < n; v++)
         if (M->mate[v] == -1 && M->label[M->inblossom[v]] == 0)
@@ -554,18 +610,18 @@ static int stage(matcher *M)
         while (M->qlen > 0) {
             int v = M->queue[--M->qlen];
             for (int a = M->adj_start[v]; a < M->adj_start[v + 1]; a++) {
-                int p = M->adj[a];
-                int k = p >> 1;
-                int w = M->endpoint[p];
+                int w = M->adj_to[a];
                 if (M->inblossom[v] == M->inblossom[w])
                     continue;
-                int64_t kslack = 0;
-                if (!M->allowedge[k]) {
-                    kslack = slack(M, k);
-                    if (kslack <= 0)
-                        M->allowedge[k] = 1;
+                int p = M->adj[a];
+                int k = p >> 1;
+                int64_t kslack = M->dual[v] + M->dual[w] - 2 * M->adj_w[a];
+                int ok = allowed_at(M, a);
+                if (!ok && kslack <= 0) {
+                    allow(M, k);
+                    ok = 1;
                 }
-                if (M->allowedge[k]) {
+                if (ok) {
                     int lw = M->label[M->inblossom[w]];
                     if (lw == 0) {
                         assign_label(M, w, 2, p ^ 1);
@@ -585,11 +641,11 @@ static int stage(matcher *M)
                     }
                 } else if (M->label[M->inblossom[w]] == 1) {
                     int b = M->inblossom[v];
-                    if (M->bestedge[b] == -1 || kslack < slack(M, M->bestedge[b]))
-                        M->bestedge[b] = k;
+                    if (M->bestedge[b] == -1 || kslack < best_slack(M, b))
+                        set_best_known(M, b, k, v, w, M->adj_w[a]);
                 } else if (M->label[w] == 0) {
-                    if (M->bestedge[w] == -1 || kslack < slack(M, M->bestedge[w]))
-                        M->bestedge[w] = k;
+                    if (M->bestedge[w] == -1 || kslack < best_slack(M, w))
+                        set_best_known(M, w, k, v, w, M->adj_w[a]);
                 }
             }
         }
@@ -602,7 +658,7 @@ static int stage(matcher *M)
                 delta = M->dual[v];
         for (int v = 0; v < n; v++) {
             if (M->label[M->inblossom[v]] == 0 && M->bestedge[v] != -1) {
-                int64_t d = slack(M, M->bestedge[v]);
+                int64_t d = best_slack(M, v);
                 if (d < delta) {
                     delta = d;
                     deltatype = 2;
@@ -613,7 +669,7 @@ static int stage(matcher *M)
         for (int b = 0; b < 2 * n; b++) {
             if (M->bparent[b] == -1 && M->label[b] == 1 && M->bestedge[b] != -1 &&
                 (b < n || M->bbase[b] >= 0)) {
-                int64_t d = slack(M, M->bestedge[b]) / 2; /* even: see the header */
+                int64_t d = best_slack(M, b) / 2; /* even: see the header */
                 if (d < delta) {
                     delta = d;
                     deltatype = 3;
@@ -646,13 +702,13 @@ static int stage(matcher *M)
         if (deltatype == 1) {
             return 0; /* some free vertex's dual reached zero: no augmentation can gain */
         } else if (deltatype == 2) {
-            M->allowedge[deltaedge] = 1;
+            allow(M, deltaedge);
             int i = M->eu[deltaedge];
             if (M->label[M->inblossom[i]] == 0)
                 i = M->ev[deltaedge];
             M->queue[M->qlen++] = i;
         } else if (deltatype == 3) {
-            M->allowedge[deltaedge] = 1;
+            allow(M, deltaedge);
             M->queue[M->qlen++] = M->eu[deltaedge];
         } else {
             expand_blossom(M, deltablossom, 0);

@@ -18,6 +18,7 @@
  *
  * Entry point: pinlab_max_weight_matching (see the end of the file).
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -724,8 +725,8 @@ static int stage(matcher *M)
 int pinlab_max_weight_matching(int n, int m, const int32_t *eu, const int32_t *ev, const int64_t *w,
                                int32_t *mate_out)
 {
-    if (n < 0 || m < 0)
-        return -2;
+    if (n < 0 || m < 0 || n > INT_MAX / 2 || m > (INT_MAX - 1) / 2)
+        return -2; /* endpoints (2m) and blossom numbers (2n) must fit an int */
     for (int k = 0; k < m; k++) {
         if (eu[k] < 0 || eu[k] >= n || ev[k] < 0 || ev[k] >= n || eu[k] == ev[k] || w[k] < 0 ||
             w[k] > ((int64_t)1 << 60))

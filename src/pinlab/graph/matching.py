@@ -26,6 +26,8 @@ from pinlab.errors import UsageError
 EXACT_INTEGER_LIMIT = 2**53  # whole-number weights up to this are matched exactly
 FLOAT_SCALE_BITS = 40  # other weights are scaled so that the largest becomes 2**FLOAT_SCALE_BITS
 
+MAX_PAIRS = 2**30 - 1  # the C code numbers the ends of the pairs (2 per pair) with ints
+
 Pair = tuple[int, int]
 
 
@@ -72,6 +74,9 @@ def _match(n: int, u, v, w) -> list[Pair]:
     u = np.ascontiguousarray(u[keep], dtype=np.int32)
     v = np.ascontiguousarray(v[keep], dtype=np.int32)
     wi = np.ascontiguousarray(wi[keep], dtype=np.int64)
+    if len(wi) > MAX_PAIRS or n > MAX_PAIRS:
+        raise UsageError(f"matching: {n} threads and {len(wi)} sharing pairs are more than the matching handles "
+                         f"({MAX_PAIRS} of each); drop the lightest pairs (max_weight_matching_edges takes a sparse list)")
     mate = np.full(max(n, 1), -1, dtype=np.int32)
     if len(wi):
         rc = _native_function()(n, len(wi), u.ctypes.data, v.ctypes.data, wi.ctypes.data, mate.ctypes.data)

@@ -2,18 +2,22 @@
 """Published communication matrices of real applications, as pinlab affinity graphs.
 
 The mapping benchmarks compare pinlab's strategies on graphs measured by others, not only on
-synthetic ones. The matrices are the NAS Parallel Benchmarks (MPI, class W, 32 processes) that
-the EagerMap repository ships (see ``bench/data/eagermap/README.md`` for the source, commit and
-licence): the number of messages between each pair of processes.
+synthetic ones. The matrices are the NAS Parallel Benchmarks (MPI, class W, 32 and 64 processes)
+that the EagerMap repository ships (see ``bench/data/eagermap/README.md`` for the source, commits
+and licence): the number of messages between each pair of processes.
 
-EagerMap's files list the processes in reverse order (its README: "the first task is on the last
-line of the matrix"), columns in natural order; :func:`load` puts the rows back in order, so
-``weights[i][j]`` is between processes i and j. After that the diagonal holds messages a process
-sends to itself (CG's transpose partner is itself on some processes): they say nothing about
-placement and are dropped (with a notice). DT's matrix is directed (a source sends, sinks
-receive); it is symmetrised by the mean of both directions (with a notice), as ``load_graph`` does.
-EP communicates only through reductions the tracer did not count: its matrix is all zeros (an
-empty graph, kept so that callers see it and skip it).
+EagerMap's files list one index in reverse order. For the 32-process set it is the rows, as its
+README says ("the first task is on the last line of the matrix"); the 64-process set, added later,
+reverses the columns instead: DT, which ran on 11 processes, has its non-zero lines at the end of
+the 32-process file and at the start of the 64-process one, and in both cases only the reading
+below connects processes 0-10 among themselves. :func:`load` puts the index back in order, so
+``weights[i][j]`` is between processes i and j (checked by the tests: CG's partners at distance 1,
+2 and 4, IS's chain, LU's 8 x 8 grid). The diagonal then holds messages a process sends to itself
+(CG's transpose partner is itself on some processes): they say nothing about placement and are
+dropped (with a notice). A matrix that is not symmetric would be symmetrised by the mean of both
+directions (with a notice), as ``load_graph`` does. EP and FT communicate only through
+collectives the tracer did not count: their matrices are all zeros (empty graphs, kept so that
+callers see them and skip them).
 
 No published mapping (EagerMap's output for these matrices) is in the repository, so
 :func:`published_mapping` returns None for every matrix; it is the place to add one.
@@ -29,31 +33,38 @@ from typing import Callable
 from pinlab.graph.model import AffinityGraph, graph_from_matrix
 
 DATA = Path(__file__).resolve().parent / "data" / "eagermap"
-SOURCE = "EagerMap (github.com/ehmcruz/eagermap, commit 34dbdda7f2105ea934266a89342212767d228ed4)"
+SOURCE = "EagerMap (github.com/ehmcruz/eagermap, example-matrices/)"
+REVERSED = {"nas-mpi-32t": "rows", "nas-mpi-64t": "columns"}  # which index each set lists backwards
 
 
 def names() -> list[str]:
     """The matrices available, as ``SET/APP`` (``nas-mpi-32t/cg``, ...), sorted."""
-    return sorted(f"{path.parent.name}/{path.name.split('_')[0]}" for path in DATA.glob("*/*.csv"))
+    return sorted(f"{path.parent.name}/{_app(path)}" for path in DATA.glob("*/*.csv"))
+
+
+def _app(path: Path) -> str:
+    """``cg`` for ``cg_W.nb_messages.csv`` (32 processes) and ``cg.W.csv`` (64)."""
+    return path.name.split("_")[0].split(".")[0]
 
 
 def _path(name: str) -> Path:
     folder, app = name.split("/", 1) if "/" in name else ("", name)
-    matches = sorted((DATA / folder).glob(f"{app}_*.csv")) if folder else []
+    matches = [p for p in sorted((DATA / folder).glob("*.csv")) if _app(p) == app] if folder else []
     if not matches:
         raise KeyError(f"no published matrix {name!r}; there are: {', '.join(names())}")
     return matches[0]
 
 
 def read_rows(name: str) -> list[list[float]]:
-    """The file's rows as published (reverse process order), numbers only."""
+    """The file's rows as published (one index in reverse process order), numbers only."""
     text = _path(name).read_text()
     return [[float(cell) for cell in line.split(",")] for line in text.splitlines() if line.strip()]
 
 
 def load(name: str, notice: Callable[[str], None] | None = None) -> AffinityGraph:
-    """Matrix ``name`` as an AffinityGraph over processes 0..n-1 (rows put back in order)."""
-    rows = read_rows(name)[::-1]
+    """Matrix ``name`` as an AffinityGraph over processes 0..n-1 (indices put back in order)."""
+    rows = read_rows(name)
+    rows = rows[::-1] if REVERSED[name.split("/")[0]] == "rows" else [row[::-1] for row in rows]
     return graph_from_matrix(rows, source=f"published {name}", notice=notice, granularity="message",
                              measured={"method": "published", "source": SOURCE, "weight": "messages",
                                        "application": name})

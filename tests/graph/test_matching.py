@@ -190,6 +190,8 @@ def test_perfect_pairs_cover_every_thread_with_the_maximum_weight(n):
         ([[0, float("inf")], [float("inf"), 0]], "finite"),
         ([[0, 1, 2], [1, 0, 3]], "square"),
         ([[0, 1], [2, 0]], "symmetric"),
+        ([[0, 1, 2], [1, 0]], "square"),
+        ([[0, "x"], ["x", 0]], "numbers"),
     ],
 )
 def test_bad_matrices_are_refused(weights, message):

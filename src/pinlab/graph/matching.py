@@ -97,7 +97,10 @@ def max_weight_matching(weights: Sequence[Sequence[float]] | Any) -> list[Pair]:
     """
     import numpy as np
 
-    matrix = np.asarray(weights, dtype=np.float64)
+    try:
+        matrix = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UsageError("matching: the weight matrix must be square rows of numbers, one row per thread") from None
     n = len(matrix)
     if n == 0:
         return []

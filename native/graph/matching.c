@@ -62,6 +62,8 @@ typedef struct {
     int *bestedgeto;          /* 2n, all -1 between uses */
     int *touched;             /* 2n */
     int *rot;                 /* 2n */
+    int *by_weight;           /* m: edges, heaviest first (see match_tight_free_pairs) */
+    int by_weight_start;      /* edges before it are heavier than any free pair can be, or dead */
     int failed;               /* out of memory */
 } matcher;
 
@@ -473,6 +475,20 @@ static void augment_matching(matcher *M, int k)
     }
 }
 
+/* Edges by decreasing weight, ties by index (so the order does not depend on qsort). */
+typedef struct {
+    int64_t w;
+    int k;
+} weighted_edge;
+
+static int heavier_first(const void *a, const void *b)
+{
+    const weighted_edge *x = a, *y = b;
+    if (x->w != y->w)
+        return x->w > y->w ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
 static void matcher_free(matcher *M)
 {
     if (M->bchilds) {
@@ -487,7 +503,7 @@ static void matcher_free(matcher *M)
     free(M->bnchilds); free(M->bbase); free(M->bestedge); free(M->best_u); free(M->best_v); free(M->best_w); free(M->bbest); free(M->nbbest);
     free(M->unused); free(M->dual); free(M->allowedge); free(M->adj_pos); free(M->queue); free(M->leaves);
     free(M->stack); free(M->path); free(M->side); free(M->side_endps); free(M->bestedgeto);
-    free(M->touched); free(M->rot);
+    free(M->touched); free(M->rot); free(M->by_weight);
 }
 
 static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32_t *ev, const int64_t *ew)
@@ -532,11 +548,12 @@ static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32
     M->bestedgeto = malloc(sizeof(int) * n2);
     M->touched = malloc(sizeof(int) * n2);
     M->rot = malloc(sizeof(int) * n2);
+    M->by_weight = malloc(sizeof(int) * ((size_t)m + 1));
     if (!M->endpoint || !M->adj_start || !M->adj || !M->adj_to || !M->adj_w || !M->mate || !M->label || !M->labelend ||
         !M->inblossom || !M->bparent || !M->bchilds || !M->bendps || !M->bnchilds || !M->bbase ||
         !M->bestedge || !M->best_u || !M->best_v || !M->best_w || !M->bbest || !M->nbbest || !M->unused || !M->dual || !M->allowedge || !M->adj_pos ||
         !M->queue || !M->leaves || !M->stack || !M->path || !M->side || !M->side_endps ||
-        !M->bestedgeto || !M->touched || !M->rot)
+        !M->bestedgeto || !M->touched || !M->rot || !M->by_weight)
         return -1;
 
     int64_t maxw = 0;
@@ -581,10 +598,66 @@ static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32
     }
     for (int b = n; b < 2 * n; b++)
         M->bbase[b] = -1;
+    weighted_edge *sorted = malloc(sizeof(weighted_edge) * (size_t)m);
+    if (!sorted)
+        return -1;
+    for (int k = 0; k < m; k++) {
+        sorted[k].w = ew[k];
+        sorted[k].k = k;
+    }
+    qsort(sorted, (size_t)m, sizeof(weighted_edge), heavier_first);
+    for (int k = 0; k < m; k++)
+        M->by_weight[k] = sorted[k].k;
+    free(sorted);
+    M->by_weight_start = 0;
     M->nunused = 0;
     for (int b = 2 * n - 1; b >= n; b--)
         M->unused[M->nunused++] = b;
     return 0;
+}
+
+/*
+ * Before a stage: match at once every tight edge between two free vertices that are not inside a
+ * blossom. Each such edge is an augmenting path of length one in the equality subgraph, which is
+ * what the stage would find and augment first (its search order is arbitrary), so augmenting many
+ * of them here does the work of many stages without their full rescans of the graph. Duals do not
+ * change. All free vertices have the same dual D (they are S-roots from the start and every dual
+ * step moves them together), so an edge between two free vertices is tight exactly when its
+ * weight is D; heavier edges have a matched end (their slack would be negative otherwise) and
+ * stay so, since a matched vertex stays matched. With distinct weights this finds little; with
+ * repeated weights (whole-number counts) it removes most stages.
+ */
+static void match_tight_free_pairs(matcher *M)
+{
+    int64_t d = -1;
+    for (int v = 0; v < M->n; v++) {
+        if (M->mate[v] == -1) {
+            d = M->dual[v];
+            break;
+        }
+    }
+    if (d < 0)
+        return;
+    int *order = M->by_weight;
+    int start = M->by_weight_start;
+    while (start < M->m && M->ew[order[start]] > d)
+        start++;
+    for (int i = start; i < M->m && M->ew[order[i]] == d; i++) {
+        int k = order[i], u = M->eu[k], v = M->ev[k];
+        int dead = M->mate[u] != -1 || M->mate[v] != -1;
+        if (!dead && M->inblossom[u] == u && M->inblossom[v] == v &&
+            M->dual[u] + M->dual[v] - 2 * M->ew[k] == 0) {
+            M->mate[u] = 2 * k + 1;
+            M->mate[v] = 2 * k;
+            dead = 1;
+        }
+        if (dead) { /* never useful again: move it out of the range */
+            order[i] = order[start];
+            order[start] = k;
+            start++;
+        }
+    }
+    M->by_weight_start = start;
 }
 
 /* One stage: grow alternating trees from every free vertex, adjusting duals, until an augmenting
@@ -743,6 +816,7 @@ int pinlab_max_weight_matching(int n, int m, const int32_t *eu, const int32_t *e
     }
     int rc = 0;
     for (int t = 0; t < n; t++) {
+        match_tight_free_pairs(&M);
         int r = stage(&M);
         if (r < 0) {
             rc = -1;

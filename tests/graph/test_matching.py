@@ -162,6 +162,10 @@ def test_ties_give_a_maximum_matching_of_the_common_weight():
     # A path a-b-c-d of equal weights: the two end pairs, not the middle one.
     w = [[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]]
     assert max_weight_matching(w) == [(0, 1), (2, 3)]
+    # The path 2-0-1-3: the equal-weight pair listed first, (0, 1), is the middle one; matched
+    # first, it must be undone by the augmenting path 2-0-1-3.
+    w = [[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0]]
+    assert max_weight_matching(w) == [(0, 2), (1, 3)]
 
 
 def test_weight_beats_cardinality():

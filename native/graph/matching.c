@@ -6,7 +6,8 @@
  * pinlab pairs the threads that share the most (lp-compact, lp-scatter, lpgp, gplp): the pairs
  * must be an exact optimum, and graphs of thousands of threads must be matched in well under a
  * second, which the Python reference (networkx) cannot do. The graph is given as an edge list and
- * kept as adjacency lists, so a sparse graph costs O(n * (m + n)) rather than O(n^3).
+ * kept as adjacency lists, so the edge scans of a stage cost O(m) rather than O(n^2) on a sparse
+ * graph (the dual steps stay O(n) each; O(n^3) in all on a dense graph).
  *
  * Weights are 64-bit integers. Vertex duals are kept as twice the textbook duals (the slack of an
  * edge is y_u + y_v - 2 w), so with integer weights every slack of an edge between two S-blossoms

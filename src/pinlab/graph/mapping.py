@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pinlab.errors import UsageError
-from pinlab.placement.strategies import _capacities, share, units_under
+from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, units_under
 from pinlab.topology.model import Topology, TopoObject
 
-GRAPH_STRATEGIES = ("lp-compact", "lp-scatter", "gp", "lpgp", "gplp", "treematch")
 
 
 # -- the tree of the chosen units ---------------------------------------------------------------------

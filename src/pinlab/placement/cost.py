@@ -10,7 +10,7 @@ before and a trip off the package is twice a trip through a shared L3)::
     same core (SMT siblings)        1
     shared L1 or L2 cache           2
     shared L3 (or deeper: L4, die)  4
-    same NUMA node                  6
+    same NUMA node inside a package 6   (sub-NUMA clusters; a node above packages adds nothing)
     same package                    7
     elsewhere on the machine        8
 
@@ -69,22 +69,30 @@ class DistanceTable:
 def _keys(topo: Topology, pu: TopoObject) -> dict[str, int]:
     """For each level of the scale, an id of this PU's object at that level (-1: none).
 
+    Without packages in the topology, the NUMA node is the only level above the caches.
+
     Two PUs are at most that far apart when their ids are equal. The L3 class takes the
     outermost cache of level 3 or more (or die/group) below the package, and the L2 class the
     outermost L1/L2 data cache: sharing a deeper one implies sharing that one.
     """
-    keys = {"pu": id(pu), "core": id(topo.core_of(pu)), "l2": -1, "l3": -1, "package": -1,
-            "numa": min(pu.nodes) if pu.nodes else -1}
+    keys = {"pu": id(pu), "core": id(topo.core_of(pu)), "l2": -1, "l3": -1, "package": -1, "numa": -1}
+    node = topo.node_by_os.get(min(pu.nodes)) if pu.nodes else None
     obj = pu.parent
     while obj is not None:
         if obj.type == "Package":
             keys["package"] = id(obj)
+            # A NUMA node counts as a level below the package only when it lies inside it
+            # (sub-NUMA clusters, NPS4); a node holding several packages brings nothing closer.
+            if node is not None and node.cpus <= obj.cpus:
+                keys["numa"] = node.os_index
             break
         if obj.is_data_cache and (obj.cache_level or 0) <= 2:
             keys["l2"] = id(obj)
         elif (obj.is_data_cache and (obj.cache_level or 0) >= 3) or obj.type in ("Die", "Group"):
             keys["l3"] = id(obj)
         obj = obj.parent
+    if keys["package"] == -1 and node is not None:
+        keys["numa"] = node.os_index
     return keys
 
 
@@ -126,3 +134,41 @@ def placement_cost(topo: Topology, weights, cpus: Sequence[int]) -> float:
         raise ValueError(f"{len(cpus)} CPUs for a graph of {w.shape[0]} threads")
     d = distance_table(topo).submatrix(cpus)
     return float((w * d).sum() / 2)
+
+
+def compare(placement, graph, *, seeds: int = 5) -> dict:
+    """The cost of ``placement`` beside compact, scatter and random (the median of ``seeds`` seeds).
+
+    Returns ``{"costs": {name: cost}, "best": name}``; the placement's own entry is its strategy
+    name (``explicit`` for CPUs given by hand). The baselines use the placement's smt choice.
+    """
+    import statistics
+
+    from pinlab.placement import strategies
+
+    topo, n, smt = placement.topology, placement.threads, placement.smt
+    graph.check_threads(n)
+    costs: dict[str, float] = {}
+    if placement.cpus is not None:
+        costs[placement.strategy] = placement_cost(topo, graph, placement.cpus)
+    for name, fn in (("compact", strategies.compact), ("scatter", strategies.scatter)):
+        if name not in costs:
+            costs[name] = placement_cost(topo, graph, fn(topo, n, smt, placement.oversubscribe))
+    costs["random"] = statistics.median(
+        placement_cost(topo, graph, strategies.random(topo, n, seed, smt, placement.oversubscribe)) for seed in range(seeds))
+    best = min(costs, key=lambda k: costs[k])
+    return {"costs": costs, "best": best, "random_seeds": seeds}
+
+
+def format_comparison(result: dict) -> str:
+    """The comparison as a small table, the lowest cost marked with '*'."""
+    costs = result["costs"]
+    width = max(len(k) for k in costs)
+    lowest = min(costs.values())
+    lines = [f"{'placement':<{width}}  {'cost':>14}  vs lowest"]
+    for name, cost in costs.items():
+        label = name + (" (median of %d seeds)" % result["random_seeds"] if name == "random" else "")
+        ratio = f"{cost / lowest:.2f}x" if lowest > 0 else ("1.00x" if cost == 0 else "inf")
+        mark = " *" if cost == lowest else ""
+        lines.append(f"{name:<{width}}  {cost:>14.6g}  {ratio}{mark}" + (f"   ({label[len(name) + 2:-1]})" if name == "random" else ""))
+    return "\n".join(lines)

@@ -37,9 +37,16 @@ def partition(weights, sizes: Sequence[int], *, vsize: Sequence[int] | None = No
     live = [p for p, s in enumerate(sizes) if s > 0]
     if len(live) <= 1 or n == 0:
         return [live[0] if live else 0] * n
-    parts = _initial(w, [sizes[p] for p in live], vs, seed)
-    parts = _repair(w, parts, [sizes[p] for p in live], vs)
-    parts = refine(w, parts, vs, passes=passes)
+    live_sizes = [sizes[p] for p in live]
+    best = None
+    # Two starts, each repaired and improved, the better kept: METIS's, and greedy growth (which
+    # gets unequal sizes right where METIS may give a big group's place to a smaller part).
+    for start in (_initial(w, live_sizes, vs, seed), _grow(w, live_sizes, vs)):
+        parts = refine(w, _repair(w, start, live_sizes, vs), vs, passes=passes)
+        score = inside_weight(w, parts)
+        if best is None or score > best[0]:
+            best = (score, parts)
+    parts = best[1]
     mapping = np.array(live, dtype=np.int64)
     return mapping[parts].tolist()
 
@@ -74,6 +81,34 @@ def _initial(w, sizes: list[int], vs, seed: int):
         vweights=vs.tolist(), tpwgts=[s / total_size for s in sizes], options=options,
     ).vertex_part
     return np.asarray(membership, dtype=np.int64)
+
+
+def _grow(w, sizes: list[int], vs):
+    """Greedy growth: the largest part first takes the free vertex with the most weight, then,
+    while it has room, the free vertex most drawn to it; the next part likewise."""
+    import numpy as np
+
+    n = w.shape[0]
+    parts = np.full(n, -1, dtype=np.int64)
+    free = np.ones(n, dtype=bool)
+    total = w.sum(axis=1)
+    for p in sorted(range(len(sizes)), key=lambda p: -sizes[p]):
+        room = sizes[p]
+        pull = np.zeros(n)
+        first = True
+        while room > 0:
+            fits = free & (vs <= room)
+            if not fits.any():
+                break
+            v = int(np.argmax(np.where(fits, total if first else pull, -np.inf)))
+            first = False
+            parts[v] = p
+            free[v] = False
+            room -= int(vs[v])
+            pull += w[v]
+    for v in np.nonzero(parts < 0)[0]:  # vertices too big for the room left anywhere
+        parts[v] = int(np.argmax([s for s in sizes]))
+    return parts
 
 
 def _fill_in_order(sizes: list[int], vs):

@@ -28,6 +28,10 @@ Two steps, shared by all strategies:
   groups become the vertices of a smaller graph, grouped by the next level's arity, and so on
   to the top; then each group lands on its object.
 
+``lpgp``, ``gplp`` and ``treematch`` end, on graphs up to POLISH_MAX_THREADS threads, with a
+swap pass on the cost model (:func:`polish`): two threads exchange units while that lowers
+``pinlab.placement.cost``'s cost, which mends what one level's choice cost another.
+
 When no level has two units sharing a data cache (one core per L2 and no L3 shared), the pair
 level falls back to consecutive units in logical order: pairs are still formed and kept on
 neighbouring cores, which the cost model counts as close only through the package and NUMA node.
@@ -93,7 +97,7 @@ def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | No
         where = f" on {len(chosen)} sockets" if domains is not None else ""
         raise UsageError(f"{n} threads but only {room} {kind} are available{where}; use fewer threads"
                          + (", more --domains" if domains is not None else "") + ("" if smt else ", or --smt"))
-    if pairs_whole:
+    if pairs_whole and (domains is None or n // 2 >= len(chosen)):
         counts = [2 * c for c in share(n // 2, [len(s) // 2 for s in chosen])] if sum(len(s) // 2 for s in chosen) >= n // 2 \
             else share(n, [len(s) for s in chosen])
         if sum(counts) < n:  # the odd thread: the first socket with room
@@ -113,8 +117,6 @@ def unit_tree(topo: Topology, units: Sequence[int], smt: bool = False) -> Tree:
     for cpu in units:
         pu = topo.pu(cpu)
         obj = pu.parent if smt else topo.core_of(pu).parent
-        if smt:
-            keyed.setdefault("Core", []).append(id(topo.core_of(pu)))
         while obj is not None and obj.parent is not None:
             keyed.setdefault(obj.kind, []).append(id(obj))
             obj = obj.parent
@@ -211,11 +213,18 @@ def _slots(topo: Topology, tree: Tree, smt: bool, within: tuple[int, int] | None
     return slots
 
 
-def _pairs_on_slots(pairs: list[list[int]], slots: list[list[int]]) -> dict[int, int]:
-    """Thread -> unit position: pairs on two-unit slots in order; what does not fit goes one by one."""
+def _pairs_on_slots(w, pairs: list[list[int]], slots: list[list[int]]) -> dict[int, int]:
+    """Thread -> unit position: pairs on two-unit slots in order; what does not fit goes one by one.
+
+    When there are fewer two-unit slots than pairs (cores with a private L2 beside clusters
+    sharing one), the heaviest pairs keep the shared slots and the others are split.
+    """
     twos = [s for s in slots if len(s) == 2]
     ones = [s[0] for s in slots if len(s) == 1]
     whole = [p for p in pairs if len(p) == 2]
+    if len(whole) > len(twos):
+        keep = set(sorted(range(len(whole)), key=lambda i: -w[whole[i][0], whole[i][1]])[:len(twos)])
+        whole = [whole[i] for i in sorted(keep)] + [whole[i] for i in range(len(whole)) if i not in keep]
     alone = [t for p in pairs if len(p) == 1 for t in p]
     where: dict[int, int] = {}
     for pair, slot in zip(whole, twos):
@@ -266,7 +275,7 @@ def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool
         slots = _slots(topo, tree, smt)
         if strategy == "lp-scatter":
             slots = _interleave_by_socket(tree, slots)
-        position = _pairs_on_slots(pair_threads(w), slots)
+        position = _pairs_on_slots(w, pair_threads(w), slots)
     elif strategy == "gp":
         position = _gp(w, tree, _level_index(tree, level), seed)
     elif strategy in ("lpgp", "gplp"):
@@ -276,9 +285,62 @@ def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool
 
         order = treematch(w, tree)
         position = {t: i for i, t in enumerate(order)}
+    if strategy in ("lpgp", "gplp", "treematch") and threads <= POLISH_MAX_THREADS:
+        order = [0] * threads
+        for t, pos in position.items():
+            order[pos] = t
+        position = {t: i for i, t in enumerate(polish(topo, w, tree.units, order))}
     cpus = [tree.units[position[t]] for t in range(threads)]
-    assert len(set(cpus)) == threads and len(np.unique(cpus)) == threads
+    assert len(set(cpus)) == threads
     return cpus
+
+
+#: Graphs up to this many threads get the final swap pass (it costs O(n^3) per pass).
+POLISH_MAX_THREADS = 128
+
+
+def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: int = 4) -> list[int]:
+    """Exchange two threads' units while that lowers the cost model's cost (a final local search).
+
+    ``order[p]`` is the thread on ``units[p]``. For thread u, the gain of swapping with every v is
+    computed at once: with A the weights and B the distances between the threads' units,
+    delta(v) = (B A_u)_v + (A B_u)_v - A_u.B_u - (A.B)_v + 2 A_uv B_uv (negative: cheaper).
+    """
+    import numpy as np
+
+    from pinlab.placement.cost import distance_table
+
+    n = len(order)
+    table = distance_table(topo)
+    pos_cpu = [units[p] for p in range(n)]
+    thread_cpu = [0] * n
+    for p, t in enumerate(order):
+        thread_cpu[t] = pos_cpu[p]
+    a = np.asarray(w, dtype=np.float64)
+    b = table.submatrix(thread_cpu)
+    cpu_of = list(thread_cpu)
+    scale = max(1.0, float(np.abs(a).max()))
+    for _ in range(passes):
+        improved = False
+        rowdot = (a * b).sum(axis=1)
+        for u in range(n):
+            delta = b @ a[u] + a @ b[u] - a[u] @ b[u] - rowdot + 2 * a[u] * b[u]
+            delta[u] = 0.0
+            v = int(np.argmin(delta))
+            if delta[v] >= -1e-9 * scale:
+                continue
+            cpu_of[u], cpu_of[v] = cpu_of[v], cpu_of[u]
+            b[[u, v]] = b[[v, u]]
+            b[:, [u, v]] = b[:, [v, u]]
+            rowdot = (a * b).sum(axis=1)
+            improved = True
+        if not improved:
+            break
+    at = {cpu: p for p, cpu in enumerate(pos_cpu)}
+    result = [0] * n
+    for t, cpu in enumerate(cpu_of):
+        result[at[cpu]] = t
+    return result
 
 
 def _compact_units(topo: Topology, n: int, smt: bool) -> list[int]:
@@ -362,7 +424,7 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
     position: dict[int, int] = {}
     for s, (a, b) in enumerate(sockets):
         members = [t for t in range(n) if parts[t] == s]
-        position.update(_pairs_on_slots(pair_threads(w, members), _slots(topo, tree, smt, within=(a, b))))
+        position.update(_pairs_on_slots(w, pair_threads(w, members), _slots(topo, tree, smt, within=(a, b))))
     return position
 
 

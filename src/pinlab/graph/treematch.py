@@ -77,8 +77,9 @@ def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int
     sizes_a = np.asarray(sizes)
     free = np.ones(m, dtype=bool)
     total = c.sum(axis=1)
-    for p, need in enumerate(slots):
-        want = sorted(need, reverse=True)
+    # The largest parents first: a lone core must not take the best-connected thread of a cluster.
+    for p in sorted(range(len(slots)), key=lambda p: (-sum(slots[p]), p)):
+        want = sorted(slots[p], reverse=True)
         remaining = {s: want.count(s) for s in set(want)}
         eligible = free & (sizes_a == want[0])
         seed = int(np.argmax(np.where(eligible, total, -np.inf)))

@@ -24,8 +24,8 @@ def canonical_strategy(name: str, explicit_hint: bool = True) -> str:
     name = ALIASES.get(name, name)
     if name not in STRATEGIES and name not in GRAPH_STRATEGIES:
         raise UsageError(
-            f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)}, or with --graph {', '.join(GRAPH_STRATEGIES)} "
-            f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())})" + (", or give CPUs with -c" if explicit_hint else "")
+            f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)} "
+            f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())})" + (f", with --graph FILE one of {', '.join(GRAPH_STRATEGIES)}, or give CPUs with -c" if explicit_hint else "")
         )
     return name
 

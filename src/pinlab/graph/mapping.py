@@ -406,6 +406,7 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
     index = _socket_level(tree)
     sockets = tree.levels[index] if index is not None else [(0, len(tree.units))]
     sizes = [b - a for a, b in sockets]
+    pairs: list[list[int]] = []
     if strategy == "lpgp" and len(sockets) > 1:
         pairs = pair_threads(w)
         member = np.zeros((len(pairs), n))
@@ -421,10 +422,14 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
         parts = _exact(w, parts, sizes)
     else:
         parts = np.asarray(partition(w, sizes, seed=seed))
+    kept = [p for p in pairs if len(p) == 2 and parts[p[0]] == parts[p[1]]] if strategy == "lpgp" and len(sockets) > 1 else []
+    paired = {t for p in kept for t in p}
     position: dict[int, int] = {}
     for s, (a, b) in enumerate(sockets):
-        members = [t for t in range(n) if parts[t] == s]
-        position.update(_pairs_on_slots(w, pair_threads(w, members), _slots(topo, tree, smt, within=(a, b))))
+        # lpgp keeps its pairs that the partition left whole; the rest are matched inside the socket
+        members = [t for t in range(n) if parts[t] == s and t not in paired]
+        socket_pairs = [p for p in kept if parts[p[0]] == s] + pair_threads(w, members)
+        position.update(_pairs_on_slots(w, socket_pairs, _slots(topo, tree, smt, within=(a, b))))
     return position
 
 

@@ -34,34 +34,45 @@ def treematch(w, tree: "Tree", *, passes: int = 2) -> list[int]:
     bottom_up = [[(i, i + 1) for i in range(n)]] + list(reversed(tree.levels)) + [[(0, n)]]
     groups = [[t] for t in range(n)]  # thread lists, one per range of the current level, aligned
     coarse = np.asarray(w, dtype=np.float64)
+    rows, cols = np.nonzero(coarse)
+    values = coarse[rows, cols]
+    group_of = np.arange(n)  # every thread's group at the current level
     for child_level, parent_level in zip(bottom_up, bottom_up[1:]):
-        slots = [[c for c in child_level if a <= c[0] and c[1] <= b] for a, b in parent_level]
+        slots = _children(child_level, parent_level)
         sizes = [len(g) for g in groups]
         owner = _group(coarse, sizes, [[c[1] - c[0] for c in s] for s in slots], passes)
+        by_parent: list[list[int]] = [[] for _ in parent_level]
+        for g, p in enumerate(owner):
+            by_parent[p].append(g)
         new_groups = []
-        for p, parent_slots in enumerate(slots):
-            members = [g for g in range(len(groups)) if owner[g] == p]
+        for members, parent_slots in zip(by_parent, slots):
             ordered: list[int] = []
             for a, b in parent_slots:
                 g = next(g for g in members if sizes[g] == b - a)
                 members.remove(g)
                 ordered += groups[g]
             new_groups.append(ordered)
+        # The next level's graph: the threads' weights summed by the parent each now belongs to
+        # (one bincount over the non-zero weights).
+        k = len(parent_level)
+        group_of = np.asarray(owner)[group_of]
+        coarse = np.bincount(group_of[rows] * k + group_of[cols], weights=values, minlength=k * k).reshape(k, k)
+        np.fill_diagonal(coarse, 0.0)
         groups = new_groups
-        coarse = _contract(w, groups)
     return groups[0]
 
 
-def _contract(w, groups: list[list[int]]):
-    """Weights between groups: rows and columns of ``w`` summed group by group."""
-    import numpy as np
-
-    order = np.fromiter((t for g in groups for t in g), dtype=np.int64)
-    starts = np.cumsum([0] + [len(g) for g in groups[:-1]])
-    m = np.asarray(w)[np.ix_(order, order)]
-    m = np.add.reduceat(np.add.reduceat(m, starts, axis=0), starts, axis=1)
-    np.fill_diagonal(m, 0.0)
-    return m
+def _children(child_level, parent_level):
+    """The child ranges inside each parent range (both lists in order, children nested)."""
+    out, i = [], 0
+    for a, b in parent_level:
+        inside = []
+        while i < len(child_level) and child_level[i][1] <= b:
+            if child_level[i][0] >= a:
+                inside.append(child_level[i])
+            i += 1
+        out.append(inside)
+    return out
 
 
 def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int]:
@@ -77,6 +88,7 @@ def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int
     sizes_a = np.asarray(sizes)
     free = np.ones(m, dtype=bool)
     total = c.sum(axis=1)
+    uniform = len(set(sizes)) == 1
     # The largest parents first: a lone core must not take the best-connected thread of a cluster.
     for p in sorted(range(len(slots)), key=lambda p: (-sum(slots[p]), p)):
         want = sorted(slots[p], reverse=True)
@@ -88,7 +100,7 @@ def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int
         remaining[sizes_a[seed]] -= 1
         pull = c[seed].copy()
         while any(remaining.values()):
-            fits = free & np.isin(sizes_a, [s for s, k in remaining.items() if k > 0])
+            fits = free if uniform else free & np.isin(sizes_a, [s for s, k in remaining.items() if k > 0])
             g = int(np.argmax(np.where(fits, pull, -np.inf)))
             owner[g] = p
             free[g] = False

@@ -170,7 +170,8 @@ def pair_threads(w, threads: Sequence[int] | None = None) -> list[list[int]]:
 
     threads = list(range(w.shape[0])) if threads is None else list(threads)
     sub = w[threads][:, threads]
-    pairs = [[threads[a], threads[b]] for a, b in max_weight_matching(sub.tolist())] if len(threads) > 1 else []
+    # The matrix goes as a numpy array (rows index like lists): no 1024 x 1024 list to build.
+    pairs = [[threads[a], threads[b]] for a, b in max_weight_matching(sub)] if len(threads) > 1 else []
     used = {t for p in pairs for t in p}
     rest = [t for t in threads if t not in used]
     pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
@@ -195,9 +196,13 @@ def _depth(topo: Topology, kind: str) -> int:
     return topo.by_kind[kind][0].depth
 
 
-def _slots(topo: Topology, tree: Tree, smt: bool, within: tuple[int, int] | None = None) -> list[list[int]]:
-    """Unit positions cut into slots of two inside each pair-level object (a single where odd)."""
-    kind = pair_level(topo, smt)
+def _slots(topo: Topology, tree: Tree, smt: bool, within: tuple[int, int] | None = None,
+           kind: str | None | bool = False) -> list[list[int]]:
+    """Unit positions cut into slots of two inside each pair-level object (a single where odd).
+
+    ``kind`` is the pair level when the caller already knows it (False: find it here)."""
+    if kind is False:
+        kind = pair_level(topo, smt)
     start, end = within or (0, len(tree.units))
     groups = [(start, end)]
     if kind is not None:
@@ -409,10 +414,12 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
     pairs: list[list[int]] = []
     if strategy == "lpgp" and len(sockets) > 1:
         pairs = pair_threads(w)
-        member = np.zeros((len(pairs), n))
+        pair_of = np.empty(n, dtype=np.int64)
         for i, p in enumerate(pairs):
-            member[i, p] = 1.0
-        coarse = member @ w @ member.T
+            pair_of[p] = i
+        rows, cols = np.nonzero(w)
+        k = len(pairs)
+        coarse = np.bincount(pair_of[rows] * k + pair_of[cols], weights=w[rows, cols], minlength=k * k).reshape(k, k)
         np.fill_diagonal(coarse, 0.0)
         vsize = [len(p) for p in pairs]
         coarse_parts = partition(coarse, sizes, vsize=vsize, seed=seed)
@@ -425,11 +432,15 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
     kept = [p for p in pairs if len(p) == 2 and parts[p[0]] == parts[p[1]]] if strategy == "lpgp" and len(sockets) > 1 else []
     paired = {t for p in kept for t in p}
     position: dict[int, int] = {}
+    kind = pair_level(topo, smt)
+    by_socket: list[list[int]] = [[] for _ in sockets]
+    for t in range(n):
+        if t not in paired:
+            by_socket[parts[t]].append(t)
     for s, (a, b) in enumerate(sockets):
         # lpgp keeps its pairs that the partition left whole; the rest are matched inside the socket
-        members = [t for t in range(n) if parts[t] == s and t not in paired]
-        socket_pairs = [p for p in kept if parts[p[0]] == s] + pair_threads(w, members)
-        position.update(_pairs_on_slots(w, socket_pairs, _slots(topo, tree, smt, within=(a, b))))
+        socket_pairs = [p for p in kept if parts[p[0]] == s] + pair_threads(w, by_socket[s])
+        position.update(_pairs_on_slots(w, socket_pairs, _slots(topo, tree, smt, within=(a, b), kind=kind)))
     return position
 
 

@@ -41,9 +41,10 @@ def partition(weights, sizes: Sequence[int], *, vsize: Sequence[int] | None = No
     best = None
     # Two starts, each repaired and improved, the better kept: METIS's, and greedy growth (which
     # gets unequal sizes right where METIS may give a big group's place to a smaller part).
-    for start in (_initial(w, live_sizes, vs, seed), _grow(w, live_sizes, vs)):
-        parts = refine(w, _repair(w, start, live_sizes, vs), vs, passes=passes)
-        score = inside_weight(w, parts)
+    edges = _edges(w)  # the non-zero entries, found once (every pass sums over them)
+    for start in (_initial(w, live_sizes, vs, seed, edges), _grow(w, live_sizes, vs)):
+        parts = refine(w, _repair(w, start, live_sizes, vs, edges), vs, passes=passes, edges=edges)
+        score = float(edges[2][parts[edges[0]] == parts[edges[1]]].sum())
         if best is None or score > best[0]:
             best = (score, parts)
     parts = best[1]
@@ -51,7 +52,15 @@ def partition(weights, sizes: Sequence[int], *, vsize: Sequence[int] | None = No
     return mapping[parts].tolist()
 
 
-def _initial(w, sizes: list[int], vs, seed: int):
+def _edges(w):
+    """(rows, cols, values) of the non-zero entries of ``w``."""
+    import numpy as np
+
+    rows, cols = np.nonzero(w)
+    return rows, cols, w[rows, cols]
+
+
+def _initial(w, sizes: list[int], vs, seed: int, edges=None):
     """METIS's partition into len(sizes) parts with target fractions sizes/total."""
     import numpy as np
 
@@ -65,10 +74,10 @@ def _initial(w, sizes: list[int], vs, seed: int):
     import pymetis
 
     scale = _INT_SCALE / w.max()
-    rows, cols = np.nonzero(w)
+    rows, cols, values = edges if edges is not None else _edges(w)
     keep = rows != cols
-    rows, cols = rows[keep], cols[keep]
-    ints = np.maximum(1, np.rint(w[rows, cols] * scale)).astype(np.int64)
+    rows, cols, values = rows[keep], cols[keep], values[keep]
+    ints = np.maximum(1, np.rint(values * scale)).astype(np.int64)
     # Keep the total well inside METIS's 32-bit integers.
     total = ints.sum()
     if total > 2**30:
@@ -127,7 +136,7 @@ def _fill_in_order(sizes: list[int], vs):
     return parts
 
 
-def _repair(w, parts, sizes: list[int], vs):
+def _repair(w, parts, sizes: list[int], vs, edges=None):
     """Move vertices out of over-full parts until every part has exactly its size (when sizes allow).
 
     Each move takes, over all (vertex of an over-full part, part with room for it), the one
@@ -138,7 +147,7 @@ def _repair(w, parts, sizes: list[int], vs):
     k = len(sizes)
     target = np.asarray(sizes, dtype=np.int64)
     load = np.bincount(parts, weights=vs, minlength=k).astype(np.int64)
-    conn = _connections(w, parts, k)
+    conn = _connections(w, parts, k, edges)
     while True:
         over = np.nonzero(load > target)[0]
         if over.size == 0:
@@ -165,7 +174,7 @@ def _repair(w, parts, sizes: list[int], vs):
         parts[v] = q
 
 
-def _connections(w, parts, k: int):
+def _connections(w, parts, k: int, edges=None):
     """conn[v, p]: the weight between vertex v and the vertices of part p.
 
     Summed over the non-zero entries with one bincount (graphs are sparse in practice, and a
@@ -173,12 +182,12 @@ def _connections(w, parts, k: int):
     import numpy as np
 
     n = w.shape[0]
-    rows, cols = np.nonzero(w)
-    flat = np.bincount(rows * k + np.asarray(parts)[cols], weights=w[rows, cols], minlength=n * k)
+    rows, cols, values = edges if edges is not None else _edges(w)
+    flat = np.bincount(rows * k + np.asarray(parts)[cols], weights=values, minlength=n * k)
     return flat.reshape(n, k).astype(np.float64, copy=False)
 
 
-def refine(w, parts, vs=None, *, passes: int = 3):
+def refine(w, parts, vs=None, *, passes: int = 3, edges=None):
     """Swaps of two vertices of equal size between parts while a swap raises the inside weight.
 
     For each vertex, the part it is most drawn to is tried: the partner there that gives the
@@ -192,7 +201,7 @@ def refine(w, parts, vs=None, *, passes: int = 3):
         return parts
     vs = np.ones(n, dtype=np.int64) if vs is None else np.asarray(vs)
     k = int(parts.max()) + 1
-    conn = _connections(w, parts, k)
+    conn = _connections(w, parts, k, edges)
     rows = np.arange(n)
     for _ in range(passes):
         improved = False
@@ -226,4 +235,5 @@ def inside_weight(weights, parts: Sequence[int]) -> float:
 
     w = np.asarray(weights, dtype=np.float64)
     p = np.asarray(parts)
-    return float(w[p[:, None] == p[None, :]].sum() / 2)
+    rows, cols, values = _edges(w)
+    return float(values[p[rows] == p[cols]].sum() / 2)

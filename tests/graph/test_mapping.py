@@ -251,3 +251,16 @@ def test_odd_counts_and_partial_machines(strategy, n):
             continue
         cpus = map_threads(topo, strategy, w, n)
         assert len(set(cpus)) == n and set(cpus) <= topo.allowed_cpus
+
+
+def test_without_a_shared_cache_pairs_stay_inside_a_package():
+    topo = load_topology("synthetic:pack:2 core:3 pu:1")
+    assert pair_level(topo, False) is None
+    w = np.zeros((6, 6))
+    for a, b in ((0, 3), (1, 4), (2, 5)):
+        w[a, b] = w[b, a] = 10.0
+    packages = [frozenset(p.cpus) for p in topo.packages]
+    for strategy in ("lp-compact", "lp-scatter"):
+        cpus = map_threads(topo, strategy, w, 6)
+        together = sum(any(cpus[a] in p and cpus[b] in p for p in packages) for a, b in ((0, 3), (1, 4), (2, 5)))
+        assert together == 2  # three cores per package: two pairs can be whole, the third is split

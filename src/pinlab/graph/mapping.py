@@ -33,8 +33,9 @@ swap pass on the cost model (:func:`polish`): two threads exchange units while t
 ``pinlab.placement.cost``'s cost, which mends what one level's choice cost another.
 
 When no level has two units sharing a data cache (one core per L2 and no L3 shared), the pair
-level falls back to consecutive units in logical order: pairs are still formed and kept on
-neighbouring cores, which the cost model counts as close only through the package and NUMA node.
+level falls back to consecutive units in logical order inside the smallest object of the tree
+that holds several (the package, usually): pairs are still formed and kept on neighbouring
+cores, which the cost model counts as close only through the package and NUMA node.
 """
 from __future__ import annotations
 
@@ -205,6 +206,8 @@ def _slots(topo: Topology, tree: Tree, smt: bool, within: tuple[int, int] | None
         kind = pair_level(topo, smt)
     start, end = within or (0, len(tree.units))
     groups = [(start, end)]
+    if kind is None and tree.levels:  # no shared cache: pairs inside the smallest objects of the tree
+        groups = [(max(a, start), min(b, end)) for a, b in tree.levels[-1] if a < end and b > start]
     if kind is not None:
         keys = []
         for cpu in tree.units[start:end]:

@@ -67,7 +67,12 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
 @click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option("--format", "-f", "fmt", default="list", show_default=True, help="list, json, omp, kmp, numactl, taskset, likwid, slurm")
 @click.option("--picture", type=click.Path(dir_okay=False, writable=True), help="Also draw the placement to FILE.svg or FILE.png.")
-def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture) -> None:
+# -- graph strategies (issue 11) --
+@click.option("--graph", "graph_file", type=click.Path(dir_okay=False), help="Affinity graph (pinlab trace) for lp-compact, lp-scatter, gp, lpgp, gplp, treematch; also prints placement costs.")
+@click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
+@click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...).")
+@click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
+def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict) -> None:
     """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
     from pinlab.placement import make_placement
     from pinlab.placement.exports import FORMATS, export
@@ -83,19 +88,48 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
         if not Path(picture).resolve().parent.is_dir():
             raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
     topo = load_topology(source)
-    placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
-                               cpu_kind=cpu_kind)
-    if placement.cpus is None and fmt == "list":
-        from pinlab.topology.cpuset import format_cpulist
+    graph = None
+    if graph_file is not None:
+        from pinlab.graph.model import load_graph
 
-        click.echo(f"none: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs {format_cpulist(topo.allowed_cpus)}", err=True)
-    text = export(placement, fmt)
-    if text:
-        click.echo(text)
+        graph = load_graph(graph_file, strict=strict, notice=lambda text: click.echo(f"pinlab: {text}", err=True))
+    placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
+                               cpu_kind=cpu_kind, graph=graph, domains=domains, level=level)
+    if graph is not None:
+        _place_costs(placement, graph, fmt)
+    else:
+        if placement.cpus is None and fmt == "list":
+            from pinlab.topology.cpuset import format_cpulist
+
+            click.echo(f"none: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs {format_cpulist(topo.allowed_cpus)}", err=True)
+        text = export(placement, fmt)
+        if text:
+            click.echo(text)
     if picture:
         from pinlab.placement.picture import draw
 
         draw(placement, picture)
+
+
+def _place_costs(placement, graph, fmt) -> None:
+    """pinlab place --graph: the placement, then its cost beside compact/scatter/random (JSON: a "cost" object)."""
+    from pinlab.placement.cost import compare, format_comparison
+    from pinlab.placement.exports import export
+
+    graph.check_threads(placement.threads)
+    if placement.cpus is None:
+        raise UsageError("strategy none leaves placement to the OS: it has no cost; choose a strategy or -c CPUS")
+    result = compare(placement, graph)
+    if fmt == "json":
+        import json
+
+        data = placement.to_json()
+        data["cost"] = {"graph": graph.source, **result}
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(export(placement, fmt))
+    # The table goes to stderr so that the placement on stdout stays usable by scripts.
+    click.echo(format_comparison(result), err=True)
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})

@@ -20,12 +20,16 @@ def make_placement(
     oversubscribe: bool = False,
     seed: int | None = None,
     cpu_kind: str | None = None,
+    graph=None,
+    domains: int | None = None,
+    level: str | None = None,
 ) -> Placement:
     """A placement from either a strategy and a thread count, or an explicit CPU list/expression.
 
     With ``cpus``, the threads take the listed CPUs in order; ``threads`` (optional) takes the
     first ones, or wraps round-robin past the end with ``oversubscribe``. With ``cpu_kind``
     (performance, efficiency, or a kind's name) only the CPUs of that kind of core are used.
+    ``graph``, ``domains`` and ``level`` go to the graph strategies (see :func:`place`).
     """
     if cpu_kind is not None:
         from pinlab.placement.kinds import restrict_to_kind
@@ -36,9 +40,15 @@ def make_placement(
     if cpus is None:
         if strategy is None:
             raise UsageError("no placement given: use -s STRATEGY -n THREADS or -c CPULIST")
+        if threads is None and graph is not None:
+            threads = graph.threads  # the graph says how many threads it was measured with
         if threads is None:
             raise UsageError(f"strategy {canonical_strategy(strategy)} needs a thread count: add -n THREADS")
-        return place(topo, strategy, threads, smt=smt, oversubscribe=oversubscribe, seed=seed)
+        return place(topo, strategy, threads, smt=smt, oversubscribe=oversubscribe, seed=seed,
+                     graph=graph, domains=domains, level=level)
+    if domains is not None or level is not None:
+        raise UsageError("--domains and --level choose a graph strategy's placement: use -s lpgp (or gp, gplp, "
+                         "lp-compact, lp-scatter, treematch) instead of -c")
     selected = resolve(topo, cpus, smt=smt)
     if not oversubscribe:
         seen: set[int] = set()

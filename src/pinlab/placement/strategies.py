@@ -14,16 +14,18 @@ from pinlab.topology.cpuset import format_cpulist
 from pinlab.topology.model import Topology, TopoObject
 
 STRATEGIES = ("compact", "scatter", "random", "none", "intra-socket", "inter-socket")
+#: Strategies that place by an affinity graph (pinlab.graph.mapping); they need ``graph=``.
+GRAPH_STRATEGIES = ("lp-compact", "lp-scatter", "gp", "lpgp", "gplp", "treematch")
 ALIASES = {"close": "compact", "spread": "scatter", "os": "none", "intra": "intra-socket", "inter": "inter-socket"}
 
 
 def canonical_strategy(name: str, explicit_hint: bool = True) -> str:
     name = name.strip().lower()
     name = ALIASES.get(name, name)
-    if name not in STRATEGIES:
+    if name not in STRATEGIES and name not in GRAPH_STRATEGIES:
         raise UsageError(
             f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)} "
-            f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())})" + (", or give CPUs with -c" if explicit_hint else "")
+            f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())})" + (f", with --graph FILE one of {', '.join(GRAPH_STRATEGIES)}, or give CPUs with -c" if explicit_hint else "")
         )
     return name
 
@@ -227,14 +229,31 @@ def place(
     smt: bool = False,
     oversubscribe: bool = False,
     seed: int | None = None,
+    graph=None,
+    domains: int | None = None,
+    level: str | None = None,
 ) -> Placement:
-    """Compute a placement with a named strategy."""
+    """Compute a placement with a named strategy.
+
+    The graph strategies (GRAPH_STRATEGIES) need ``graph`` (an AffinityGraph or a matrix) and take
+    ``domains`` (use only that many sockets) and, for gp, ``level``; see pinlab.graph.mapping.
+    """
     name = canonical_strategy(strategy)
     check_threads(threads)
     if not topo.allowed_cpus:
         raise UsageError("no CPU of this topology is allowed for this process; check taskset/cgroup limits")
+    if name not in GRAPH_STRATEGIES and (domains is not None or level is not None):
+        raise UsageError(f"--domains and --level go with a graph strategy ({', '.join(GRAPH_STRATEGIES)}), not {name}")
     cpus: list[int] | None
-    if name == "none":
+    if name in GRAPH_STRATEGIES:
+        if graph is None:
+            raise UsageError(f"strategy {name} needs --graph FILE (make one with pinlab trace)")
+        if oversubscribe:
+            raise UsageError(f"strategy {name} gives every thread its own {'PU' if smt else 'core'}: leave --oversubscribe out")
+        from pinlab.graph.mapping import map_threads
+
+        cpus = map_threads(topo, name, graph, threads, smt=smt, domains=domains, level=level, seed=seed or 0)
+    elif name == "none":
         cpus = None
     elif name == "random":
         if seed is None:

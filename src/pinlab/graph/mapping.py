@@ -1,0 +1,454 @@
+"""Placement from an affinity graph: the strategies of seed 000 (section 3.2) and treematch.
+
+Every strategy is a pure function (topology, graph, threads, options) -> CPUs, thread i on
+``cpus[i]``. Units are cores (their first allowed PU) by default, PUs with ``smt``.
+
+Two steps, shared by all strategies:
+
+1. **Which units.** With ``domains=K`` the threads are divided over the first K sockets (packages;
+   NUMA nodes on a one-package machine with several nodes) by capacity, as the seed's LPGP(4, 8,
+   16 sockets) variants do; without it, ``lp-scatter`` divides them over every socket (pairs kept
+   whole) and the others over the fewest sockets that hold them. Inside a socket the threads take
+   its first units in logical order, so they fill caches one after another.
+2. **Which thread on which unit**, by the strategy, on the tree of the chosen units (packages,
+   NUMA nodes, dies, caches, cores: every level of the topology that splits them):
+
+- ``lp-compact`` / ``lp-scatter``: pairs of threads by a maximum-weight matching (the exact
+  optimum; threads the matching leaves alone are paired in order), each pair on two units of the
+  *pair level*: the smallest data cache shared by two or more units (the core itself with smt).
+  Pairs take the pair slots in order: compactly, or for lp-scatter spread over sockets by step 1.
+- ``gp``: a k-way partition (METIS, sizes made exact) into the objects of one level (``level=``,
+  default the packages the threads use, else the coarsest level that splits the chosen units),
+  threads of a part in order on its units.
+- ``lpgp``: pairs first, then the pairs partitioned over sockets (a pair counts two), then inside
+  each socket pairs on pair slots.
+- ``gplp``: partition over sockets first, then a matching inside each socket's part.
+- ``treematch``: bottom-up over every level of the tree: threads are grouped by the arity of the
+  lowest level (exact matching for arity 2; greedy growth by affinity then swaps for more),
+  groups become the vertices of a smaller graph, grouped by the next level's arity, and so on
+  to the top; then each group lands on its object.
+
+``lpgp``, ``gplp`` and ``treematch`` end, on graphs up to POLISH_MAX_THREADS threads, with a
+swap pass on the cost model (:func:`polish`): two threads exchange units while that lowers
+``pinlab.placement.cost``'s cost, which mends what one level's choice cost another.
+
+When no level has two units sharing a data cache (one core per L2 and no L3 shared), the pair
+level falls back to consecutive units in logical order inside the smallest object of the tree
+that holds several (the package, usually): pairs are still formed and kept on neighbouring
+cores, which the cost model counts as close only through the package and NUMA node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from pinlab.errors import UsageError
+from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, units_under
+from pinlab.topology.model import Topology, TopoObject
+
+
+
+# -- the tree of the chosen units ---------------------------------------------------------------------
+@dataclass
+class Tree:
+    """Units (CPU OS indexes, logical order) and the levels that split them, coarsest first.
+
+    ``levels[l]`` is a list of groups, each a contiguous range (start, end) of unit positions;
+    every group of a level lies inside one group of the level before. ``names[l]`` lists the
+    kinds that split the units that way (Package and L3 when each package has one L3).
+    """
+
+    units: list[int]
+    levels: list[list[tuple[int, int]]]
+    names: list[list[str]]
+
+
+def _socket_domains(topo: Topology) -> list[frozenset[int]]:
+    """CPU sets of the 'sockets' that --domains counts: packages, else NUMA nodes, else the machine."""
+    if len(topo.packages) > 1:
+        return [p.cpus for p in topo.packages]
+    if len(topo.numa_nodes) > 1:
+        return [n.cpus for n in topo.numa_nodes if n.cpus]
+    return [topo.root.cpus]
+
+
+def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | None = None, spread: bool = False,
+                 pairs_whole: bool = False) -> list[int]:
+    """The units the threads will use (step 1 of the module's docstring), in logical order."""
+    units = [u.os_index for u in units_under(topo, topo.root, smt)]
+    sockets = [[u for u in units if u in cpus] for cpus in _socket_domains(topo)]
+    sockets = [s for s in sockets if s]
+    kind = "cores" if not smt else "hardware threads (PUs)"
+    if domains is not None:
+        if domains < 1 or domains > len(sockets):
+            raise UsageError(f"--domains {domains}: this machine has {len(sockets)} sockets (or NUMA nodes) with allowed "
+                             f"{kind}; give a number from 1 to {len(sockets)}")
+        chosen = sockets[:domains]
+    elif spread:
+        chosen = sockets
+    else:
+        chosen, room = [], 0
+        for s in sockets:
+            if room >= n:
+                break
+            chosen.append(s)
+            room += len(s)
+    room = sum(len(s) for s in chosen)
+    if n > room:
+        where = f" on {len(chosen)} sockets" if domains is not None else ""
+        raise UsageError(f"{n} threads but only {room} {kind} are available{where}; use fewer threads"
+                         + (", more --domains" if domains is not None else "") + ("" if smt else ", or --smt"))
+    if pairs_whole and (domains is None or n // 2 >= len(chosen)):
+        counts = [2 * c for c in share(n // 2, [len(s) // 2 for s in chosen])] if sum(len(s) // 2 for s in chosen) >= n // 2 \
+            else share(n, [len(s) for s in chosen])
+        if sum(counts) < n:  # the odd thread: the first socket with room
+            for i, s in enumerate(chosen):
+                if counts[i] < len(s):
+                    counts[i] += 1
+                    break
+    else:
+        counts = share(n, [len(s) for s in chosen])
+    picked = {u for s, c in zip(chosen, counts) for u in s[:c]}
+    return [u for u in units if u in picked]
+
+
+def unit_tree(topo: Topology, units: Sequence[int], smt: bool = False) -> Tree:
+    """The levels of the topology that split ``units`` (see :class:`Tree`), NUMA nodes included where they nest."""
+    keyed: dict[str, list[object]] = {}
+    for cpu in units:
+        pu = topo.pu(cpu)
+        obj = pu.parent if smt else topo.core_of(pu).parent
+        while obj is not None and obj.parent is not None:
+            keyed.setdefault(obj.kind, []).append(id(obj))
+            obj = obj.parent
+        keyed.setdefault("NUMANode", []).append(min(pu.nodes) if pu.nodes else -1)
+    candidates = []
+    for name, keys in keyed.items():
+        if len(keys) != len(units):
+            continue  # a level not above every unit (a cache only some cores have): not a level of this tree
+        groups = _runs(keys)
+        if groups is not None and 1 < len(groups) < len(units):
+            candidates.append((len(groups), name, groups))
+    candidates.sort(key=lambda c: c[0])
+    levels: list[list[tuple[int, int]]] = []
+    names: list[list[str]] = []
+    for count, name, groups in candidates:
+        if levels and groups == levels[-1]:
+            names[-1].append(name)  # the same split under another name (one L3 per package)
+            continue
+        if levels and not _nests(groups, levels[-1]):
+            continue
+        levels.append(groups)
+        names.append([name])
+    return Tree(units=list(units), levels=levels, names=names)
+
+
+def _runs(keys: list[object]) -> list[tuple[int, int]] | None:
+    """Contiguous runs of equal keys, or None when a key comes back after another (not a tree level)."""
+    runs: list[tuple[int, int]] = []
+    seen: set[object] = set()
+    start = 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            if keys[start] in seen:
+                return None
+            seen.add(keys[start])
+            runs.append((start, i))
+            start = i
+    return runs
+
+
+def _nests(inner: list[tuple[int, int]], outer: list[tuple[int, int]]) -> bool:
+    bounds = {b for g in outer for b in g}
+    inner_bounds = {b for g in inner for b in g}
+    return bounds <= inner_bounds
+
+
+# -- pairs --------------------------------------------------------------------------------------------
+def pair_threads(w, threads: Sequence[int] | None = None) -> list[list[int]]:
+    """Pairs by maximum-weight matching, leftovers paired in order; an odd thread alone last."""
+    from pinlab.graph.matching import max_weight_matching
+
+    threads = list(range(w.shape[0])) if threads is None else list(threads)
+    sub = w[threads][:, threads]
+    # The matrix goes as a numpy array (rows index like lists): no 1024 x 1024 list to build.
+    pairs = [[threads[a], threads[b]] for a, b in max_weight_matching(sub)] if len(threads) > 1 else []
+    used = {t for p in pairs for t in p}
+    rest = [t for t in threads if t not in used]
+    pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
+    return pairs
+
+
+def pair_level(topo: Topology, smt: bool) -> str | None:
+    """The smallest data cache (or the core, with smt) that two or more units share, by kind; None if none."""
+    cap = _capacities(topo, smt)
+    best: tuple[int, str] | None = None
+    for kind, objs in topo.by_kind.items():
+        obj = objs[0]
+        if not (obj.is_data_cache or (smt and obj.type == "Core")):
+            continue
+        shared = [cap[id(o)] for o in objs if cap[id(o)] >= 2]
+        if shared and (best is None or max(shared) < best[0] or (max(shared) == best[0] and obj.depth > _depth(topo, best[1]))):
+            best = (max(shared), kind)
+    return None if best is None else best[1]
+
+
+def _depth(topo: Topology, kind: str) -> int:
+    return topo.by_kind[kind][0].depth
+
+
+def _slots(topo: Topology, tree: Tree, smt: bool, within: tuple[int, int] | None = None,
+           kind: str | None | bool = False) -> list[list[int]]:
+    """Unit positions cut into slots of two inside each pair-level object (a single where odd).
+
+    ``kind`` is the pair level when the caller already knows it (False: find it here)."""
+    if kind is False:
+        kind = pair_level(topo, smt)
+    start, end = within or (0, len(tree.units))
+    groups = [(start, end)]
+    if kind is None and tree.levels:  # no shared cache: pairs inside the smallest objects of the tree
+        groups = [(max(a, start), min(b, end)) for a, b in tree.levels[-1] if a < end and b > start]
+    if kind is not None:
+        keys = []
+        for cpu in tree.units[start:end]:
+            obj = topo.pu(cpu).ancestor(kind) if kind != "Core" else topo.core_of(topo.pu(cpu))
+            keys.append(id(obj) if obj is not None else -cpu - 1)
+        runs = _runs(keys) or [(i, i + 1) for i in range(len(keys))]
+        groups = [(start + a, start + b) for a, b in runs]
+    slots = []
+    for a, b in groups:
+        slots += [list(range(i, min(i + 2, b))) for i in range(a, b, 2)]
+    return slots
+
+
+def _pairs_on_slots(w, pairs: list[list[int]], slots: list[list[int]]) -> dict[int, int]:
+    """Thread -> unit position: pairs on two-unit slots in order; what does not fit goes one by one.
+
+    When there are fewer two-unit slots than pairs (cores with a private L2 beside clusters
+    sharing one), the heaviest pairs keep the shared slots and the others are split.
+    """
+    twos = [s for s in slots if len(s) == 2]
+    ones = [s[0] for s in slots if len(s) == 1]
+    whole = [p for p in pairs if len(p) == 2]
+    if len(whole) > len(twos):
+        keep = set(sorted(range(len(whole)), key=lambda i: -w[whole[i][0], whole[i][1]])[:len(twos)])
+        whole = [whole[i] for i in sorted(keep)] + [whole[i] for i in range(len(whole)) if i not in keep]
+    alone = [t for p in pairs if len(p) == 1 for t in p]
+    where: dict[int, int] = {}
+    for pair, slot in zip(whole, twos):
+        where[pair[0]], where[pair[1]] = slot
+    alone = [t for p in whole[len(twos):] for t in p] + alone
+    free = ones + [u for s in twos[len(whole):] for u in s]
+    for t, u in zip(alone, free):
+        where[t] = u
+    return where
+
+
+# -- the strategies -----------------------------------------------------------------------------------
+def _matrix(graph, n: int):
+    import numpy as np
+
+    if hasattr(graph, "check_threads"):
+        graph.check_threads(n)
+        w = graph.as_array()
+    else:
+        w = np.asarray(graph, dtype=np.float64)
+        if w.shape != (n, n):
+            raise UsageError(f"the graph has {w.shape[0]} threads but {n} were asked for")
+    if not (np.triu(w, 1) > 0).any():
+        raise UsageError("the graph has no weight between any two threads: nothing to place by; use compact or scatter")
+    return w
+
+
+def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool = False, domains: int | None = None,
+                level: str | None = None, seed: int = 0) -> list[int]:
+    """CPU of every thread (thread i on the result's [i]) by a graph strategy of the module's docstring."""
+    import numpy as np
+
+    if strategy not in GRAPH_STRATEGIES:
+        raise UsageError(f"unknown graph strategy {strategy!r}: choose one of {', '.join(GRAPH_STRATEGIES)}")
+    if threads < 1:
+        raise UsageError(f"THREADS must be at least 1 (got {threads})")
+    w = _matrix(graph, threads)
+    if level is not None and strategy != "gp":
+        raise UsageError(f"--level chooses the parts of gp; strategy {strategy} has its own levels: leave --level out")
+    if strategy == "lp-compact":
+        units = choose_units(topo, threads, smt=smt, domains=domains) if domains is not None else \
+            _compact_units(topo, threads, smt)
+    else:
+        units = choose_units(topo, threads, smt=smt, domains=domains, spread=strategy == "lp-scatter",
+                             pairs_whole=strategy == "lp-scatter")
+    tree = unit_tree(topo, units, smt)
+    if strategy in ("lp-compact", "lp-scatter"):
+        slots = _slots(topo, tree, smt)
+        if strategy == "lp-scatter":
+            slots = _interleave_by_socket(tree, slots)
+        position = _pairs_on_slots(w, pair_threads(w), slots)
+    elif strategy == "gp":
+        position = _gp(w, tree, _level_index(tree, level), seed)
+    elif strategy in ("lpgp", "gplp"):
+        position = _two_level(topo, w, tree, smt, strategy, seed)
+    else:
+        from pinlab.graph.treematch import treematch
+
+        order = treematch(w, tree)
+        position = {t: i for i, t in enumerate(order)}
+    if strategy in ("lpgp", "gplp", "treematch") and threads <= POLISH_MAX_THREADS:
+        order = [0] * threads
+        for t, pos in position.items():
+            order[pos] = t
+        position = {t: i for i, t in enumerate(polish(topo, w, tree.units, order))}
+    cpus = [tree.units[position[t]] for t in range(threads)]
+    assert len(set(cpus)) == threads
+    return cpus
+
+
+#: Graphs up to this many threads get the final swap pass (it costs O(n^3) per pass).
+POLISH_MAX_THREADS = 128
+
+
+def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: int = 4) -> list[int]:
+    """Exchange two threads' units while that lowers the cost model's cost (a final local search).
+
+    ``order[p]`` is the thread on ``units[p]``. For thread u, the gain of swapping with every v is
+    computed at once: with A the weights and B the distances between the threads' units,
+    delta(v) = (B A_u)_v + (A B_u)_v - A_u.B_u - (A.B)_v + 2 A_uv B_uv (negative: cheaper).
+    """
+    import numpy as np
+
+    from pinlab.placement.cost import distance_table
+
+    n = len(order)
+    table = distance_table(topo)
+    pos_cpu = [units[p] for p in range(n)]
+    thread_cpu = [0] * n
+    for p, t in enumerate(order):
+        thread_cpu[t] = pos_cpu[p]
+    a = np.asarray(w, dtype=np.float64)
+    b = table.submatrix(thread_cpu)
+    cpu_of = list(thread_cpu)
+    scale = max(1.0, float(np.abs(a).max()))
+    for _ in range(passes):
+        improved = False
+        rowdot = (a * b).sum(axis=1)
+        for u in range(n):
+            delta = b @ a[u] + a @ b[u] - a[u] @ b[u] - rowdot + 2 * a[u] * b[u]
+            delta[u] = 0.0
+            v = int(np.argmin(delta))
+            if delta[v] >= -1e-9 * scale:
+                continue
+            cpu_of[u], cpu_of[v] = cpu_of[v], cpu_of[u]
+            b[[u, v]] = b[[v, u]]
+            b[:, [u, v]] = b[:, [v, u]]
+            rowdot = (a * b).sum(axis=1)
+            improved = True
+        if not improved:
+            break
+    at = {cpu: p for p, cpu in enumerate(pos_cpu)}
+    result = [0] * n
+    for t, cpu in enumerate(cpu_of):
+        result[at[cpu]] = t
+    return result
+
+
+def _compact_units(topo: Topology, n: int, smt: bool) -> list[int]:
+    units = [u.os_index for u in units_under(topo, topo.root, smt)]
+    if n > len(units):
+        kind = "cores" if not smt else "hardware threads (PUs)"
+        raise UsageError(f"{n} threads but only {len(units)} {kind} are available; use fewer threads" + ("" if smt else ", or --smt"))
+    return units[:n]
+
+
+def _interleave_by_socket(tree: Tree, slots: list[list[int]]) -> list[list[int]]:
+    """Slots taken one socket after another in turn, so successive pairs go to different sockets."""
+    top = tree.levels[0] if tree.levels else [(0, len(tree.units))]
+    per = [[s for s in slots if a <= s[0] < b] for a, b in top]
+    out = []
+    for i in range(max(len(p) for p in per)):
+        out += [p[i] for p in per if i < len(p)]
+    return out
+
+
+def _level_index(tree: Tree, level: str | None) -> int | None:
+    """The tree level that gp partitions into: ``level`` by name (package, numa, l3, l2, die...), or the top."""
+    if level is None:
+        return _socket_level(tree)
+    want = level.strip().lower()
+    aliases = {"socket": "package", "numa": "numanode", "node": "numanode"}
+    want = aliases.get(want, want)
+    for i, kinds in enumerate(tree.names):
+        if any(name.lower() == want or name.lower() == want + "d" for name in kinds):
+            return i
+    present = ", ".join("/".join(k.lower() for k in kinds) for kinds in tree.names) or "none (the threads fit in one object of every level)"
+    raise UsageError(f"--level {level}: the chosen cores are not split at that level; levels here: {present}")
+
+
+def _socket_level(tree: Tree) -> int | None:
+    """The level of packages when it splits the chosen units, else the coarsest level (None: no level)."""
+    for i, kinds in enumerate(tree.names):
+        if "Package" in kinds:
+            return i
+    return 0 if tree.levels else None
+
+
+def _gp(w, tree: Tree, index: int | None, seed: int) -> dict[int, int]:
+    from pinlab.graph.partition import partition
+
+    groups = tree.levels[index] if index is not None else [(0, len(tree.units))]
+    parts = partition(w, [b - a for a, b in groups], seed=seed)
+    position: dict[int, int] = {}
+    fill = [a for a, _ in groups]
+    for t, p in enumerate(parts):
+        position[t] = fill[p]
+        fill[p] += 1
+    return position
+
+
+def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: int) -> dict[int, int]:
+    """lpgp and gplp: sockets by partition (of pairs, or of threads), pairs on pair slots inside."""
+    import numpy as np
+
+    from pinlab.graph.partition import partition
+
+    n = w.shape[0]
+    index = _socket_level(tree)
+    sockets = tree.levels[index] if index is not None else [(0, len(tree.units))]
+    sizes = [b - a for a, b in sockets]
+    pairs: list[list[int]] = []
+    if strategy == "lpgp" and len(sockets) > 1:
+        pairs = pair_threads(w)
+        pair_of = np.empty(n, dtype=np.int64)
+        for i, p in enumerate(pairs):
+            pair_of[p] = i
+        rows, cols = np.nonzero(w)
+        k = len(pairs)
+        coarse = np.bincount(pair_of[rows] * k + pair_of[cols], weights=w[rows, cols], minlength=k * k).reshape(k, k)
+        np.fill_diagonal(coarse, 0.0)
+        vsize = [len(p) for p in pairs]
+        coarse_parts = partition(coarse, sizes, vsize=vsize, seed=seed)
+        parts = np.empty(n, dtype=np.int64)
+        for p, part in zip(pairs, coarse_parts):
+            parts[p] = part
+        parts = _exact(w, parts, sizes)
+    else:
+        parts = np.asarray(partition(w, sizes, seed=seed))
+    kept = [p for p in pairs if len(p) == 2 and parts[p[0]] == parts[p[1]]] if strategy == "lpgp" and len(sockets) > 1 else []
+    paired = {t for p in kept for t in p}
+    position: dict[int, int] = {}
+    kind = pair_level(topo, smt)
+    by_socket: list[list[int]] = [[] for _ in sockets]
+    for t in range(n):
+        if t not in paired:
+            by_socket[parts[t]].append(t)
+    for s, (a, b) in enumerate(sockets):
+        # lpgp keeps its pairs that the partition left whole; the rest are matched inside the socket
+        socket_pairs = [p for p in kept if parts[p[0]] == s] + pair_threads(w, by_socket[s])
+        position.update(_pairs_on_slots(w, socket_pairs, _slots(topo, tree, smt, within=(a, b), kind=kind)))
+    return position
+
+
+def _exact(w, parts, sizes: list[int]):
+    """Thread-level repair after a partition of pairs (a pair may have to be split to fit)."""
+    from pinlab.graph.partition import _repair
+
+    return _repair(w, parts, sizes, __import__("numpy").ones(w.shape[0], dtype="int64"))

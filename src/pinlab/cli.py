@@ -88,11 +88,7 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
         if not Path(picture).resolve().parent.is_dir():
             raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
     topo = load_topology(source)
-    graph = None
-    if graph_file is not None:
-        from pinlab.graph.model import load_graph
-
-        graph = load_graph(graph_file, strict=strict, notice=lambda text: click.echo(f"pinlab: {text}", err=True))
+    graph = _graph_option(graph_file, strict)
     placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
                                cpu_kind=cpu_kind, graph=graph, domains=domains, level=level)
     if graph is not None:
@@ -153,9 +149,14 @@ def _place_costs(placement, graph, fmt) -> None:
 @click.option("--record", "record_path", type=click.Path(dir_okay=False), help="Write what happened to FILE.json.")
 @click.option("--counters", help="Performance counters of the whole program (perf list names, comma-separated; 'default' = cycles,instructions,cache-misses and software events).")
 @click.option("--sample-ms", type=float, default=100.0, show_default=True, help="How often to sample where each thread runs.")
+@click.option("--graph", "graph_file", type=click.Path(dir_okay=False), help="Affinity graph (pinlab trace) for the graph strategies: lp-compact, lp-scatter, gp, lpgp, gplp, treematch.")
+@click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
+@click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...).")
+@click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, children, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms, quiet, program) -> int:
+def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, children, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms,
+        graph_file, domains, level, strict, quiet, program) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
@@ -180,6 +181,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
         list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
         seed=seed, cpu_kind=cpu_kind, mem=mem, overflow=overflow, children=children, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
         sample_ms=sample_ms if (record_path or not quiet) else None, counters=counters,
+        graph=_graph_option(graph_file, strict), domains=domains, level=level,
     )
     for notice in spec.counters.notices if spec.counters else ():
         click.echo(f"pinlab: notice: {notice}", err=True)
@@ -193,6 +195,17 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
     if not quiet:
         click.echo(record.summary(), err=True)
     return record.exit_status
+
+
+def _graph_option(path, strict: bool):
+    """--graph FILE loaded and checked (notices on stderr), or None."""
+    if path is None:
+        if strict:
+            raise UsageError("--strict checks the graph of --graph FILE: give one or leave --strict out")
+        return None
+    from pinlab.graph import load_graph
+
+    return load_graph(path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True))
 
 
 def _started(start):
@@ -214,6 +227,7 @@ def _started(start):
 @click.option("--threads", "-n", type=int, help="Worker threads (default: -c's length, OMP_NUM_THREADS, or one per allowed core; with --pid the workers running).")
 @click.option("--candidates", "-c", default="auto", show_default=True, help="auto (from the topology) or the paper's style: \"0,1;0,2;...\" (thread i on the i-th CPU listed).")
 @click.option("--strategies", help="Candidates from placement strategies instead: compact,scatter,...")
+@click.option("--graph", "graph_file", type=click.Path(dir_okay=False), help="Affinity graph (pinlab trace) for graph strategies in --strategies (lpgp, treematch...).")
 @click.option("--max-candidates", type=int, default=8, show_default=True, help="At most this many automatic candidates.")
 @click.option("--cpu-kind", help="Hybrid processors: automatic candidates on this kind of core only.")
 @click.option("--metric", "-m", help="instructions (default where counted), cycles, any perf event, heartbeat, stdout:REGEX, task-clock. See --list-metrics.")
@@ -235,7 +249,7 @@ def _started(start):
 @click.option("--restore", is_flag=True, help="With --pid: on Ctrl-C give the threads their masks back.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def autopin(threads, candidates, strategies, max_candidates, cpu_kind, metric, list_metrics, init, warmup, interval, windows, rounds, max_rounds, alpha,
+def autopin(threads, candidates, strategies, graph_file, max_candidates, cpu_kind, metric, list_metrics, init, warmup, interval, windows, rounds, max_rounds, alpha,
             tolerance, migrate_pages, monitor, threshold, patience, log_path, pid, restore, quiet, program) -> int:
     """Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]
 
@@ -261,7 +275,7 @@ def autopin(threads, candidates, strategies, max_candidates, cpu_kind, metric, l
     options = AutopinOptions(threads=threads, candidates=candidates, strategies=strategies, max_candidates=max_candidates, cpu_kind=cpu_kind,
                              metric=metric, init=init, warmup=warmup, interval=interval, windows=windows, rounds=rounds, max_rounds=max_rounds,
                              alpha=alpha, tolerance=tolerance, migrate_pages=migrate_pages, monitor=monitor, threshold=threshold, patience=patience,
-                             log=log_path, restore=restore)
+                             log=log_path, restore=restore, graph=_graph_option(graph_file, False))
     say = (lambda line: None) if quiet else (lambda line: click.echo(f"autopin: {line}", err=True))
     if pid is not None:
         from pinlab.autopin.session import autopin_attached
@@ -432,10 +446,12 @@ def check(as_json: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random placements and of the shuffled order.")
 @click.option("--workload", "-w", "workloads", multiple=True, help="A built-in workload with its options, e.g. stream:--size 10M (repeatable).")
 @click.option("--resume", help="Continue the study NAME where it stopped.")
+@click.option("--graph", "graph_file", type=click.Path(dir_okay=False), help="Affinity graph (pinlab trace) for graph strategies among -s (lpgp, treematch...); stored with the study.")
+@click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
-          cpu_kind, sample_ms, max_failures, seed, workloads, resume, quiet, program) -> int:
+          cpu_kind, sample_ms, max_failures, seed, workloads, resume, graph_file, domains, quiet, program) -> int:
     """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS
 
     Exits with 0 when every configuration has successful runs, 1 when the study ended but a
@@ -450,12 +466,13 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
                 raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
             if metric_better is not None:
                 raise UsageError("--resume continues a stored study with its own metric and direction: leave --metric-better out")
-            if cpu_kind is not None:
-                raise UsageError("--resume continues a stored study with its own placements: leave --cpu-kind out")
+            if cpu_kind is not None or graph_file is not None or domains is not None:
+                raise UsageError("--resume continues a stored study with its own placements: leave --cpu-kind, --graph and --domains out")
             summary = run_study(None, db, resume=resume, max_failures=max_failures, progress=not quiet)
         else:
             plan = _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric,
                                metric_better, timeout, cpu_kind, sample_ms, max_failures, seed, workloads, program)
+            plan.graph, plan.domains = _graph_option(graph_file, False), domains
             summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
     except StudyInterrupted as exc:
         click.echo(f"pinlab: {exc}", err=True)

@@ -232,9 +232,11 @@ def strategy_candidates(
     smt: bool = False,
     cpu_kind: str | None = None,
     seed: int | None = None,
+    graph=None,
 ) -> list[Candidate]:
-    """One candidate per named strategy (``compact``, ``scatter``, ``inter-socket``...), in the order
-    given; strategies that place the threads identically are probed once, under both names."""
+    """One candidate per named strategy (``compact``, ``scatter``, ``inter-socket``, and with
+    ``graph`` the graph strategies ``lpgp``, ``treematch``...), in the order given; strategies that
+    place the threads identically are probed once, under both names."""
     from pinlab.placement import make_placement
 
     wanted = [word.strip() for name in names for word in name.split(",") if word.strip()]
@@ -245,7 +247,8 @@ def strategy_candidates(
         name = strategies.canonical_strategy(word, explicit_hint=False)
         if name == "none":
             raise UsageError("strategy none leaves the threads to the OS, it is no pinning autopin can probe; leave it out")
-        placement = make_placement(topo, strategy=name, threads=threads, smt=smt, cpu_kind=cpu_kind, seed=seed)
+        mapped = graph if name in strategies.GRAPH_STRATEGIES else None
+        placement = make_placement(topo, strategy=name, threads=threads, smt=smt, cpu_kind=cpu_kind, seed=seed, graph=mapped)
         cpus = tuple(placement.cpus or ())
         if cpus in result:
             if name not in result[cpus].split(" = "):

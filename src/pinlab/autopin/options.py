@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from pinlab.errors import UsageError
 
@@ -24,6 +25,7 @@ class AutopinOptions:
     threads: int | None = None
     candidates: str = "auto"  # auto, or the paper's "0,1;0,2"
     strategies: str | None = None  # compact,scatter,...
+    graph: Any = None  # the affinity graph (or its file) of graph strategies among them (lpgp, treematch...)
     max_candidates: int = 8
     cpu_kind: str | None = None
     metric: str | None = None  # None: the best available (see pinlab.autopin.metrics)
@@ -93,5 +95,7 @@ class AutopinOptions:
             raise UsageError(f"--patience must be between 1 and 1000 intervals (got {self.patience})")
         if not 1 <= self.max_candidates <= 1000:
             raise UsageError(f"--max-candidates must be between 1 and 1000 (got {self.max_candidates})")
+        if self.graph is not None and not self.strategies:
+            raise UsageError("--graph gives candidates through graph strategies: add --strategies lpgp,treematch (or others) with it")
         if self.strategies is not None and self.candidates not in ("auto", None):
             raise UsageError("give candidates one way: --candidates auto, -c \"0,1;0,2\" or --strategies compact,scatter")

@@ -44,7 +44,13 @@ def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> 
 
     if options.strategies:
         names = [n.strip() for n in options.strategies.split(",") if n.strip()]
-        return made.strategy_candidates(topo, names, threads or default_threads(topo), cpu_kind=options.cpu_kind)
+        graph = options.graph
+        if isinstance(graph, (str, os.PathLike)):
+            from pinlab.graph import load_graph
+
+            graph = load_graph(graph)
+        default = graph.threads if graph is not None else default_threads(topo)
+        return made.strategy_candidates(topo, names, threads or default, cpu_kind=options.cpu_kind, graph=graph)
     if options.candidates in (None, "auto"):
         return made.auto_candidates(topo, threads or default_threads(topo), max_candidates=options.max_candidates, cpu_kind=options.cpu_kind)
     return made.parse_candidates(options.candidates, topo, threads)

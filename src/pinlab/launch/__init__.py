@@ -86,8 +86,15 @@ def plan_spec(
     sample_ms: float | None = 100.0,
     env: dict[str, str] | None = None,
     counters: str | Sequence[str] | None = None,
+    graph: Any = None,
+    domains: int | None = None,
+    level: str | None = None,
 ) -> LaunchSpec:
-    """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs."""
+    """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs.
+
+    ``graph`` (an AffinityGraph or a graph file's path), ``domains`` and ``level`` are for the
+    graph strategies (lpgp, treematch...; see pinlab.graph.mapping).
+    """
     chosen = [x for x in (strategy, cpus, plan_file, placement) if x is not None]
     if len(chosen) > 1:
         raise UsageError("give one placement: -s STRATEGY -n THREADS, -c CPUS, or --plan FILE")
@@ -98,6 +105,11 @@ def plan_spec(
     plan: dict[str, Any] | None
     if cpu_kind is not None and (plan_file is not None or placement is not None or (cpus is not None and not isinstance(cpus, str))):
         raise UsageError("--cpu-kind narrows a strategy or a CPU expression: it does not apply to a given plan")
+    if graph is not None or domains is not None or level is not None:
+        from pinlab.placement.strategies import GRAPH_STRATEGIES, canonical_strategy
+
+        if strategy is None or canonical_strategy(strategy) not in GRAPH_STRATEGIES:
+            raise UsageError(f"--graph, --domains and --level go with a graph strategy: use -s {' or '.join(GRAPH_STRATEGIES)}")
     if plan_file is not None:
         plan = _load_plan_file(plan_file)
         planned, threads = plan["cpus"], threads or plan["threads"]
@@ -124,8 +136,12 @@ def plan_spec(
             from pinlab.placement import make_placement
             from pinlab.topology import load_topology
 
+            if isinstance(graph, (str, os.PathLike)):
+                from pinlab.graph import load_graph
+
+                graph = load_graph(graph)
             placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
-                                       cpu_kind=cpu_kind)
+                                       cpu_kind=cpu_kind, graph=graph, domains=domains, level=level)
         plan, planned, threads = placement.to_json(), placement.cpus, placement.threads
     else:
         plan, planned = None, None

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pinlab.errors import UsageError
 from pinlab.placement.expressions import resolve
 from pinlab.placement.plan import Placement
-from pinlab.placement.strategies import STRATEGIES, canonical_strategy, check_threads, place, take
+from pinlab.placement.strategies import GRAPH_STRATEGIES, STRATEGIES, canonical_strategy, check_threads, place, take
 from pinlab.topology.model import Topology
 
 __all__ = ["Placement", "STRATEGIES", "make_placement", "place"]
@@ -40,6 +40,8 @@ def make_placement(
     if cpus is None:
         if strategy is None:
             raise UsageError("no placement given: use -s STRATEGY -n THREADS or -c CPULIST")
+        if graph is None and canonical_strategy(strategy) in GRAPH_STRATEGIES:
+            raise UsageError(f"strategy {canonical_strategy(strategy)} needs --graph FILE (make one with pinlab trace)")
         if threads is None and graph is not None:
             threads = graph.threads  # the graph says how many threads it was measured with
         if threads is None:

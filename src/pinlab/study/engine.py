@@ -83,6 +83,11 @@ class StudyPlan:
     baseline: str = "none"
     sample_ms: float | str = "auto"
     cpu_kind: str | None = None  # hybrid processors: placements on one kind of core (see pinlab.placement.kinds)
+    #: The affinity graph of the graph strategies (lpgp, treematch...): an AffinityGraph, a graph
+    #: file's path or a graph's JSON (a stored study's); stored with the study, so a resumed study
+    #: maps the same graph whatever became of the file.
+    graph: Any = None
+    domains: int | None = None  # graph strategies: use only this many sockets
 
     @property
     def adaptive(self) -> bool:
@@ -131,6 +136,7 @@ class StudyPlan:
         self.strategies = [canonical_strategy(s, explicit_hint=False) for s in self.strategies]
         if len(set(self.strategies)) != len(self.strategies):
             raise UsageError(f"a placement is listed twice in --strategies {','.join(self.strategies)}: give each once")
+        self._check_graph()
         if self.adaptive and self.baseline not in self.strategies:
             raise UsageError(f"--runs auto compares every placement with the baseline {self.baseline}: add {self.baseline} to --strategies")
         check_metric(self.metric)
@@ -154,6 +160,35 @@ class StudyPlan:
             check_program(program)
         self._check_fits(topology)
 
+    def _check_graph(self) -> None:
+        """A graph goes with graph strategies, and fits every thread count they are studied with."""
+        from pinlab.graph import AffinityGraph, graph_from_json, load_graph
+        from pinlab.placement.strategies import GRAPH_STRATEGIES
+
+        mapped = [s for s in self.strategies if s in GRAPH_STRATEGIES]
+        if self.graph is None:
+            if mapped:
+                raise UsageError(f"strategy {mapped[0]} needs --graph FILE (make one with pinlab trace)")
+            if self.domains is not None:
+                raise UsageError("--domains goes with a graph strategy among --strategies (lpgp, treematch...)")
+            return
+        if not mapped:
+            raise UsageError(f"--graph is for the graph strategies ({', '.join(GRAPH_STRATEGIES)}): add one to --strategies or leave --graph out")
+        if isinstance(self.graph, dict):
+            self.graph = graph_from_json(self.graph, source="stored with the study")
+        elif not isinstance(self.graph, AffinityGraph):
+            self.graph = load_graph(self.graph)
+        for threads in self.threads:
+            if threads != self.graph.threads:
+                raise UsageError(f"graph {self.graph.source} was measured with {self.graph.threads} threads but the study asks for {threads}: "
+                                 f"{mapped[0]} places exactly the traced threads; give -n {self.graph.threads}")
+
+    def _placement_options(self, strategy: str) -> dict[str, Any]:
+        """The graph and --domains for a graph strategy, nothing for the others."""
+        from pinlab.placement.strategies import GRAPH_STRATEGIES
+
+        return {"graph": self.graph, "domains": self.domains} if strategy in GRAPH_STRATEGIES else {}
+
     def _check_fits(self, topology) -> None:
         """Every placement and co-runner configuration fits the machine (this one by default)."""
         from pinlab.placement import make_placement
@@ -169,7 +204,7 @@ class StudyPlan:
                 continue
             for threads in self.threads:
                 try:
-                    make_placement(placed_on, strategy=strategy, threads=threads, seed=0)
+                    make_placement(placed_on, strategy=strategy, threads=threads, seed=0, **self._placement_options(strategy))
                 except UsageError as exc:  # its hints (--oversubscribe, --smt) are options of place and run, not of study
                     raise UsageError(f"placement {strategy} with {threads} threads does not fit this machine: {str(exc).split('; use ')[0]}; "
                                      "give fewer threads with -n, or leave this placement out") from None
@@ -192,6 +227,10 @@ class StudyPlan:
             parameters["counters"] = self.counters
         if self.cpu_kind is not None:
             parameters["cpu_kind"] = self.cpu_kind
+        if self.graph is not None:
+            parameters["graph"] = self.graph.to_json() if hasattr(self.graph, "to_json") else self.graph
+        if self.domains is not None:
+            parameters["domains"] = self.domains
         parameters["sample_ms"] = self.sample_ms
         if self.adaptive:
             parameters.update(max_runs=self.max_runs, min_runs=self.min_runs, alpha=self.alpha, baseline=self.baseline)
@@ -407,7 +446,8 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
         from pinlab.placement import make_placement
 
         seed = run_seed(plan.seed, config["position"], index) if placement == "random" else None
-        planned = make_placement(_this_topology(), strategy=placement, threads=config["threads"], seed=seed, cpu_kind=plan.cpu_kind)
+        planned = make_placement(_this_topology(), strategy=placement, threads=config["threads"], seed=seed, cpu_kind=plan.cpu_kind,
+                                 **plan._placement_options(placement))
     spec = plan_spec(
         config["argv"],
         placement=planned,
@@ -464,7 +504,8 @@ def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_f
     return StudyPlan(name=name, programs=[Program(n, a) for n, a in p["programs"]], strategies=p["strategies"], threads=p["threads"],
                      runs=p["runs"], order=p["order"], warmup=p["warmup"], mem=p["mem"], coruns=p["coruns"], metric=p["metric"],
                      metric_better=p.get("metric_better"), timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []),
-                     sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS), cpu_kind=p.get("cpu_kind"), **adaptive)  # studies from before --sample-ms sampled every 100 ms
+                     sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS), cpu_kind=p.get("cpu_kind"), graph=p.get("graph"),
+                     domains=p.get("domains"), **adaptive)  # studies from before --sample-ms sampled every 100 ms
 
 
 def _values(runs: list[dict[str, Any]]) -> list[float]:

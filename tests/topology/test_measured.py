@@ -169,3 +169,25 @@ def test_a_damaged_matrix_is_refused_in_one_line(tmp_path, mangle, message):
     path.write_text(mangle(xml))
     proc = run_pinlab("topology", "-t", str(path))
     assert proc.returncode == 2 and proc.stderr.startswith("pinlab: error:") and "Traceback" not in proc.stderr
+
+
+def test_the_cost_model_and_graph_strategies_follow_the_measured_latencies():
+    """On a flat machine, the measured matrix alone tells which CPUs are close: the cost model
+    prices a pair inside a cluster below a pair across, and lpgp puts planted pairs inside clusters."""
+    from pinlab.graph.model import graph_from_matrix
+    from pinlab.placement import make_placement
+    from pinlab.placement.cost import distance_table, placement_cost
+
+    topo = measured_topology("core:8 pu:1", matrix_from(range(8), two_clusters, 0.05))
+    table = distance_table(topo)
+    assert table.distance(0, 2) < table.distance(0, 1) and table.distance(1, 3) < table.distance(2, 3)
+    flat = load_topology("synthetic:core:8 pu:1")
+    assert distance_table(flat).distance(0, 2) == distance_table(flat).distance(0, 1)  # the tree alone cannot tell
+    w = [[0.0] * 8 for _ in range(8)]
+    for a, b in ((0, 1), (2, 3), (4, 5), (6, 7)):
+        w[a][b] = w[b][a] = 100.0
+    graph = graph_from_matrix(w)
+    placed = make_placement(topo, strategy="lpgp", threads=8, graph=graph).cpus
+    for a, b in ((0, 1), (2, 3), (4, 5), (6, 7)):
+        assert placed[a] % 2 == placed[b] % 2, placed  # each pair inside one measured cluster
+    assert placement_cost(topo, graph, placed) < placement_cost(topo, graph, list(range(8)))

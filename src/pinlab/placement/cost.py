@@ -18,6 +18,13 @@ When the topology carries a NUMA latency matrix (``topology.distances``), the di
 CPUs of different NUMA nodes a and b is multiplied by ``d(a, b) / d(a, a)`` (ACPI SLIT values
 are relative to a node's own 10, so a remote node at 21 makes the distance 2.1 times larger).
 
+When the topology carries core-to-core latencies measured on the machine (``pinlab calibrate``,
+``topology.cpu_latency``), they replace the tree's distances between the CPUs they cover: the
+measured nanoseconds are rescaled so that their mean over the covered pairs equals the tree
+distances' mean there (pairs with a CPU the measurement left out keep the tree's distance, on the
+same scale). On a virtual machine whose tree is flat, the measurement is what tells the vCPUs
+that share a cache from the others.
+
 Distances are kept in a table over every PU, computed once per topology with numpy (a few
 comparisons of per-PU ancestor keys, fast for 1024 CPUs), so a later change can fill the same
 table from measured core-to-core latencies instead.
@@ -53,6 +60,8 @@ class DistanceTable:
             m[same] = SCALE[level]
         if topo.distances is not None and len(topo.distances.nodes) > 1:
             m *= _numa_factor(topo, pus, np)
+        if topo.cpu_latency is not None:
+            _measured(topo, self.cpus, m, np)
         self.matrix = m
 
     def distance(self, a: int, b: int) -> float:
@@ -172,3 +181,22 @@ def format_comparison(result: dict) -> str:
         mark = " *" if cost == lowest else ""
         lines.append(f"{name:<{width}}  {cost:>14.6g}  {ratio}{mark}" + (f"   ({label[len(name) + 2:-1]})" if name == "random" else ""))
     return "\n".join(lines)
+
+
+def _measured(topo: Topology, cpus: list[int], m, np) -> None:
+    """Overwrite ``m``'s pairs of measured CPUs with the measured latencies, rescaled to the tree's units."""
+    latency = topo.cpu_latency
+    rows = [i for i, cpu in enumerate(cpus) if cpu in set(latency.cpus)]
+    if len(rows) < 2:
+        return
+    where = {cpu: k for k, cpu in enumerate(latency.cpus)}
+    take = np.array([where[cpus[i]] for i in rows])
+    measured = np.asarray(latency.matrix, dtype=np.float64)[np.ix_(take, take)]
+    covered = np.ix_(rows, rows)
+    off = ~np.eye(len(rows), dtype=bool)
+    tree_mean, measured_mean = m[covered][off].mean(), measured[off].mean()
+    if measured_mean <= 0:
+        return
+    scaled = measured * (tree_mean / measured_mean)
+    np.fill_diagonal(scaled, 0.0)
+    m[covered] = scaled

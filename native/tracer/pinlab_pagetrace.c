@@ -455,53 +455,21 @@ static void leave(void) { atomic_fetch_sub(&in_flight, 1); }
     if (!real_##name)                                                                               \
         real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name);
 
-ssize_t read(int fd, void *buf, size_t n)
-{
-    REAL(read);
-    enter();
-    touch(buf, n);
-    ssize_t r = real_read(fd, buf, n);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t write(int fd, const void *buf, size_t n)
-{
-    REAL(write);
-    enter();
-    touch(buf, n);
-    ssize_t r = real_write(fd, buf, n);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t pread(int fd, void *buf, size_t n, off_t off)
-{
-    REAL(pread);
-    enter();
-    touch(buf, n);
-    ssize_t r = real_pread(fd, buf, n, off);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
-{
-    REAL(pwrite);
-    enter();
-    touch(buf, n);
-    ssize_t r = real_pwrite(fd, buf, n, off);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
+/* An interposed call that passes user memory to the kernel: TOUCHING brings its pages back first
+ * (the kernel would get EFAULT from a protected page), no round starts until it returns, and the
+ * call's errno is the program's. */
+#define INTERPOSE(type, name, params, touching, args)                                               \
+    type name params                                                                                \
+    {                                                                                               \
+        REAL(name);                                                                                 \
+        enter();                                                                                    \
+        touching;                                                                                   \
+        type r = real_##name args;                                                                  \
+        int e = errno;                                                                              \
+        leave();                                                                                    \
+        errno = e;                                                                                  \
+        return r;                                                                                   \
+    }
 
 static void touch_iov(const struct iovec *iov, int n)
 {
@@ -510,58 +478,6 @@ static void touch_iov(const struct iovec *iov, int n)
     touch(iov, sizeof *iov * (size_t)n);
     for (int i = 0; i < n; i++)
         touch(iov[i].iov_base, iov[i].iov_len);
-}
-
-ssize_t readv(int fd, const struct iovec *iov, int n)
-{
-    REAL(readv);
-    enter();
-    touch_iov(iov, n);
-    ssize_t r = real_readv(fd, iov, n);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t writev(int fd, const struct iovec *iov, int n)
-{
-    REAL(writev);
-    enter();
-    touch_iov(iov, n);
-    ssize_t r = real_writev(fd, iov, n);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t recv(int fd, void *buf, size_t n, int flags)
-{
-    REAL(recv);
-    enter();
-    touch(buf, n);
-    ssize_t r = real_recv(fd, buf, n, flags);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *len)
-{
-    REAL(recvfrom);
-    enter();
-    touch(buf, n);
-    if (len) {
-        touch(len, sizeof *len);
-        touch(from, *len);
-    }
-    ssize_t r = real_recvfrom(fd, buf, n, flags, from, len);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
 }
 
 static void touch_msg(const struct msghdr *msg)
@@ -574,78 +490,22 @@ static void touch_msg(const struct msghdr *msg)
     touch(msg->msg_control, msg->msg_controllen);
 }
 
-ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
-{
-    REAL(recvmsg);
-    enter();
-    touch_msg(msg);
-    ssize_t r = real_recvmsg(fd, msg, flags);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t send(int fd, const void *buf, size_t n, int flags)
-{
-    REAL(send);
-    enter();
-    touch(buf, n);
-    ssize_t r = real_send(fd, buf, n, flags);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to, socklen_t len)
-{
-    REAL(sendto);
-    enter();
-    touch(buf, n);
-    touch(to, len);
-    ssize_t r = real_sendto(fd, buf, n, flags, to, len);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
-{
-    REAL(sendmsg);
-    enter();
-    touch_msg(msg);
-    ssize_t r = real_sendmsg(fd, msg, flags);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-size_t fread(void *buf, size_t size, size_t n, FILE *f)
-{
-    REAL(fread);
-    enter();
-    touch(buf, size * n);
-    size_t r = real_fread(buf, size, n, f);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
-
-size_t fwrite(const void *buf, size_t size, size_t n, FILE *f)
-{
-    REAL(fwrite);
-    enter();
-    touch(buf, size * n);
-    size_t r = real_fwrite(buf, size, n, f);
-    int e = errno;
-    leave();
-    errno = e;
-    return r;
-}
+INTERPOSE(ssize_t, read, (int fd, void *buf, size_t n), touch(buf, n), (fd, buf, n))
+INTERPOSE(ssize_t, write, (int fd, const void *buf, size_t n), touch(buf, n), (fd, buf, n))
+INTERPOSE(ssize_t, pread, (int fd, void *buf, size_t n, off_t off), touch(buf, n), (fd, buf, n, off))
+INTERPOSE(ssize_t, pwrite, (int fd, const void *buf, size_t n, off_t off), touch(buf, n), (fd, buf, n, off))
+INTERPOSE(ssize_t, readv, (int fd, const struct iovec *iov, int n), touch_iov(iov, n), (fd, iov, n))
+INTERPOSE(ssize_t, writev, (int fd, const struct iovec *iov, int n), touch_iov(iov, n), (fd, iov, n))
+INTERPOSE(ssize_t, recv, (int fd, void *buf, size_t n, int flags), touch(buf, n), (fd, buf, n, flags))
+INTERPOSE(ssize_t, recvfrom, (int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *len),
+          touch(buf, n); if (len) { touch(len, sizeof *len); touch(from, *len); }, (fd, buf, n, flags, from, len))
+INTERPOSE(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags), touch_msg(msg), (fd, msg, flags))
+INTERPOSE(ssize_t, send, (int fd, const void *buf, size_t n, int flags), touch(buf, n), (fd, buf, n, flags))
+INTERPOSE(ssize_t, sendto, (int fd, const void *buf, size_t n, int flags, const struct sockaddr *to, socklen_t len),
+          touch(buf, n); touch(to, len), (fd, buf, n, flags, to, len))
+INTERPOSE(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags), touch_msg(msg), (fd, msg, flags))
+INTERPOSE(size_t, fread, (void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
+INTERPOSE(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
 
 /* The program changes its own mappings: end the round first, so that it acts on its protection. */
 static void before_mapping_change(void)

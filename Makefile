@@ -60,6 +60,11 @@ bench: install
 	$(PY) bench/bench_study.py
 	$(PY) bench/bench_candidates.py
 	$(PY) bench/bench_autopin.py
+	$(PY) bench/bench_matching.py
+	$(PY) bench/bench_mapping.py
+	$(PY) bench/bench_published.py
+	$(PY) bench/bench_trace.py
+	$(PY) bench/bench_calibrate.py
 
 clean:
 	rm -rf $(VENV) build $(DEMO_DIR)

@@ -255,7 +255,7 @@ def _matrix(graph, n: int):
         w = np.asarray(graph, dtype=np.float64)
         if w.shape != (n, n):
             raise UsageError(f"the graph has {w.shape[0]} threads but {n} were asked for")
-    if not (np.triu(w, 1) > 0).any():
+    if np.count_nonzero(w > 0) == np.count_nonzero(np.diagonal(w) > 0):  # nothing off the diagonal (no triangle copied)
         raise UsageError("the graph has no weight between any two threads: nothing to place by; use compact or scatter")
     return w
 

@@ -106,15 +106,23 @@ def max_weight_matching(weights: Sequence[Sequence[float]] | Any) -> list[Pair]:
         return []
     if matrix.ndim != 2 or matrix.shape != (n, n):
         raise UsageError(f"matching: the weight matrix must be square (got shape {matrix.shape}); give one row per thread")
-    _check_weights(matrix, "the weight matrix")
-    if not np.array_equal(matrix, matrix.T):
+    # One pass finds the positive pairs; the checks then look at those only: a negative or NaN
+    # weight fails ``>= 0`` anywhere, and the matrix is symmetric when every positive weight equals
+    # its mirror (a zero whose mirror is positive is caught from the mirror's side).
+    if not bool((matrix >= 0).all()):
+        _check_weights(matrix, "the weight matrix")
+    i, j = np.nonzero(matrix > 0)
+    w, mirror = matrix[i, j], matrix[j, i]
+    if not np.isfinite(w).all():
+        _check_weights(matrix, "the weight matrix")
+    if not np.array_equal(w, mirror):
         # Sums of the same weights added in another order (a contracted graph) differ in the last
         # bits: those are symmetric for the matching's purpose; anything more is refused.
-        if not np.allclose(matrix, matrix.T, rtol=1e-9, atol=0.0):
+        if not np.allclose(w, mirror, rtol=1e-9, atol=0.0):
             raise UsageError("matching: the weight matrix is not symmetric; symmetrise it first (load_graph does)")
-        matrix = np.maximum(matrix, matrix.T)
-    u, v = np.nonzero(np.triu(matrix, 1) > 0)
-    return _match(n, u, v, matrix[u, v])
+        w = np.maximum(w, mirror)
+    upper = i < j
+    return _match(n, i[upper], j[upper], w[upper])
 
 
 def max_weight_matching_edges(n: int, edges: Iterable[tuple[int, int, float]]) -> list[Pair]:

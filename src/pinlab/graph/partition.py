@@ -66,15 +66,14 @@ def _initial(w, sizes: list[int], vs, seed: int, edges=None):
 
     n = w.shape[0]
     k = len(sizes)
-    upper = np.triu(w, 1)
-    if not upper.any() or n < 2 * k:
+    rows, cols, values = edges if edges is not None else _edges(w)
+    if not (rows != cols).any() or n < 2 * k:
         # No weight to go by, or too few vertices for METIS (it refuses more parts than vertices):
         # an exact fill in order, which the repair and swap passes then improve.
         return _fill_in_order(sizes, vs)
     import pymetis
 
     scale = _INT_SCALE / w.max()
-    rows, cols, values = edges if edges is not None else _edges(w)
     keep = rows != cols
     rows, cols, values = rows[keep], cols[keep], values[keep]
     ints = np.maximum(1, np.rint(values * scale)).astype(np.int64)

@@ -65,7 +65,7 @@ int main(int argc, char **argv)
         for (int t = me; t < teams; t += nout)
             pl_vectors_init(&vec[t], per_team);
 #pragma omp barrier
-#pragma omp master
+#pragma omp single /* its closing barrier: no team starts before start is taken */
         start = pl_now();
         for (int t = me; t < teams; t += nout)
             team_threads[t] = pl_vectors_triad(&vec[t], per_team, ntimes, &times[(size_t)t * ntimes]);

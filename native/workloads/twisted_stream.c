@@ -72,7 +72,7 @@ int main(int argc, char **argv)
             pl_vectors_init(&vec[t], per_team);
         for (int p = 0; p < PHASES; p++) {
 #pragma omp barrier
-#pragma omp master
+#pragma omp single /* its closing barrier: no team starts the phase before its mark */
             mark[p] = pl_now();
             for (int t = me; t < teams; t += nout) {
                 int data = p == 0 ? t : (t + 1) % teams;

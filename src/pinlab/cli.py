@@ -242,7 +242,7 @@ def _started(start):
 @click.option("--tolerance", type=float, default=0.01, show_default=True, help="Candidates within this fraction of the best's rate (surely) are equivalent.")
 @click.option("--migrate-pages", type=click.Choice(["off", "process"]), default="off", show_default=True, help="Move the program's pages to the new candidate's NUMA nodes after a re-pin.")
 @click.option("--monitor", is_flag=True, help="After the choice keep measuring, and probe again when the rate drops for good.")
-@click.option("--threshold", type=float, default=10.0, show_default=True, help="With --monitor: a drop of more than this percent below the chosen rate...")
+@click.option("--threshold", type=float, default=10.0, show_default=True, help="With --monitor: a drop of more than this percent below the rate kept since the choice...")
 @click.option("--patience", type=int, default=3, show_default=True, help="...for this many intervals in a row starts a new search.")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Write the events to FILE.jsonl (see pinlab autopin-report).")
 @click.option("--pid", type=int, help="Probe a program already running (never killed; Ctrl-C leaves it on the best pinning so far).")

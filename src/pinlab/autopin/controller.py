@@ -14,8 +14,11 @@ thread of its own, and the program's signals and exit status stay ``pinlab run``
 3. Judge (:mod:`pinlab.autopin.decide`); with ``--rounds N`` measure every candidate N times,
    with ``--rounds auto`` again only those not settled, up to ``--max-rounds``.
 4. Re-pin to the best and keep it; every ``t`` log and print the rate. With ``--monitor``, a rate
-   more than ``--threshold`` percent below the chosen one for ``--patience`` intervals in a row
-   starts a new search (a new phase of the program).
+   more than ``--threshold`` percent below the reference for ``--patience`` intervals in a row
+   starts a new search (a new phase of the program). The reference is the chosen candidate's rate
+   in probing, raised to the lowest of the last ``--patience`` intervals whenever all are higher:
+   probing can understate the rate a placement keeps (the program still warming up, pinlab's own
+   start-up competing for the CPUs), and a drop back to the probed rate is then a new phase too.
 
 Workers are the main thread and the threads the program created as workers, in creation order
 (helpers such as the OpenMP runtime's excluded), as :mod:`pinlab.live` finds them; worker k runs on
@@ -252,19 +255,25 @@ class Autopin:
 
         opts = self.options
         low = 0
+        recent: list[float] = []
         while True:
             before, _ = self._reading()
             start = self.clock()
             yield start + opts.interval
             after, workers = self._reading()
             rate = rates(before, after, max(1, workers))[1]
-            self._event("rate", start=self._since(before.time), end=self._since(after.time), rate=rate, candidate=self.current)
+            if opts.monitor and math.isfinite(rate):
+                recent = [*recent, rate][-opts.patience:]
+                if len(recent) == opts.patience and min(recent) > self.reference:
+                    self.reference = min(recent)  # a lasting rise: the level held since, to keep
+            self._event("rate", start=self._since(before.time), end=self._since(after.time), rate=rate, candidate=self.current,
+                        **({"reference": self.reference} if opts.monitor else {}))
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
             if not opts.monitor or not math.isfinite(rate):
                 continue
             low = low + 1 if rate < self.reference * (1 - opts.threshold / 100) else 0
             if low >= opts.patience:
-                why = (f"the rate stayed more than {opts.threshold:g}% below the rate at the choice for {low} intervals "
+                why = (f"the rate stayed more than {opts.threshold:g}% below the rate kept since the choice for {low} intervals "
                        f"({_number(rate)} against {_number(self.reference)} {self.metric.unit}/s per thread): a new phase")
                 self._event("reprobe", why=why, rate=rate, reference=self.reference, intervals=low)
                 self.say(f"re-probing: {why}")

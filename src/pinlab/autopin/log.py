@@ -28,8 +28,11 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             (p < alpha), ``equivalent`` (indexes of the other candidates the best does not beat
             significantly), ``within_tolerance`` (those surely within ``tolerance`` of it),
             ``verdict`` (one sentence), ``rounds``, ``probing_seconds``.
-``rate``    after a choice, every interval: ``start``, ``end``, ``rate``, ``candidate``.
-``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (the rate at the choice), ``intervals``.
+``rate``    after a choice, every interval: ``start``, ``end``, ``rate``, ``candidate``; with
+            ``--monitor`` also ``reference``: the rate a drop is measured against (the chosen
+            candidate's probed rate, raised to the lowest of the last ``patience`` intervals when
+            all are higher).
+``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (as in ``rate``), ``intervals``.
 ``error``   autopin stopped probing because something failed (``text``, ``error``: the exception's
             type); the program runs on where it is.
 ``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds`` (searches,

@@ -1,0 +1,72 @@
+"""--monitor's rule, driven step by step with made-up rates: when a drop is a new phase.
+
+The rule (pinlab.autopin.controller, step 4): a rate more than --threshold percent below the
+reference for --patience intervals in a row re-probes; the reference is the chosen candidate's
+probed rate, raised to the lowest of the last --patience intervals whenever all are higher.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pinlab.autopin.controller import Autopin
+from pinlab.autopin.metrics import Reading
+from pinlab.autopin.options import AutopinOptions
+
+
+@dataclass
+class Candidate:
+    name: str = "CPUs 0"
+    cpus: tuple[int, ...] = (0,)
+
+
+class Metric:
+    unit = "beats"
+
+
+def keep(rates: list[float], probed: float, threshold: float = 25, patience: int = 2) -> tuple[int | None, list[float]]:
+    """Feed ``rates`` (one per interval of 1 s, one worker) to the keeping step after a choice
+    whose probed rate was ``probed``: the interval after which it re-probes (or None), and the
+    reference after each interval."""
+    clock, total = [0.0], [0.0]
+    options = AutopinOptions(candidates="0", interval=1.0, monitor=True, threshold=threshold, patience=patience)
+    autopin = Autopin(options, [Candidate()], mode="launch", metric_factory=lambda pid: Metric(), say=lambda text: None,
+                      clock=lambda: clock[0])
+    autopin.metric, autopin.current, autopin.reference = Metric(), 0, probed
+    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
+    steps = autopin._keep()
+    wake = next(steps)  # the first interval's start is read; it waits for its end
+    references = []
+    for interval, rate in enumerate(rates, start=1):
+        clock[0], total[0] = wake, total[0] + rate * (wake - clock[0])
+        try:
+            wake = next(steps)  # reads the end, judges, and waits for the next interval
+        except StopIteration:  # returned: a re-probe
+            references.append(autopin.reference)
+            return interval, references
+        references.append(autopin.reference)
+    return None, references
+
+
+def test_a_lasting_drop_below_the_probed_rate_re_probes_after_patience_intervals():
+    assert keep([100, 98, 70, 60, 60], probed=100) == (4, [100, 100, 100, 100])
+
+
+def test_a_short_dip_does_not_re_probe():
+    assert keep([100, 60, 100, 60, 100], probed=100)[0] is None
+
+
+def test_a_lasting_rise_after_the_choice_raises_the_reference_so_a_drop_back_is_seen():
+    # Probing understated the rate (start-up competing for the CPU): 100 probed, 200 kept. Halving
+    # to 110 is a new phase though it is not 25% below the probed rate.
+    reprobed, references = keep([190, 210, 110, 110, 110], probed=100)
+    assert references[:2] == [100, 190]
+    assert reprobed == 4
+    # Against the probed rate alone it would never have re-probed.
+    assert keep([110, 110, 110, 110], probed=100)[0] is None
+
+
+def test_one_high_interval_does_not_raise_the_reference():
+    assert keep([100, 300, 100, 100, 100], probed=100, patience=3) == (None, [100] * 5)
+    # Nor does a rise that does not last: the reference is the level every interval kept.
+    assert keep([150, 160, 140, 150, 100, 100], probed=100, patience=3) == (None, [100, 100, 140, 140, 140, 140])
+    assert keep([150, 160, 140, 150, 100, 100, 100], probed=100, patience=3)[0] == 7

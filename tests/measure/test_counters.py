@@ -69,9 +69,10 @@ def test_every_thread_is_counted_and_nothing_of_pinlab():
     assert 0.8 * cpu_time <= clock["value"] / 1e9 <= 1.25 * cpu_time + 0.02, (clock, cpu_time)
     assert clock["running_ns"] == clock["enabled_ns"]  # software events are never multiplexed
     # The bound above already holds the worker to account (rusage counts every thread); when the two
-    # threads really ran side by side (not on a machine loaded by others), the count shows it too.
+    # threads really ran side by side (not on a machine loaded by others), the count shows it too:
+    # more CPU time than the wall time, which no single thread can have.
     if threads == 2 and cpu_time > 1.3 * record.wall_seconds:
-        assert clock["value"] / 1e9 > 1.3 * record.wall_seconds, (clock, record.wall_seconds)
+        assert clock["value"] / 1e9 > record.wall_seconds, (clock, record.wall_seconds)
 
 
 def test_page_faults_are_the_pages_the_program_touches():

@@ -67,6 +67,6 @@ def test_a_lasting_rise_after_the_choice_raises_the_reference_so_a_drop_back_is_
 
 def test_one_high_interval_does_not_raise_the_reference():
     assert keep([100, 300, 100, 100, 100], probed=100, patience=3) == (None, [100] * 5)
-    # Nor does a rise that does not last: the reference is the level every interval kept.
+    # A rise that lasts raises it only to the level every one of those intervals kept (140 here).
     assert keep([150, 160, 140, 150, 100, 100], probed=100, patience=3) == (None, [100, 100, 140, 140, 140, 140])
     assert keep([150, 160, 140, 150, 100, 100, 100], probed=100, patience=3)[0] == 7

@@ -34,6 +34,7 @@ import math
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -255,7 +256,7 @@ class Autopin:
 
         opts = self.options
         low = 0
-        recent: list[float] = []
+        recent: deque[float] = deque(maxlen=opts.patience)  # the last intervals' rates, for a lasting rise
         while True:
             before, _ = self._reading()
             start = self.clock()
@@ -263,8 +264,8 @@ class Autopin:
             after, workers = self._reading()
             rate = rates(before, after, max(1, workers))[1]
             if opts.monitor and math.isfinite(rate):
-                recent = [*recent, rate][-opts.patience:]
-                if len(recent) == opts.patience and min(recent) > self.reference:
+                recent.append(rate)
+                if len(recent) == recent.maxlen and min(recent) > self.reference:
                     self.reference = min(recent)  # a lasting rise: the level held since, to keep
             self._event("rate", start=self._since(before.time), end=self._since(after.time), rate=rate, candidate=self.current,
                         **({"reference": self.reference} if opts.monitor else {}))

@@ -797,8 +797,10 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
     from pinlab.measure.calibrate_show import LATENCY_TITLE, MEMORY_TITLE, check_picture_path, draw, latency_table, legend, memory_table
     from pinlab.topology import load_topology
 
-    if output and not Path(output).resolve().parent.is_dir():
-        raise UsageError(f"cannot write {output!r}: its directory does not exist; create it first")
+    if output:
+        from pinlab.outputs import check_writable
+
+        check_writable(output, "the calibrated topology")
     if picture:
         check_picture_path(picture)
     topo = load_topology(source)

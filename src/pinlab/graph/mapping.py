@@ -39,12 +39,14 @@ cores, which the cost model counts as close only through the package and NUMA no
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from pinlab.errors import UsageError
 from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, units_under
 from pinlab.topology.model import Topology, TopoObject
+from pinlab.words import plural
 
 
 
@@ -81,7 +83,7 @@ def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | No
     kind = "cores" if not smt else "hardware threads (PUs)"
     if domains is not None:
         if domains < 1 or domains > len(sockets):
-            raise UsageError(f"--domains {domains}: this machine has {len(sockets)} sockets (or NUMA nodes) with allowed "
+            raise UsageError(f"--domains {domains}: this machine has {plural(len(sockets), 'socket')} (or NUMA nodes) with allowed "
                              f"{kind}; give a number from 1 to {len(sockets)}")
         chosen = sockets[:domains]
     elif spread:
@@ -376,11 +378,17 @@ def _level_index(tree: Tree, level: str | None) -> int | None:
     want = level.strip().lower()
     aliases = {"socket": "package", "numa": "numanode", "node": "numanode"}
     want = aliases.get(want, want)
+    if not _LEVEL_NAME.fullmatch(want):
+        raise UsageError(f"--level {level}: not a level name; give package (socket), die, numa (node), group, "
+                         f"l1..l5 (a cache) or core")
     for i, kinds in enumerate(tree.names):
         if any(name.lower() == want or name.lower() == want + "d" for name in kinds):
             return i
     present = ", ".join("/".join(k.lower() for k in kinds) for kinds in tree.names) or "none (the threads fit in one object of every level)"
     raise UsageError(f"--level {level}: the chosen cores are not split at that level; levels here: {present}")
+
+
+_LEVEL_NAME = re.compile(r"package|die|numanode|group|core|l[1-5][di]?")
 
 
 def _socket_level(tree: Tree) -> int | None:

@@ -145,8 +145,11 @@ def convert_graph(source: str | Path, target: str | Path, *, strict: bool = Fals
     from a graph that carries more (how it was measured, its granularity, volumes other than the
     row sums) says what is left behind.
     """
+    from pinlab.outputs import check_writable
+
     fmt = graph_format(target)
     graph = load_graph(source, strict=strict, notice=notice)
+    check_writable(target, "the graph")
     if fmt == "matrix":
         lost = []
         if graph.volume != [float(sum(row)) for row in graph.weights]:

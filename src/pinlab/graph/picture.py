@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinlab.errors import UsageError
+from pinlab.outputs import check_writable
 from pinlab.graph.model import AffinityGraph
 from pinlab.graph.show import aggregate
 from pinlab.words import plural
@@ -32,11 +33,7 @@ def check_target(path: str | Path) -> str:
     fmt = FORMATS.get(target.suffix.lower())
     if fmt is None:
         raise UsageError(f"picture file {str(target)!r} must end in .svg or .png")
-    if target.is_dir():
-        raise UsageError(f"cannot write picture {str(target)!r}: it is a directory; give a file name ending in .svg or .png")
-    if not target.resolve().parent.is_dir():
-        raise UsageError(f"cannot write picture {str(target)!r}: directory {str(target.parent)!r} does not exist; "
-                         f"create it first (mkdir -p {target.parent})")
+    check_writable(target, "picture")
     return fmt
 
 

@@ -75,12 +75,11 @@ def memory_table(result: Calibration):
 
 
 def check_picture_path(path: str) -> None:
-    from pathlib import Path
+    from pinlab.outputs import check_writable
 
     if not path.lower().endswith((".png", ".svg")):
         raise UsageError(f"picture file {path!r} must end in .png or .svg")
-    if not Path(path).resolve().parent.is_dir():
-        raise UsageError(f"cannot write picture {path!r}: its directory does not exist; create it first")
+    check_writable(path, "picture")
 
 
 def draw(result: Calibration, path: str) -> None:

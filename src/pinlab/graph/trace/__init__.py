@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinlab.errors import UsageError
+from pinlab.outputs import check_writable
 from pinlab.graph.model import MATRIX_SUFFIXES
 from pinlab.graph.trace.common import TraceRequest, TraceResult
 
@@ -57,12 +58,9 @@ def check_output(path: str | Path) -> None:
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"-o {path} is a directory: give a file name ending in .json (or .csv for a matrix)")
-    if not path.resolve().parent.is_dir():
-        raise UsageError(f"cannot write the graph to {path}: its directory {path.parent} does not exist; create it first")
-    if not os.access(path.resolve().parent, os.W_OK):
-        raise UsageError(f"cannot write the graph to {path}: its directory {path.parent} is not writable")
     if path.suffix.lower() not in (".json", *MATRIX_SUFFIXES):
         raise UsageError(f"-o {path}: the graph file must end in .json, or {', '.join(MATRIX_SUFFIXES)} for a bare matrix")
+    check_writable(path, "the graph")
 
 
 def choose_method(request: TraceRequest, method: str = "auto") -> str:

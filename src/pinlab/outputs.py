@@ -1,0 +1,33 @@
+"""Output files checked before the work that fills them.
+
+A command that measures for seconds (calibrate, trace) or prints a table before drawing must
+not find out at the end that its output cannot be written: ``/proc`` and read-only mounts pass
+``os.access`` for root, so the only sound check is to create a file where the output will go.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from pinlab.errors import UsageError
+
+
+def check_writable(path: str | Path, what: str) -> None:
+    """Raise a one-line UsageError unless a file can be created at ``path``'s place.
+
+    ``what`` names the output in the message ("picture", "the graph"). Nothing is left behind:
+    the probe is a temporary file in the same directory, removed at once.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"cannot write {what} {str(target)!r}: it is a directory; give a file name")
+    parent = target.resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {what} {str(target)!r}: its directory does not exist; "
+                         f"create it first (mkdir -p {target.parent})")
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".pinlab-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} {str(target)!r}: {exc.strerror or exc}; give a path in a directory you can write to") from None

@@ -921,16 +921,35 @@ def cc(verbose, command) -> int:
 
 
 @cli.command()
-def cflags() -> None:
-    """Print the compile flags of a program to trace exactly (for Makefiles: CFLAGS += $(pinlab cflags))."""
+@click.option("--mem", is_flag=True, help="The flags of a program using pinlab's memory API (pinlab_mem.h) instead.")
+def cflags(mem) -> None:
+    """Print the compile flags of a program to trace exactly (for Makefiles: CFLAGS += $(pinlab cflags)).
+
+    With --mem, those of a program using the memory API: CFLAGS += $(pinlab cflags --mem).
+    """
+    if mem:
+        from pinlab.native import include_dir
+
+        click.echo(f"-I{include_dir()}")
+        return
     from pinlab.graph.trace.cc import compile_flags
 
     click.echo(" ".join(compile_flags()))
 
 
 @cli.command()
-def ldflags() -> None:
-    """Print the link flags of a program to trace exactly (pinlab's tracer runtime, with an rpath)."""
+@click.option("--mem", is_flag=True, help="Link pinlab's memory library (libpinlab-mem) instead.")
+def ldflags(mem) -> None:
+    """Print the link flags of a program to trace exactly (pinlab's tracer runtime, with an rpath).
+
+    With --mem, those of a program using the memory API: LDLIBS += $(pinlab ldflags --mem).
+    """
+    if mem:
+        from pinlab.native import native_path
+
+        directory = native_path("libpinlab-mem.so").parent
+        click.echo(f"-L{directory} -Wl,-rpath,{directory} -lpinlab-mem")
+        return
     from pinlab.graph.trace.cc import link_flags
 
     click.echo(" ".join(link_flags()))

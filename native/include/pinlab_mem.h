@@ -1,0 +1,103 @@
+/* pinlab_mem.h: place, move and locate a program's data on NUMA nodes (libpinlab-mem).
+ *
+ * In the spirit of MAMI (the memory interface of ForestGOMP): a program allocates a region with
+ * a policy or registers memory it already has, attaches regions to the threads that use them,
+ * moves a region to a node now or when it is next touched, asks where its pages are, and asks
+ * what remote access and migration cost. Build with the flags `pinlab cflags --mem` and
+ * `pinlab ldflags --mem` print.
+ *
+ * Every call returns PM_OK (0) or a negative PM_E* code; pm_strerror(code) names the code and
+ * pm_last_error() says, for the calling thread, what exactly went wrong. Every call is
+ * thread-safe. Regions are named by their start address.
+ *
+ * Example (a thread moves its block to its own node when it first writes it):
+ *
+ *     double *a;
+ *     if (pm_alloc((void **)&a, n * sizeof *a, PM_INTERLEAVE, NULL, 0) != PM_OK)
+ *         fprintf(stderr, "%s\n", pm_last_error());
+ *     pm_migrate_on_next_touch(a, PM_TOUCH_PAGE);   // each page to the node of its next toucher
+ *     #pragma omp parallel for
+ *     for (size_t i = 0; i < n; i++) a[i] = 0;
+ *     long pages[64]; long absent;
+ *     pm_where(a, n * sizeof *a, pages, 64, &absent);
+ *     pm_free(a);
+ */
+#ifndef PINLAB_MEM_H
+#define PINLAB_MEM_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes (all negative but PM_OK). */
+enum {
+    PM_OK = 0,
+    PM_EINVAL = -1,     /* a bad argument: size 0, unknown policy, NULL where a result goes */
+    PM_ENODE = -2,      /* a node that does not exist or has no memory */
+    PM_EALIGN = -3,     /* an address that is not page-aligned */
+    PM_ENOTMAPPED = -4, /* memory that is not mapped in this process */
+    PM_ENOREGION = -5,  /* an address that starts no region of this library */
+    PM_EEXIST = -6,     /* a region overlapping one already registered */
+    PM_ENOMEM = -7,     /* no memory (mmap failed, too many regions) */
+    PM_EPERM = -8,      /* the kernel refused: pages shared with other processes, or no permission */
+    PM_ENOSYS = -9,     /* the kernel has no NUMA support for this call */
+    PM_EBUSY = -10,     /* some pages could not be moved (see pm_last_error) */
+    PM_ESRCH = -11,     /* no such thread */
+    PM_ESYS = -12       /* another system error (see pm_last_error) */
+};
+
+/* Allocation policies. */
+enum {
+    PM_FIRST_TOUCH = 0, /* the kernel's default: each page on the node of the first thread that touches it */
+    PM_BIND = 1,        /* on the given nodes only */
+    PM_INTERLEAVE = 2,  /* page by page, round robin over the given nodes (all nodes with memory for none) */
+    PM_LOCAL = 3        /* now, on the node of the calling thread (the pages are touched by the call) */
+};
+
+/* Next-touch granularity. */
+enum {
+    PM_TOUCH_PAGE = 0,   /* each page moves to the node of the thread that touches it first */
+    PM_TOUCH_REGION = 1  /* the whole region moves to the node of the first thread touching any of it */
+};
+
+int pm_alloc(void **out, size_t size, int policy, const int *nodes, int nnodes);
+int pm_register(void *addr, size_t size);
+int pm_free(void *addr); /* allocated regions are unmapped; registered ones are only forgotten */
+int pm_region_size(const void *addr, size_t *size);
+
+/* Attachment: tid 0 is the calling thread. */
+int pm_attach(void *addr, pid_t tid);
+int pm_detach(void *addr);
+int pm_attached(const void *addr, pid_t *tid);
+int pm_attached_bytes(pid_t tid, size_t *bytes);
+/* Pin thread tid (0: the caller) to cpu and move every region attached to it to cpu's node. */
+int pm_move_thread(pid_t tid, int cpu);
+
+int pm_migrate(void *addr, int node);
+int pm_migrate_on_next_touch(void *addr, int granularity);
+int pm_next_touch_pending(const void *addr, long *pages);
+
+/* Pages of [addr, addr+size) per node (pages_per_node[0..max_nodes-1]); absent: not yet touched. */
+int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes, long *absent);
+int pm_nodes(int *count);      /* highest node number with memory + 1 */
+int pm_node_of_cpu(int cpu, int *node);
+int pm_current_node(int *node);
+int pm_free_memory(int node, unsigned long long *free_bytes, unsigned long long *total_bytes);
+
+/* Cost hints, from the file pinlab calibrate writes, measured by the library on first use when
+ * there is none: read latency (ns) and bandwidth (MB/s) of memory on node to from a CPU of node
+ * from, and the seconds moving bytes from one node to another would take. */
+int pm_access_cost(int from, int to, double *latency_ns, double *read_mb_s, double *write_mb_s);
+int pm_migrate_cost(size_t bytes, int from, int to, double *seconds);
+const char *pm_costs_source(void); /* the file the costs came from, or "measured" */
+
+const char *pm_strerror(int code);
+const char *pm_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

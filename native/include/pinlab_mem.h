@@ -53,11 +53,13 @@ enum {
 enum {
     PM_FIRST_TOUCH = 0, /* the kernel's default: each page on the node of the first thread that touches it */
     PM_BIND = 1,        /* on the given nodes only */
-    PM_INTERLEAVE = 2,  /* page by page, round robin over the given nodes (all nodes with memory for none) */
+    PM_INTERLEAVE = 2,  /* page by page (huge page by huge page under THP), round robin over the given nodes (all with memory for none) */
     PM_LOCAL = 3        /* now, on the node of the calling thread (the pages are touched by the call) */
 };
 
-/* Next-touch granularity. */
+/* Next-touch granularity. A page is the kernel's unit of migration: in memory backed by a
+ * transparent huge page, touching one 4 KiB page moves the whole huge page (madvise the region
+ * MADV_NOHUGEPAGE before touching it first for base pages). */
 enum {
     PM_TOUCH_PAGE = 0,   /* each page moves to the node of the thread that touches it first */
     PM_TOUCH_REGION = 1  /* the whole region moves to the node of the first thread touching any of it */
@@ -79,6 +81,9 @@ int pm_move_thread(pid_t tid, int cpu);
 int pm_migrate(void *addr, int node);
 int pm_migrate_on_next_touch(void *addr, int granularity);
 int pm_next_touch_pending(const void *addr, long *pages);
+/* Pages moved by next touches so far in this process, pages the kernel would not move, and the
+ * errno of the last refusal (pages already on the toucher's node count as moved). */
+int pm_next_touch_stats(long *moved, long *failed, int *last_errno);
 
 /* Pages of [addr, addr+size) per node (pages_per_node[0..max_nodes-1]); absent: not yet touched. */
 int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes, long *absent);

@@ -6,9 +6,10 @@
  * signal handler.
  *
  * Next touch, in user space as MAMI does it: the region is protected (PROT_NONE); the first
- * access faults; the handler finds the node of the CPU it runs on (getcpu), moves the page (or
- * the whole region) there with move_pages(2) and gives the protection back; the access is then
- * retried by the hardware. Threads faulting at once on the same page wait on the region's lock
+ * access faults; the handler finds the node of the CPU it runs on (getcpu), gives the page (or
+ * the whole region) its protection back and moves it there with move_pages(2) (in that order:
+ * the kernel silently leaves PROT_NONE pages where they are); the access is then retried by the
+ * hardware. Threads faulting at once on the same page wait on the region's lock
  * and find it already moved. System calls reading or writing an armed region would fail with
  * EFAULT instead of faulting, so the usual I/O calls are interposed: the pages they pass are
  * first moved as if the calling thread had touched them.
@@ -268,8 +269,10 @@ static long sys_mbind(void *addr, size_t len, int mode, const unsigned long *mas
 }
 
 /* Move [start, start+len) to node; pages not yet touched are skipped (they are not anywhere).
- * Async-signal-safe: stack arrays and the raw system call. Returns the pages that failed to move
- * and the last error of those in *err. */
+ * The kernel may leave a page where it is for the moment (one just faulted in and not yet on
+ * the LRU lists, one locked by another thread): such pages are tried again, twice. Pages must be
+ * accessible: the kernel does not move PROT_NONE pages and says nothing. Async-signal-safe:
+ * stack arrays and the raw system call. Returns the pages left behind, the last reason in *err. */
 static long move_range(uintptr_t start, size_t len, int node, int *err)
 {
     void *pages[CHUNK];
@@ -282,16 +285,33 @@ static long move_range(uintptr_t start, size_t len, int node, int *err)
             pages[i] = (void *)(start + (done + i) * (size_t)page_size);
             nodes[i] = node;
         }
-        if (syscall(SYS_move_pages, 0, n, pages, nodes, status, MPOL_MF_MOVE_) < 0) {
-            *err = errno;
-            failed += (long)n;
-            continue;
-        }
-        for (size_t i = 0; i < n; i++)
-            if (status[i] < 0 && status[i] != -ENOENT && status[i] != -EFAULT) {
-                *err = -status[i];
-                failed++;
+        for (int attempt = 0; n > 0; attempt++) {
+            long left = syscall(SYS_move_pages, 0, n, pages, nodes, status, MPOL_MF_MOVE_);
+            if (left < 0) {
+                *err = errno;
+                failed += (long)n;
+                break;
             }
+            /* A positive answer counts pages not moved, whose status may still name the target. */
+            if (left > 0 && syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0) {
+                *err = errno;
+                failed += left;
+                break;
+            }
+            size_t again = 0;
+            for (size_t i = 0; i < n; i++) {
+                int stuck = status[i] >= 0 ? status[i] != node : status[i] != -ENOENT && status[i] != -EFAULT;
+                if (stuck) {
+                    *err = status[i] < 0 ? -status[i] : EBUSY;
+                    pages[again++] = pages[i];
+                }
+            }
+            if (again == 0 || attempt == 2) {
+                failed += (long)again;
+                break;
+            }
+            n = again;
+        }
     }
     return failed;
 }
@@ -646,6 +666,29 @@ int pm_move_thread(pid_t tid, int cpu)
 
 /* Move what the touch of page `index` of r (armed) asks for, from the calling thread.
  * Async-signal-safe. */
+static _Atomic long touch_moved, touch_failed;
+static _Atomic int touch_errno;
+
+static void count_touch(long pages, long failed, int err)
+{
+    atomic_fetch_add(&touch_moved, pages - failed);
+    if (failed) {
+        atomic_fetch_add(&touch_failed, failed);
+        atomic_store(&touch_errno, err);
+    }
+}
+
+int pm_next_touch_stats(long *moved, long *failed, int *last_errno)
+{
+    if (moved)
+        *moved = atomic_load(&touch_moved);
+    if (failed)
+        *failed = atomic_load(&touch_failed);
+    if (last_errno)
+        *last_errno = atomic_load(&touch_errno);
+    return ok();
+}
+
 static void resolve(struct region *r, size_t index)
 {
     region_lock(r);
@@ -655,14 +698,16 @@ static void resolve(struct region *r, size_t index)
         int err = 0;
         syscall(SYS_getcpu, &cpu, &node, NULL);
         if (armed == 1 + PM_TOUCH_REGION) {
-            move_range(r->start, r->size, (int)node, &err);
+            /* Accessible first (the kernel does not move PROT_NONE pages); a thread touching the
+             * region meanwhile waits in the kernel while its page moves. */
             mprotect((void *)r->start, r->size, r->prot);
+            count_touch((long)(r->size / (size_t)page_size), move_range(r->start, r->size, (int)node, &err), err);
             atomic_store(&r->armed, 0);
             atomic_fetch_sub(&armed_regions, 1);
         } else if (r->pending[index]) {
             uintptr_t page = r->start + index * (size_t)page_size;
-            move_range(page, (size_t)page_size, (int)node, &err);
             mprotect((void *)page, (size_t)page_size, r->prot);
+            count_touch(1, move_range(page, (size_t)page_size, (int)node, &err), err);
             r->pending[index] = 0;
             if (--r->pending_count == 0) {
                 atomic_store(&r->armed, 0);
@@ -889,7 +934,10 @@ int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes,
             return from_errno(errno, "move_pages");
         }
         for (size_t i = 0; i < n; i++) {
-            if (status[i] == -EFAULT)
+            unsigned char resident;
+            /* Some kernels answer -EFAULT for a page never touched as for one not mapped at all
+             * (follow_page with FOLL_DUMP): mincore tells them apart (ENOMEM: not mapped). */
+            if (status[i] == -EFAULT && mincore(pages[i], (size_t)page_size, &resident) != 0 && errno == ENOMEM)
                 return fail(PM_ENOTMAPPED, "%p is not mapped in this process", pages[i]);
             if (status[i] < 0)
                 missing++;

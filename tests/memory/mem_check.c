@@ -112,6 +112,7 @@ static void next_touch(const char *check, int granularity, int disjoint, size_t 
         return;
     }
     size_t words = size / 8;
+    madvise(a, size, MADV_NOHUGEPAGE); /* base pages: a page of a transparent huge page moves with all 512 */
     uint64_t before = fill(a, words, 7);
     rc = pm_migrate_on_next_touch(a, granularity);
     long pending_armed = -1, pending_after = -1;
@@ -134,14 +135,20 @@ static void next_touch(const char *check, int granularity, int disjoint, size_t 
     print_where(check, a, size, extra);
     if (disjoint) { /* the node of each page against the node of its owner */
         size_t per_page = (size_t)page / 8, wrong = 0;
+        char first[160] = "";
         for (size_t p = 0; p < words / per_page; p++) {
             void *addr = &a[p * per_page];
             int status = -1;
             syscall(SYS_move_pages, 0, 1UL, &addr, NULL, &status, 0);
-            if (status != (int)(p % (size_t)count) % nodes)
-                wrong++;
+            if (status != (int)(p % (size_t)count) % nodes && wrong++ < 4)
+                snprintf(first + strlen(first), sizeof first - strlen(first), "%spage %zu on %d, not %d", wrong > 1 ? "; " : "", p,
+                         status, (int)(p % (size_t)count) % nodes);
         }
-        printf("{\"check\": \"%s-owners\", \"wrong\": %zu}\n", check, wrong);
+        long moved = 0, failed = 0;
+        int err = 0;
+        pm_next_touch_stats(&moved, &failed, &err);
+        printf("{\"check\": \"%s-owners\", \"wrong\": %zu, \"first\": \"%s\", \"moved\": %ld, \"failed\": %ld, \"errno\": %d}\n", check,
+               wrong, first, moved, failed, err);
     }
     pm_free(a);
 }
@@ -149,7 +156,7 @@ static void next_touch(const char *check, int granularity, int disjoint, size_t 
 /* A region touched first by a thread of node `node`: all of it moves there. */
 static void *touch_one(void *arg)
 {
-    char *p = arg;
+    volatile char *p = arg; /* volatile: a plain p[0] = p[0] is compiled away */
     p[0] = p[0];
     return NULL;
 }
@@ -160,6 +167,7 @@ static void next_touch_region(void)
         char *a;
         int home = (node + 1) % nodes;
         pm_alloc((void **)&a, 8 * MIB, PM_BIND, &home, 1);
+        madvise(a, 8 * MIB, MADV_NOHUGEPAGE); /* a huge page moves only where a free huge page is (see pinlab_mem.h) */
         uint64_t before = fill((uint64_t *)a, 8 * MIB / 8, 3);
         int rc = pm_migrate_on_next_touch(a, PM_TOUCH_REGION);
         pthread_attr_t attr;
@@ -171,9 +179,11 @@ static void next_touch_region(void)
         pthread_t thread;
         pthread_create(&thread, &attr, touch_one, a + 5 * (size_t)page + 3);
         pthread_join(thread, NULL);
-        char extra[160];
-        snprintf(extra, sizeof extra, "\"arm_rc\": %d, \"toucher_node\": %d, \"home\": %d, \"same\": %s", rc, node, home,
-                 checksum((uint64_t *)a, 8 * MIB / 8) == before ? "true" : "false");
+        char extra[200];
+        long moved = 0, failed = 0;
+        pm_next_touch_stats(&moved, &failed, NULL);
+        snprintf(extra, sizeof extra, "\"arm_rc\": %d, \"toucher_node\": %d, \"home\": %d, \"same\": %s, \"failed_so_far\": %ld", rc, node,
+                 home, checksum((uint64_t *)a, 8 * MIB / 8) == before ? "true" : "false", failed);
         print_where("next-touch-region", a, 8 * MIB, extra);
         pm_free(a);
     }
@@ -255,8 +265,10 @@ int main(void)
     }
     char *a;
     int rc = pm_alloc((void **)&a, 4 * MIB, PM_INTERLEAVE, NULL, 0); /* interleave over every node */
-    if (rc == PM_OK)
+    if (rc == PM_OK) {
+        madvise(a, 4 * MIB, MADV_NOHUGEPAGE); /* page by page: a transparent huge page is interleaved whole */
         memset(a, 1, 4 * MIB);
+    }
     print_where("interleave", a, 4 * MIB, "\"nodes\": \"all\"");
     pm_free(a);
     for (int node = 0; node < nodes; node++) { /* local: on the caller's node, touched by the call */

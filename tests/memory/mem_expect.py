@@ -56,9 +56,12 @@ def assert_as_promised(checks: list[dict], nodes: int) -> None:
     assert sum(pages(shared["where"]).values()) == shared["pages"] and set(pages(shared["where"])) <= set(range(nodes))
     disjoint = only(checks, "next-touch-page-disjoint")[0]
     assert disjoint["same"] and disjoint["pending_after"] == 0
-    assert only(checks, "next-touch-page-disjoint-owners")[0]["wrong"] == 0, "a page is not on the node of the thread that touched it"
+    owners = only(checks, "next-touch-page-disjoint-owners")[0]
+    assert owners["wrong"] == 0, f"pages not on the node of the thread that touched them: {owners}"
+    assert owners["failed"] == 0 and owners["moved"] == shared["pages"] + disjoint["pages"], owners
     for node_check in only(checks, "next-touch-region"):
         assert node_check["same"] and pages(node_check["where"]) == {node_check["toucher_node"]: 2048}, node_check
+        assert node_check["failed_so_far"] == 0, node_check
 
     calls = only(checks, "syscalls")[0]
     assert calls["wrote"] == calls["got"] == calls["wrote2"] == calls["got2"] == 3 * 4096, calls

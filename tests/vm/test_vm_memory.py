@@ -1,0 +1,128 @@
+"""Memory placement on real multi-node kernels: the emulated NUMA machine of tests/vm/numavm.
+
+Two boots, ``2s2n`` (2 sockets, 2 nodes, 4 CPUs) and ``2s4n`` (2 sockets, 4 nodes, 4 CPUs), each
+running, at once:
+
+- ``mem_check`` (tests/memory/mem_check.c, built here with ``pinlab cflags/ldflags --mem``; the
+  guest sees this file system): every allocation policy, migration now to every node, next
+  touch per page from threads on every node touching the same pages at once and disjoint ones,
+  next touch of a whole region, system calls reading and writing armed pages, a thread moved
+  with its attached data, the error codes and the cost hints, all checked against what the
+  guest kernel reports (move_pages queries), with checksums before and after every move
+  (tests/memory/mem_expect.py, the same expectations as on one node);
+- ``pinlab memmap`` of a process holding 24 MiB under ``numactl --membind`` on the last node,
+  against ``numastat -p`` of the same process, and against the mapping's policy and node.
+
+Automatic NUMA balancing is switched off in the guest for these runs so that only the API moves
+pages.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+
+import pytest
+
+from tests.conftest import PINLAB
+from tests.memory import mem_expect
+
+pytestmark = pytest.mark.vm
+
+SHAPES = {"2s2n": {"nodes": 2, "sockets": 2, "cpus": 4}, "2s4n": {"nodes": 4, "sockets": 2, "cpus": 4}}
+HOLD_MIB = 24
+
+HOLDER = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void)
+{
+    size_t size = (size_t)%d << 20;
+    char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(p, 1, size);
+    printf("%%p\n", (void *)p);
+    fflush(stdout);
+    char c;
+    return read(0, &c, 1) < 0;
+}
+""" % HOLD_MIB
+
+SETUP = r"""
+echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
+R=$(mktemp -d)
+LAST=$(ls -d /sys/devices/system/node/node[0-9]* | sed 's/.*node//' | sort -n | tail -1)
+export R LAST
+"""
+
+MEMMAP = r"""
+mkfifo "$R/in"
+numactl --membind="$LAST" {holder} < "$R/in" > "$R/addr" &
+H=$!
+exec 3>"$R/in"
+i=0; until [ -s "$R/addr" ] || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
+echo "@@addr@@"; cat "$R/addr"
+echo "@@last@@"; echo "$LAST"
+echo "@@memmap@@"; {pinlab} memmap $H --json
+echo "@@numastat@@"; numastat -p $H
+exec 3>&-
+wait $H
+"""
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    where = tmp_path_factory.mktemp("vm-memory")
+    holder_c = where / "holder.c"
+    holder_c.write_text(HOLDER)
+    subprocess.run(["cc", "-O1", "-o", str(where / "holder"), str(holder_c)], check=True)
+    mem_check = mem_expect.build(str(PINLAB), where / "mem_check")
+    return {"holder": str(where / "holder"), "mem_check": str(mem_check)}
+
+
+@pytest.fixture(scope="module", params=sorted(SHAPES))
+def guest(request, numavm, pinlab_cmd, programs):
+    commands = {
+        "mem_check": f"PINLAB_MEM_COSTS=$R/costs.txt {shlex.quote(programs['mem_check'])}",
+        "memmap": MEMMAP.format(holder=shlex.quote(programs["holder"]), pinlab=pinlab_cmd),
+    }
+    results = numavm.batch([numavm.Group("memory", commands, setup=SETUP, parallel=False)], **SHAPES[request.param])
+    return SHAPES[request.param], results
+
+
+def _sections(text: str) -> dict[str, str]:
+    sections, name = {}, None
+    for line in text.splitlines():
+        mark = re.fullmatch(r"@@(\w+)@@", line)
+        if mark:
+            name = mark.group(1)
+            sections[name] = []
+        elif name is not None:
+            sections[name].append(line)
+    return {k: "\n".join(v) for k, v in sections.items()}
+
+
+def test_the_memory_api_places_moves_and_locates_pages_as_promised(guest):
+    shape, results = guest
+    run = results["mem_check"].check("mem_check")
+    mem_expect.assert_as_promised(mem_expect.parse(run.stdout), nodes=shape["nodes"])
+
+
+def test_memmap_sees_a_bound_mapping_on_its_node_and_agrees_with_numastat(guest):
+    shape, results = guest
+    parts = _sections(results["memmap"].check("memmap of a bound process").stdout)
+    last = int(parts["last"])
+    assert last == shape["nodes"] - 1
+    look = json.loads(parts["memmap"])
+    start = int(parts["addr"], 16)
+    mapping = next(m for m in look["mappings"] if int(m["start"], 16) == start)
+    # The kernel may merge the mapping with a neighbour of the same policy: at least the 24 MiB, all on the node.
+    assert mapping["kind"] == "anon" and mapping["policy"] == f"bind:{last}" and mapping["size"] >= HOLD_MIB << 20
+    assert list(mapping["bytes_per_node"]) == [str(last)] and mapping["bytes_per_node"][str(last)] >= HOLD_MIB << 20
+    assert look["nodes"] == list(range(shape["nodes"]))
+    total = next(line for line in parts["numastat"].splitlines() if line.startswith("Total")).split()[1:-1]
+    assert len(total) == shape["nodes"]
+    for node, mb in enumerate(float(x) for x in total):
+        assert abs(look["bytes_per_node"][str(node)] / 2**20 - mb) < 0.1, (node, mb, look["bytes_per_node"])

@@ -97,7 +97,9 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
         if placement.cpus is None and fmt == "list":
             from pinlab.topology.cpuset import format_cpulist
 
-            click.echo(f"none: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs {format_cpulist(topo.allowed_cpus)}", err=True)
+            balancing = ", with the kernel's automatic NUMA balancing switched on for the run" if placement.strategy == "autonuma" else ""
+            click.echo(f"{placement.strategy}: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs "
+                       f"{format_cpulist(topo.allowed_cpus)}{balancing}", err=True)
         text = export(placement, fmt)
         if text:
             click.echo(text)

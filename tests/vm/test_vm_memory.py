@@ -11,7 +11,11 @@ running, at once:
   guest kernel reports (move_pages queries), with checksums before and after every move
   (tests/memory/mem_expect.py, the same expectations as on one node);
 - ``pinlab memmap`` of a process holding 24 MiB under ``numactl --membind`` on the last node,
-  against ``numastat -p`` of the same process, and against the mapping's policy and node.
+  against ``numastat -p`` of the same process, and against the mapping's policy and node;
+- ``pinlab run -s autonuma``: the program sees the kernel's NUMA balancing on, and it is off
+  again after; the record says so;
+- ``--mem weighted-interleave`` on this 6.1 kernel (no MPOL_WEIGHTED_INTERLEAVE): refused in one
+  line, exit status 2, the program not run.
 
 Automatic NUMA balancing is switched off in the guest for these runs so that only the API moves
 pages.
@@ -72,6 +76,16 @@ wait $H
 """
 
 
+AUTONUMA = r"""
+echo 0 > /proc/sys/kernel/numa_balancing
+echo "@@before@@"; cat /proc/sys/kernel/numa_balancing
+echo "@@during@@"; {pinlab} run -q -s autonuma -n 1 --record "$R/autonuma.json" -- cat /proc/sys/kernel/numa_balancing
+echo "@@after@@"; cat /proc/sys/kernel/numa_balancing
+echo "@@record@@"; cat "$R/autonuma.json"
+echo "@@weighted@@"; {pinlab} run -q --mem weighted-interleave:0,1@3,1 -- touch "$R/ran"; echo "rc $?"; ls "$R/ran" 2>&1; true
+"""
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     where = tmp_path_factory.mktemp("vm-memory")
@@ -87,6 +101,7 @@ def guest(request, numavm, pinlab_cmd, programs):
     commands = {
         "mem_check": f"PINLAB_MEM_COSTS=$R/costs.txt {shlex.quote(programs['mem_check'])}",
         "memmap": MEMMAP.format(holder=shlex.quote(programs["holder"]), pinlab=pinlab_cmd),
+        "autonuma": AUTONUMA.format(pinlab=pinlab_cmd),
     }
     results = numavm.batch([numavm.Group("memory", commands, setup=SETUP, parallel=False)], **SHAPES[request.param])
     return SHAPES[request.param], results
@@ -126,3 +141,19 @@ def test_memmap_sees_a_bound_mapping_on_its_node_and_agrees_with_numastat(guest)
     assert len(total) == shape["nodes"]
     for node, mb in enumerate(float(x) for x in total):
         assert abs(look["bytes_per_node"][str(node)] / 2**20 - mb) < 0.1, (node, mb, look["bytes_per_node"])
+
+
+def test_autonuma_switches_the_balancing_on_for_the_run_and_off_after(guest):
+    _, results = guest
+    parts = _sections(results["autonuma"].check("autonuma run").stdout)
+    assert parts["before"].strip() == "0" and parts["during"].strip() == "1" and parts["after"].strip() == "0"
+    state = json.loads(parts["record"])["numa_balancing"]
+    assert state == {"value": "1", "was": "0", "set_by_pinlab": True, "wanted": True}
+
+
+def test_weighted_interleave_is_refused_on_a_kernel_without_it(guest):
+    _, results = guest
+    result = results["autonuma"]
+    refused = _sections(result.stdout)["weighted"]
+    assert "rc 2" in refused and "No such file" in refused, "the program ran although its policy is not possible here"
+    assert "has no weighted interleave (MPOL_WEIGHTED_INTERLEAVE, Linux 6.9 or later" in result.stderr

@@ -245,8 +245,8 @@ def strategy_candidates(
     result: dict[tuple[int, ...], str] = {}
     for word in wanted:
         name = strategies.canonical_strategy(word, explicit_hint=False)
-        if name == "none":
-            raise UsageError("strategy none leaves the threads to the OS, it is no pinning autopin can probe; leave it out")
+        if name in strategies.UNPINNED:
+            raise UsageError(f"strategy {name} leaves the threads to the OS, it is no pinning autopin can probe; leave it out")
         mapped = graph if name in strategies.GRAPH_STRATEGIES else None
         placement = make_placement(topo, strategy=name, threads=threads, smt=smt, cpu_kind=cpu_kind, seed=seed, graph=mapped)
         cpus = tuple(placement.cpus or ())

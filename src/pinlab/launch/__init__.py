@@ -168,6 +168,7 @@ def plan_spec(
 
         wanted = probe(parse_events(counters if isinstance(counters, str) else ",".join(counters)))
     return LaunchSpec(
+        numa_balancing=True if plan is not None and plan.get("strategy") == "autonuma" else None,
         counters=wanted,
         argv=list(argv),
         cpus=planned,

@@ -7,6 +7,7 @@
 | ``bind:NODES`` | strictly on these nodes, failing rather than spilling elsewhere (MPOL_BIND) | ``--membind`` |
 | ``interleave:NODES`` / ``interleave:all`` | round-robin page by page over the nodes (MPOL_INTERLEAVE) | ``--interleave`` |
 | ``preferred:NODE`` | on this node while it has room, elsewhere after (MPOL_PREFERRED) | ``--preferred`` |
+| ``weighted-interleave:NODES[@WEIGHTS]`` | round-robin with node i taking WEIGHTS[i] pages in turn (MPOL_WEIGHTED_INTERLEAVE, Linux 6.9+); weights given, or from the bandwidths pinlab calibrate measured | ``--weighted-interleave`` |
 | ``follow`` | each pinned thread binds its own allocations to the node of its CPU | (none) |
 
 ``bind`` is numactl's strict MPOL_BIND; hwloc's ``HWLOC_MEMBIND_BIND`` may fall back on other
@@ -23,11 +24,12 @@ from pinlab.errors import UsageError
 from pinlab.measure.linux import mems_allowed, numa_nodes
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
-MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_INTERLEAVE, MPOL_LOCAL = 0, 1, 2, 3, 4
-_MODES = {"local": MPOL_LOCAL, "bind": MPOL_BIND, "interleave": MPOL_INTERLEAVE, "preferred": MPOL_PREFERRED}
+MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_INTERLEAVE, MPOL_LOCAL, MPOL_WEIGHTED_INTERLEAVE = 0, 1, 2, 3, 4, 6
+_MODES = {"local": MPOL_LOCAL, "bind": MPOL_BIND, "interleave": MPOL_INTERLEAVE, "preferred": MPOL_PREFERRED,
+          "weighted-interleave": MPOL_WEIGHTED_INTERLEAVE}
 _SYSCALL_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261, "s390x": 270, "riscv64": 237}
 _SYSCALL_GET_MEMPOLICY = {"x86_64": 239, "aarch64": 236, "ppc64le": 260, "s390x": 269, "riscv64": 236}
-POLICIES = "first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow"
+POLICIES = "first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow, weighted-interleave:NODES[@WEIGHTS]"
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,11 @@ class MemPolicy:
 
     kind: str
     nodes: tuple[int, ...] = ()
+    weights: tuple[int, ...] | None = None  # weighted-interleave: pages per turn of each node, in node order
 
     def __str__(self) -> str:
+        if self.weights is not None:
+            return f"{self.kind}:{','.join(map(str, self.nodes))}@{','.join(map(str, self.weights))}"
         return f"{self.kind}:{format_cpulist(self.nodes)}" if self.nodes else self.kind
 
     @property
@@ -55,12 +60,25 @@ def parse_policy(text: str | None) -> MemPolicy:
         if arg:
             raise UsageError(f"memory policy {kind} takes no nodes (got {text!r}); use one of: {POLICIES}")
         return MemPolicy(kind)
+    if kind == "weighted-interleave":
+        from pinlab.memory.weights import parse_weighted
+
+        nodes_text, weights = parse_weighted(text, arg)
+        nodes = _checked_nodes(kind, nodes_text)
+        from pinlab.memory.weights import check_weights
+
+        return MemPolicy(kind, nodes, check_weights(text, nodes, weights))
     if kind not in ("bind", "interleave", "preferred"):
         raise UsageError(f"unknown memory policy {text!r}: use one of: {POLICIES}")
     if not arg:
         raise UsageError(f"memory policy {kind} needs nodes, e.g. {kind}:0{'' if kind == 'preferred' else ',1'}")
+    return MemPolicy(kind, _checked_nodes(kind, arg))
+
+
+def _checked_nodes(kind: str, arg: str) -> tuple[int, ...]:
+    """The nodes of ``arg`` (a node list, or ``all`` for the interleaves), each existing and allowed."""
     existing, allowed = frozenset(numa_nodes()), mems_allowed()
-    nodes = sorted(allowed) if arg == "all" and kind == "interleave" else parse_cpulist(arg, what=f"node list of --mem {kind}")
+    nodes = sorted(allowed) if arg == "all" and kind in ("interleave", "weighted-interleave") else parse_cpulist(arg, what=f"node list of --mem {kind}")
     if kind == "preferred" and len(nodes) != 1:
         raise UsageError(f"memory policy preferred takes exactly one node (got {arg!r})")
     for node in nodes:
@@ -68,7 +86,7 @@ def parse_policy(text: str | None) -> MemPolicy:
             raise UsageError(f"NUMA node {node} does not exist (nodes: {format_cpulist(existing)}); see `pinlab topology`")
         if node not in allowed:
             raise UsageError(f"NUMA node {node} is not allowed for this process (Mems_allowed: {format_cpulist(allowed)})")
-    return MemPolicy(kind, tuple(dict.fromkeys(nodes)))
+    return tuple(dict.fromkeys(nodes))
 
 
 def _syscall(name: str, table: dict[str, int]) -> int:

@@ -282,6 +282,7 @@ class RunRecord:
     timed_out: bool = False
     counters: dict[str, dict[str, float]] | None = None  # event -> value, enabled_ns, running_ns (see measure.counters)
     interrupted: int | None = None  # a stopping signal (INT, TERM, HUP, QUIT) pinlab received while the program ran
+    numa_balancing: dict | None = None  # kernel.numa_balancing the run ran under (pinlab.memory.autonuma.balancing)
 
     @property
     def migrations(self) -> int:
@@ -331,6 +332,7 @@ class RunRecord:
             "threads": threads,
             "processes": self.processes(),
             "pages_per_node": None if self.pages_per_node is None else {str(k): v for k, v in sorted(self.pages_per_node.items())},
+            "numa_balancing": self.numa_balancing,
             "warnings": self.warnings,
         }
 

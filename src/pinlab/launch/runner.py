@@ -75,6 +75,7 @@ class LaunchSpec:
     stderr: int | None = None
     counters: Availability | None = None  # performance counters to read for the program (pinlab.measure.counters)
     controller: Controller | None = None  # acts on the running program from the wait loop (autopin)
+    numa_balancing: bool | None = None  # True: the kernel's automatic NUMA balancing on for the run (-s autonuma)
 
 
 class Controller(Protocol):
@@ -374,13 +375,30 @@ def run(spec: LaunchSpec) -> RunRecord:
     events = _new_events_file() if spec.cpus is not None else None
     try:
         env = build_environment(spec, events, blocker, record.warnings)
-        return _run_and_wait(spec, program, env, mask, record, events)
+        from pinlab.memory.autonuma import balancing
+
+        with balancing(spec.numa_balancing) as state, _interleave_weights(spec.mem):
+            record.numa_balancing = state
+            if "why" in state:
+                record.warnings.append(f"automatic NUMA balancing could not be switched {'on' if spec.numa_balancing else 'off'}: {state['why']}")
+            return _run_and_wait(spec, program, env, mask, record, events)
     finally:
         if events:
             try:
                 os.unlink(events)
             except OSError:
                 pass
+
+
+def _interleave_weights(policy: memory.MemPolicy):
+    """The system's interleave weights set for a weighted-interleave run (nothing for other policies)."""
+    import contextlib
+
+    if policy.weights is None:
+        return contextlib.nullcontext()
+    from pinlab.memory.weights import weights_set
+
+    return weights_set(policy.nodes, policy.weights)
 
 
 @dataclass

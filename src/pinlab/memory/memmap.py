@@ -121,6 +121,8 @@ def parse_numa_maps(text: str, ends: dict[int, int] | None = None) -> list[Mappi
         except ValueError:
             continue
         policy, rest = parts[1], parts[2:]
+        if policy == "weighted" and rest:  # the kernel's name has a space: "weighted interleave:0-1"
+            policy, rest = f"weighted {rest[0]}", rest[1:]
         fields = dict(_FIELD.findall(" ".join(rest)))
         page_size = int(fields.get("kernelpagesize_kB", "4")) * 1024
         path = None

@@ -13,7 +13,10 @@ from pinlab.placement.plan import Placement
 from pinlab.topology.cpuset import format_cpulist
 from pinlab.topology.model import Topology, TopoObject
 
-STRATEGIES = ("compact", "scatter", "random", "none", "intra-socket", "inter-socket")
+STRATEGIES = ("compact", "scatter", "random", "none", "intra-socket", "inter-socket", "autonuma")
+#: Strategies that leave the threads where the operating system puts them (no CPUs): ``autonuma``
+#: also switches the kernel's automatic NUMA balancing on for the run (pinlab.memory.autonuma).
+UNPINNED = ("none", "autonuma")
 #: Strategies that place by an affinity graph (pinlab.graph.mapping); they need ``graph=``.
 GRAPH_STRATEGIES = ("lp-compact", "lp-scatter", "gp", "lpgp", "gplp", "treematch")
 ALIASES = {"close": "compact", "spread": "scatter", "os": "none", "intra": "intra-socket", "inter": "inter-socket"}
@@ -253,7 +256,7 @@ def place(
         from pinlab.graph.mapping import map_threads
 
         cpus = map_threads(topo, name, graph, threads, smt=smt, domains=domains, level=level, seed=seed or 0)
-    elif name == "none":
+    elif name in UNPINNED:
         cpus = None
     elif name == "random":
         if seed is None:

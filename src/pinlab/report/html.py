@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pinlab.placement.strategies import UNPINNED
 from pinlab.report import plots
 from pinlab.report.data import direction_of
 from pinlab.report.tables import assumed_text
@@ -353,12 +354,12 @@ def _pinned_runs(report) -> dict[tuple[str, int | None], Any]:
     if runs is None or len(runs) == 0 or "placement_cpus" not in runs:
         return {}
     order = {c: i for i, c in enumerate(report.stats["config"])} if report.stats is not None and "config" in report.stats else {}
-    ok = runs[(runs["status"] == "ok") & (runs["placement"] != "none")]
+    ok = runs[(runs["status"] == "ok") & (~runs["placement"].isin(UNPINNED))]
     ok = ok.assign(_order=[order.get(c, len(order)) for c in ok["config"]])
     ok = ok.sort_values(["_order", "run_index"] if "run_index" in ok else ["_order"], kind="stable")
     found: dict[tuple[str, int | None], Any] = {}
     for placement in plots._placements(report, runs):
-        if placement == "none":
+        if placement in UNPINNED:
             continue
         for _, row in ok[ok["placement"] == placement].iterrows():
             cpus = row.get("placement_cpus")
@@ -420,7 +421,7 @@ def _placement_picture(key: tuple[str, int | None], row, topology) -> dict[str, 
 
 def _placements(report) -> dict[str, Any]:
     """The placement pictures: one per pinned placement and thread count, and a note on what is not drawn."""
-    wanted = [p for p in _timeline_placements(report) if p != "none"]
+    wanted = [p for p in _timeline_placements(report) if p not in UNPINNED]
     if not wanted:
         return {"pictures": [], "note": "Every configuration left the placement to the operating system: nothing was pinned."}
     topology, note = _study_topology(report.study)

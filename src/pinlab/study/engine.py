@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pinlab.errors import UsageError
+from pinlab.placement.strategies import UNPINNED
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG, MAX_STUDY_RUNS, MAX_TIMEOUT_S
 from pinlab.words import plural
 
@@ -200,7 +201,7 @@ class StudyPlan:
 
             placed_on = restrict_to_kind(topo, self.cpu_kind)
         for strategy in self.strategies:
-            if strategy == "none":
+            if strategy in UNPINNED:
                 continue
             for threads in self.threads:
                 try:
@@ -456,7 +457,7 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
         clean_env=True,
         sample_ms=sample_ms,
     )
-    if placement == "none":
+    if placement in UNPINNED:
         spec.threads = config["threads"]  # OMP_NUM_THREADS for the unpinned baseline
     spec.timeout = plan.timeout
     if plan.counters:
@@ -625,7 +626,7 @@ def settings_warnings(configs: list[dict[str, Any]], env: Mapping[str, str]) -> 
 
     concerns: dict[str, list[str]] = {}
     for config in configs:
-        for text in disagreements(env, config["threads"], pinned=config["placement"] != "none"):
+        for text in disagreements(env, config["threads"], pinned=config["placement"] not in UNPINNED):
             concerns.setdefault(text, []).append(config_name(config, corun=False))
     return [f"{'every configuration' if len(names) == len(configs) else ', '.join(names)}: {text}" for text, names in concerns.items()]
 

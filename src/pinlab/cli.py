@@ -674,6 +674,28 @@ def memmap(pid, watch, as_json, show_all, top) -> int:
     return 0
 
 
+@cli.command()
+@click.argument("pid", type=int)
+@click.option("--to", "to_nodes", required=True, metavar="NODES", help="The nodes to move the pages to (a node list, or all).")
+@click.option("--from", "from_nodes", metavar="NODES", help="Move only the pages on these nodes [default: every node not in --to].")
+def migrate(pid, to_nodes, from_nodes) -> None:
+    """Move a running process's pages to other NUMA nodes now (as migratepages does), and say where they are.
+
+    Node i of --from goes to node i of --to when both list as many nodes; the kernel folds them
+    otherwise. Exits 2 for a PID that is gone or not yours and for nodes without memory.
+    """
+    from pinlab.memory.migrate import move_process
+
+    before, after, left = move_process(pid, to_nodes, from_nodes)
+
+    def line(pages):
+        return ", ".join(f"{node}: {count}" for node, count in sorted(pages.items())) or "none"
+
+    click.echo(f"process {pid}: pages per node before {line(before)}; after {line(after)}")
+    if left:
+        click.echo(f"pinlab: warning: the kernel left {plural(left, 'page')} where they were (shared with other processes, or busy)", err=True)
+
+
 # -- live threads: pinlab ps, pinlab pin (issue 10) ------------------------------------------
 @cli.command()
 @click.argument("pids", nargs=-1, type=int)

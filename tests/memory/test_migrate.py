@@ -15,6 +15,7 @@ import pytest
 
 from pinlab.live import pages_per_node
 from pinlab.memory.migrate import migrate_pages
+from tests.conftest import run_pinlab
 
 
 def _migrate_or_skip(pid: int, old: list[int], new: list[int]) -> int:
@@ -66,3 +67,30 @@ def test_a_pid_beyond_pid_max_is_esrch():
 def test_node_numbers_outside_the_mask_are_refused_before_the_call(node):
     with pytest.raises(ValueError, match=f"node {node} out of range"):
         migrate_pages(os.getpid(), [node], [0])
+
+
+def test_pinlab_migrate_moves_a_process_to_the_nodes_it_is_told_and_says_where_its_pages_are():
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; b = bytearray(8 << 20); print('ready', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "ready\n"
+        nodes = sorted(pages_per_node(holder.pid))
+        result = run_pinlab("migrate", str(holder.pid), "--to", str(nodes[0]))
+        assert result.returncode == 0, result.stderr
+        after = pages_per_node(holder.pid)
+        assert f"process {holder.pid}: pages per node before " in result.stdout
+        assert result.stdout.strip().endswith("after " + ", ".join(f"{n}: {c}" for n, c in sorted(after.items())))
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["999999999", "--to", "0"], "no process 999999999"),
+    (["{me}", "--to", "4095"], "node 4095 does not exist or has no memory"),
+    (["{me}", "--to", "0", "--from", "x"], "malformed node list of --from"),
+    (["{me}"], "Missing option '--to'"),
+])
+def test_pinlab_migrate_refuses_bad_input_in_one_line(args, message):
+    result = run_pinlab("migrate", *[a.format(me=os.getpid()) for a in args])
+    assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1

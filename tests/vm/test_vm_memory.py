@@ -12,6 +12,7 @@ running, at once:
   (tests/memory/mem_expect.py, the same expectations as on one node);
 - ``pinlab memmap`` of a process holding 24 MiB under ``numactl --membind`` on the last node,
   against ``numastat -p`` of the same process, and against the mapping's policy and node;
+- ``pinlab migrate PID --to 0 --from LAST`` of that process: the 24 MiB are on node 0 after;
 - ``pinlab run -s autonuma``: the program sees the kernel's NUMA balancing on, and it is off
   again after; the record says so;
 - ``--mem weighted-interleave`` on this 6.1 kernel (no MPOL_WEIGHTED_INTERLEAVE): refused in one
@@ -71,6 +72,8 @@ echo "@@addr@@"; cat "$R/addr"
 echo "@@last@@"; echo "$LAST"
 echo "@@memmap@@"; {pinlab} memmap $H --json
 echo "@@numastat@@"; numastat -p $H
+echo "@@migrate@@"; {pinlab} migrate $H --to 0 --from "$LAST"
+echo "@@after_migrate@@"; {pinlab} memmap $H --json
 exec 3>&-
 wait $H
 """
@@ -157,3 +160,14 @@ def test_weighted_interleave_is_refused_on_a_kernel_without_it(guest):
     refused = _sections(result.stdout)["weighted"]
     assert "rc 2" in refused and "No such file" in refused, "the program ran although its policy is not possible here"
     assert "has no weighted interleave (MPOL_WEIGHTED_INTERLEAVE, Linux 6.9 or later" in result.stderr
+
+
+def test_pinlab_migrate_moves_the_bound_mapping_to_the_node_it_is_told(guest):
+    shape, results = guest
+    parts = _sections(results["memmap"].check("memmap of a bound process").stdout)
+    last = shape["nodes"] - 1
+    assert parts["migrate"].startswith("process ") and f"before {last}: " in parts["migrate"] or f", {last}: " in parts["migrate"]
+    look = json.loads(parts["after_migrate"])
+    start = int(parts["addr"], 16)
+    mapping = next(m for m in look["mappings"] if int(m["start"], 16) <= start < int(m["start"], 16) + m["size"])
+    assert mapping["bytes_per_node"].get("0", 0) >= HOLD_MIB << 20 and str(last) not in mapping["bytes_per_node"], mapping

@@ -44,3 +44,44 @@ def migrate_pages(pid: int, from_nodes: Iterable[int], to_nodes: Iterable[int]) 
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
     return int(left)
+
+
+def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tuple[dict[int, int], dict[int, int], int]:
+    """``pinlab migrate``: move process ``pid``'s pages from ``from_nodes`` (every other node by
+    default) to ``to_nodes``, as migratepages(8) does. Returns its pages per node before and after
+    and the pages the kernel left behind. One-line UsageErrors for a gone or foreign process, nodes
+    that do not exist or have no memory, and a kernel without NUMA.
+    """
+    from pinlab.errors import UsageError
+    from pinlab.live import check_process, pages_per_node
+    from pinlab.memory.memmap import machine_nodes
+    from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+
+    memory_nodes = machine_nodes()
+    to = _nodes(to_nodes, "--to", memory_nodes, parse_cpulist, format_cpulist)
+    old = _nodes(from_nodes, "--from", memory_nodes, parse_cpulist, format_cpulist) if from_nodes else [n for n in memory_nodes if n not in to]
+    check_process(pid, repin=True)
+    before = pages_per_node(pid)
+    if not old:
+        return before, before, 0
+    try:
+        left = migrate_pages(pid, old, to)
+    except OSError as exc:
+        if exc.errno == errnos.ESRCH:
+            raise UsageError(f"no process {pid}: it has ended") from None
+        if exc.errno == errnos.EPERM:
+            raise UsageError(f"process {pid} is not yours: moving its pages needs its user, root or CAP_SYS_NICE") from None
+        if exc.errno == errnos.ENOSYS:
+            raise UsageError("this kernel has no migrate_pages (built without NUMA support)") from None
+        raise UsageError(f"migrate_pages of process {pid}: {exc.strerror}") from None
+    return before, pages_per_node(pid), left
+
+
+def _nodes(text, option, memory_nodes, parse, fmt) -> list[int]:
+    from pinlab.errors import UsageError
+
+    nodes = memory_nodes if text.strip() == "all" else parse(text, what=f"node list of {option}")
+    for node in nodes:
+        if node not in memory_nodes:
+            raise UsageError(f"{option} {text}: node {node} does not exist or has no memory (nodes with memory: {fmt(memory_nodes)})")
+    return list(nodes)

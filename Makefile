@@ -65,6 +65,7 @@ bench: install
 	$(PY) bench/bench_published.py
 	$(PY) bench/bench_trace.py
 	$(PY) bench/bench_calibrate.py
+	$(PY) bench/bench_memory.py
 
 clean:
 	rm -rf $(VENV) build $(DEMO_DIR)

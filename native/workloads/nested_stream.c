@@ -42,6 +42,7 @@ int main(int argc, char **argv)
 {
     pl_init("nested-stream");
     pl_team_args args = pl_parse_team_args(argc, argv, usage);
+    pl_only_first_touch(&args, "nested-stream");
     pl_common com = args.com;
     int teams = args.teams, per_team = args.per_team, ntimes = args.ntimes, threads = args.threads;
     uint64_t n = args.n;

@@ -4,11 +4,16 @@
 #define _GNU_SOURCE
 #include "stream_teams.h"
 #include "pinlab_heartbeat.h"
+#include "pinlab_mem.h"
 
 #include <getopt.h>
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+
+const char *const pl_policy_names[] = {"first-touch", "next-touch", "move-threads"};
 
 #define SCALAR 3.0
 #define EPSILON 1e-13
@@ -30,11 +35,42 @@ void pl_vectors_alloc(pl_vectors *v, uint64_t n)
     v->c = pl_alloc(bytes, "a triad vector");
 }
 
+void pl_vectors_alloc_api(pl_vectors *v, uint64_t n)
+{
+    uint64_t bytes = pl_mul_sat(n, sizeof(double));
+    double **vectors[3] = {&v->a, &v->b, &v->c};
+    v->n = n;
+    v->api = 1;
+    for (int i = 0; i < 3; i++)
+        if (bytes > SIZE_MAX || pm_alloc((void **)vectors[i], (size_t)bytes, PM_FIRST_TOUCH, NULL, 0) != PM_OK)
+            pl_usage_error("cannot allocate %s for a triad vector (%s); choose a smaller size", pl_fmt_bytes(bytes, 0), pm_last_error());
+}
+
+void pl_vectors_next_touch(pl_vectors *v)
+{
+    double *vectors[3] = {v->a, v->b, v->c};
+    for (int i = 0; i < 3; i++)
+        if (pm_migrate_on_next_touch(vectors[i], PM_TOUCH_PAGE) != PM_OK)
+            pl_warn("next touch not armed: %s", pm_last_error());
+}
+
+int pl_vectors_node(const pl_vectors *v)
+{
+    long counts[256] = {0}, absent = 0;
+    if (pm_where(v->a, (size_t)pl_mul_sat(v->n, sizeof(double)) & ~(size_t)4095, counts, 256, &absent) != PM_OK)
+        return -1;
+    int best = -1;
+    for (int node = 0; node < 256; node++)
+        if (counts[node] > 0 && (best < 0 || counts[node] > counts[best]))
+            best = node;
+    return best;
+}
+
 void pl_vectors_free(pl_vectors *v)
 {
-    free(v->a);
-    free(v->b);
-    free(v->c);
+    double *vectors[3] = {v->a, v->b, v->c};
+    for (int i = 0; i < 3; i++)
+        v->api ? (void)pm_free(vectors[i]) : free(vectors[i]);
     v->a = v->b = v->c = NULL;
 }
 
@@ -59,6 +95,11 @@ int pl_vectors_init(pl_vectors *v, int k)
 
 int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times)
 {
+    return pl_vectors_triad_on(v, k, reps, times, NULL, NULL);
+}
+
+int pl_vectors_triad_on(pl_vectors *v, int k, int reps, double *times, const int *cpus, int *seen)
+{
     double *a = v->a;
     const double *b = v->b, *c = v->c;
     const double q = SCALAR;
@@ -69,6 +110,10 @@ int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times)
         int me = omp_get_thread_num();
         if (me == 0)
             team = omp_get_num_threads();
+        if (cpus && pm_move_thread(0, cpus[me]) != PM_OK)
+            pl_warn("thread %d of a team could not move to CPU %d: %s", me, cpus[me], pm_last_error());
+        if (seen)
+            seen[me] = sched_getcpu();
         for (int r = 0; r < reps; r++) {
 #pragma omp barrier
             double t0 = pl_now();
@@ -136,7 +181,23 @@ void pl_teams_enable_nesting(void)
         omp_set_max_active_levels(2);
 }
 
-enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_NTIMES };
+enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_NTIMES, OPT_POLICY };
+
+static int parse_policy(const char *text)
+{
+    for (int i = 0; i < (int)(sizeof pl_policy_names / sizeof pl_policy_names[0]); i++)
+        if (strcmp(text, pl_policy_names[i]) == 0)
+            return i;
+    pl_usage_error("unknown --policy '%s': use first-touch, next-touch or move-threads", text);
+    return 0;
+}
+
+void pl_only_first_touch(const pl_team_args *a, const char *workload)
+{
+    if (a->policy != PL_POLICY_FIRST_TOUCH)
+        pl_usage_error("--policy %s: %s has one phase, nothing changes owner in it; use it with twisted-stream", pl_policy_names[a->policy],
+                       workload);
+}
 
 pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
 {
@@ -147,6 +208,7 @@ pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
         {"threads-per-team", required_argument, NULL, OPT_PER_TEAM},
         {"size", required_argument, NULL, OPT_SIZE},
         {"ntimes", required_argument, NULL, OPT_NTIMES},
+        {"policy", required_argument, NULL, OPT_POLICY},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -159,6 +221,7 @@ pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
         case OPT_PER_TEAM: a.per_team = pl_parse_int("--threads-per-team", optarg, 1, PL_MAX_THREADS); break;
         case OPT_SIZE: a.n = pl_parse_size("--size", optarg, sizeof(double)); break;
         case OPT_NTIMES: a.ntimes = (int)pl_parse_count("--ntimes", optarg, 2, 1000000); break;
+        case OPT_POLICY: a.policy = parse_policy(optarg); break;
         default: pl_usage_error("unhandled option (see --help)");
         }
     }

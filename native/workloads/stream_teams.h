@@ -16,12 +16,23 @@
 typedef struct {
     uint64_t n; /* elements per vector */
     double *a, *b, *c;
+    int api;    /* allocated with pinlab's memory API (pm_alloc), for --policy next-touch */
 } pl_vectors;
+
+/* --policy of the team workloads: how phase changes meet data placed by first touch. */
+enum { PL_POLICY_FIRST_TOUCH, PL_POLICY_NEXT_TOUCH, PL_POLICY_MOVE_THREADS };
+extern const char *const pl_policy_names[];
 
 /* Bytes of one team's three vectors of n doubles (saturating). */
 uint64_t pl_vectors_bytes(uint64_t n);
-/* Allocates (does not touch) the vectors; exits 2 when memory is short. */
+/* Allocates (does not touch) the vectors; exits 2 when memory is short. With api, each vector is
+ * a region of pinlab's memory API (first touch), so that it can be moved on next touch. */
 void pl_vectors_alloc(pl_vectors *v, uint64_t n);
+void pl_vectors_alloc_api(pl_vectors *v, uint64_t n);
+/* Marks the three vectors to move, page by page, to the node of the thread touching them next. */
+void pl_vectors_next_touch(pl_vectors *v);
+/* The node holding most of vector a's pages (-1 when unknown). */
+int pl_vectors_node(const pl_vectors *v);
 void pl_vectors_free(pl_vectors *v);
 /* First touch by a parallel region of k threads (nested when called inside a parallel region),
  * with the same static schedule as the triad. Returns the size of the team that ran it. */
@@ -29,6 +40,9 @@ int pl_vectors_init(pl_vectors *v, int k);
 /* The triad `reps` times on v by a parallel region of k threads; times[r] receives the time of
  * repetition r when times is not NULL. Returns the size of the team that ran it. */
 int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times);
+/* The same; inner thread i first moves itself to cpus[i] when cpus is not NULL, and writes the
+ * CPU it then runs on to seen[i] when seen is not NULL. */
+int pl_vectors_triad_on(pl_vectors *v, int k, int reps, double *times, const int *cpus, int *seen);
 /* Checks the values; records a failure (pl_fail) naming `label` when they are wrong. Also the
  * place where --corrupt damages one value (corrupt != 0). */
 void pl_vectors_check(pl_vectors *v, const char *label, int corrupt);
@@ -52,10 +66,13 @@ typedef struct {
     int threads;  /* --threads, default: OpenMP's */
     int ntimes;   /* --ntimes, default 10 */
     uint64_t n;   /* --size per team, in elements */
+    int policy;   /* --policy, default first-touch (PL_POLICY_*) */
 } pl_team_args;
 
 /* Parses argv (exits 2 on bad input; calls usage() and exits 0 on --help), then applies the
  * defaults, checks the memory needed and sets OpenMP up for nested teams. */
 pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void));
+/* Refuses a --policy other than first-touch in a workload that has no phases to apply it to. */
+void pl_only_first_touch(const pl_team_args *a, const char *workload);
 
 #endif

@@ -7,11 +7,19 @@
  * placed (remote under first touch when the teams sit on different nodes). The phases are
  * separated by a barrier of all teams. Per phase and team: best and average triad MB/s (first
  * repetition not counted), and the sum of the team bests.
+ *
+ * --policy (seed 002, section 5: moving threads against next touch): first-touch leaves phase 2
+ * remote; next-touch marks every vector, as phase 2 starts, to move page by page to the node of
+ * the team that touches it (pinlab's memory API); move-threads moves the threads of team t, as
+ * phase 2 starts, to the CPUs team t+1 ran on in phase 1, where its data is. The JSON says, per
+ * team and phase, the node its threads ran on and, after the run, the node of each team's data.
  */
 #define _GNU_SOURCE
 #include "stream_teams.h"
 
 #include <omp.h>
+#include <pinlab_mem.h>
+#include <sched.h>
 #include <stdlib.h>
 
 
@@ -36,6 +44,9 @@ static void usage(void)
         "                        last-level cache divided by T, and at least 10M elements\n"
         "  --ntimes N            triad repetitions per team and phase, 2..1000000 (default 10); the\n"
         "                        first of each phase is not counted\n"
+        "  --policy P            first-touch (default: phase 2 reads remote data), next-touch (the\n"
+        "                        vectors move to their phase-2 team as it touches them), move-threads\n"
+        "                        (team t moves to the CPUs of team t+1, where the data is)\n"
         "  --json                print one JSON object on stdout instead of the table\n"
         "  -h, --help            this help\n"
         "\n"
@@ -56,10 +67,12 @@ int main(int argc, char **argv)
     double *times = calloc((size_t)PHASES * teams * ntimes, sizeof *times);
     double *best = calloc((size_t)PHASES * teams, sizeof *best);
     double *avg = calloc((size_t)PHASES * teams, sizeof *avg);
-    if (!vec || !team_threads || !times || !best || !avg)
+    int *cpus = calloc((size_t)PHASES * teams * per_team, sizeof *cpus); /* CPU of each team thread per phase */
+    if (!vec || !team_threads || !times || !best || !avg || !cpus)
         pl_usage_error("out of memory");
+    int policy = args.policy;
     for (int t = 0; t < teams; t++)
-        pl_vectors_alloc(&vec[t], n);
+        policy == PL_POLICY_FIRST_TOUCH ? pl_vectors_alloc(&vec[t], n) : pl_vectors_alloc_api(&vec[t], n);
 
     int outer = 0;
     double mark[PHASES + 1] = {0};
@@ -73,11 +86,18 @@ int main(int argc, char **argv)
         for (int p = 0; p < PHASES; p++) {
 #pragma omp barrier
 #pragma omp single /* its closing barrier: no team starts the phase before its mark */
-            mark[p] = pl_now();
+            {
+                mark[p] = pl_now();
+                if (p == 1 && policy == PL_POLICY_NEXT_TOUCH) /* counted in phase 2's time */
+                    for (int t = 0; t < teams; t++)
+                        pl_vectors_next_touch(&vec[t]);
+            }
             for (int t = me; t < teams; t += nout) {
                 int data = p == 0 ? t : (t + 1) % teams;
                 size_t slot = (size_t)p * teams + t;
-                team_threads[slot] = pl_vectors_triad(&vec[data], per_team, ntimes, &times[slot * ntimes]);
+                const int *go = p == 1 && policy == PL_POLICY_MOVE_THREADS ? &cpus[(size_t)data * per_team] : NULL;
+                team_threads[slot] = pl_vectors_triad_on(&vec[data], per_team, ntimes, &times[slot * ntimes], go,
+                                                         &cpus[slot * per_team]);
             }
         }
 #pragma omp barrier
@@ -113,6 +133,7 @@ int main(int argc, char **argv)
         pl_json j;
         pl_json_team_parameters(&j, used, teams, per_team, n);
         pl_json_int(&j, "ntimes", ntimes);
+        pl_json_string(&j, "policy", pl_policy_names[policy]);
         pl_json_end_object(&j);
         pl_json_double(&j, "elapsed_seconds", elapsed);
         pl_json_begin_object(&j, "results");
@@ -128,6 +149,10 @@ int main(int argc, char **argv)
                 pl_json_int(&j, "team", t);
                 pl_json_int(&j, "threads", team_threads[slot]);
                 pl_json_int(&j, "vectors_of_team", p == 0 ? t : (t + 1) % teams);
+                int node = -1;
+                if (cpus[slot * per_team] >= 0 && pm_node_of_cpu(cpus[slot * per_team], &node) != PM_OK)
+                    node = -1;
+                pl_json_int(&j, "node", node); /* of its first thread's CPU */
                 pl_json_double(&j, "triad_best_mbs", best[slot]);
                 pl_json_double(&j, "triad_avg_mbs", avg[slot]);
                 pl_json_end_object(&j);
@@ -136,6 +161,10 @@ int main(int argc, char **argv)
             pl_json_double(&j, "total_triad_best_mbs", total[p]);
             pl_json_end_object(&j);
         }
+        pl_json_end_array(&j);
+        pl_json_begin_array(&j, "data_node_after"); /* team t's vectors: the node most of its pages are on */
+        for (int t = 0; t < teams; t++)
+            pl_json_int(&j, NULL, pl_vectors_node(&vec[t]));
         pl_json_end_array(&j);
         pl_json_end_object(&j);
         pl_json_tail(&j);
@@ -164,5 +193,6 @@ int main(int argc, char **argv)
     free(times);
     free(best);
     free(avg);
+    free(cpus);
     return pl_exit_status(com.json);
 }

@@ -13,6 +13,8 @@ running, at once:
 - ``pinlab memmap`` of a process holding 24 MiB under ``numactl --membind`` on the last node,
   against ``numastat -p`` of the same process, and against the mapping's policy and node;
 - ``pinlab migrate PID --to 0 --from LAST`` of that process: the 24 MiB are on node 0 after;
+- ``pinlab-twisted-stream --policy first-touch|next-touch|move-threads`` under ``pinlab run -s scatter``
+  (one team per node): where each team's threads ran in each phase and where its data ended;
 - ``pinlab run -s autonuma``: the program sees the kernel's NUMA balancing on, and it is off
   again after; the record says so;
 - ``--mem weighted-interleave`` on this 6.1 kernel (no MPOL_WEIGHTED_INTERLEAVE): refused in one
@@ -89,6 +91,15 @@ echo "@@weighted@@"; {pinlab} run -q --mem weighted-interleave:0,1@3,1 -- touch 
 """
 
 
+TWISTED = r"""
+for policy in first-touch next-touch move-threads; do
+  echo "@@$(echo $policy | tr - _)@@"
+  {pinlab} run -q -s scatter -n 2 -- "$({pinlab} workload path twisted-stream)" --teams 2 --threads-per-team 1 --size 4M --ntimes 3 \
+      --json --policy $policy
+done
+"""
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     where = tmp_path_factory.mktemp("vm-memory")
@@ -105,6 +116,7 @@ def guest(request, numavm, pinlab_cmd, programs):
         "mem_check": f"PINLAB_MEM_COSTS=$R/costs.txt {shlex.quote(programs['mem_check'])}",
         "memmap": MEMMAP.format(holder=shlex.quote(programs["holder"]), pinlab=pinlab_cmd),
         "autonuma": AUTONUMA.format(pinlab=pinlab_cmd),
+        "twisted": TWISTED.format(pinlab=pinlab_cmd),
     }
     results = numavm.batch([numavm.Group("memory", commands, setup=SETUP, parallel=False)], **SHAPES[request.param])
     return SHAPES[request.param], results
@@ -171,3 +183,25 @@ def test_pinlab_migrate_moves_the_bound_mapping_to_the_node_it_is_told(guest):
     start = int(parts["addr"], 16)
     mapping = next(m for m in look["mappings"] if int(m["start"], 16) <= start < int(m["start"], 16) + m["size"])
     assert mapping["bytes_per_node"].get("0", 0) >= HOLD_MIB << 20 and str(last) not in mapping["bytes_per_node"], mapping
+
+
+def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
+    shape, results = guest
+    parts = _sections(results["twisted"].check("twisted-stream policies").stdout)
+    runs = {name: json.loads(text) for name, text in parts.items()}
+    for name, run in runs.items():
+        assert run["parameters"]["policy"] == name.replace("_", "-") and run["valid"] is True, run
+    def nodes(run, phase):
+        return [team["node"] for team in run["results"]["phases"][phase]["teams"]]
+    for run in runs.values():
+        assert sorted(nodes(run, 0)) == [0, 1], "scatter puts one team on each node in phase 1"
+    first = runs["first_touch"]
+    assert first["results"]["data_node_after"] == nodes(first, 0), "first touch: the data stays where each team touched it"
+    assert nodes(first, 1) == nodes(first, 0)
+    moved_data = runs["next_touch"]
+    phase2 = nodes(moved_data, 1)
+    assert [moved_data["results"]["data_node_after"][(t + 1) % 2] for t in range(2)] == phase2, "next touch: data went to its phase-2 team"
+    moved_threads = runs["move_threads"]
+    before = nodes(moved_threads, 0)
+    assert nodes(moved_threads, 1) == [before[(t + 1) % 2] for t in range(2)], "move-threads: team t went to team t+1's node"
+    assert moved_threads["results"]["data_node_after"] == before, "move-threads: the data did not move"

@@ -141,3 +141,25 @@ def test_a_workload_runs_under_other_tools_and_pinned():
     assert threads[0]["mask_at_start"] == (threads[0]["planned_start_mask"] or plan) and threads[0]["planned_cpu"] == int(plan.split(",")[0])
     assert [t["mask_at_start"] for t in threads[1:]] == plan.split(",")[1:]
     assert all(t["pinned_as_planned"] for t in threads)
+
+
+@pytest.mark.parametrize("policy", ["first-touch", "next-touch", "move-threads"])
+def test_twisted_stream_runs_every_policy_with_valid_results(policy):
+    """Where the data and threads go is proved on 2 nodes (tests/vm/test_vm_memory.py); here every
+    policy runs, keeps the results right and reports the nodes (all 0 on one node)."""
+    rc, data, err = run_json("twisted-stream", *TINY["twisted-stream"], "--policy", policy, threads=2)
+    assert rc == 0 and data["valid"] is True, err
+    assert data["parameters"]["policy"] == policy
+    nodes = {team["node"] for phase in data["results"]["phases"] for team in phase["teams"]}
+    assert nodes <= set(range(256)) and len(data["results"]["data_node_after"]) == 2
+    if len(os.sched_getaffinity(0)) >= 2 and policy == "move-threads":
+        assert "could not move" not in err
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("twisted-stream", ["--policy", "bogus"], "unknown --policy 'bogus'"),
+    ("nested-stream", ["--policy", "next-touch"], "nested-stream has one phase"),
+])
+def test_team_policies_are_refused_where_they_do_not_apply(name, args, message):
+    out = subprocess.run([workload_path(name), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and message in out.stderr

@@ -836,67 +836,26 @@ static void touch_iov(const struct iovec *iov, int count)
         touch_range(iov[i].iov_base, iov[i].iov_len);
 }
 
-/* The C library's own function, found once. */
-#define REAL(name) \
-    static __typeof__(&name) real_##name; \
-    if (!real_##name) \
-        real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+/* An I/O call of the C library, replaced: its memory is moved first when armed, then the C
+ * library's own function (found once) does the call. TOUCH names what the call reads or fills. */
+#define INTERPOSE(name, params, args, touch) \
+    ssize_t name params \
+    { \
+        static __typeof__(&name) real; \
+        if (!real) \
+            real = (__typeof__(&name))dlsym(RTLD_NEXT, #name); \
+        touch; \
+        return real args; \
+    }
 
-ssize_t read(int fd, void *buf, size_t count)
-{
-    REAL(read);
-    touch_range(buf, count);
-    return real_read(fd, buf, count);
-}
-
-ssize_t write(int fd, const void *buf, size_t count)
-{
-    REAL(write);
-    touch_range(buf, count);
-    return real_write(fd, buf, count);
-}
-
-ssize_t pread(int fd, void *buf, size_t count, off_t offset)
-{
-    REAL(pread);
-    touch_range(buf, count);
-    return real_pread(fd, buf, count, offset);
-}
-
-ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
-{
-    REAL(pwrite);
-    touch_range(buf, count);
-    return real_pwrite(fd, buf, count, offset);
-}
-
-ssize_t readv(int fd, const struct iovec *iov, int count)
-{
-    REAL(readv);
-    touch_iov(iov, count);
-    return real_readv(fd, iov, count);
-}
-
-ssize_t writev(int fd, const struct iovec *iov, int count)
-{
-    REAL(writev);
-    touch_iov(iov, count);
-    return real_writev(fd, iov, count);
-}
-
-ssize_t recv(int fd, void *buf, size_t len, int flags)
-{
-    REAL(recv);
-    touch_range(buf, len);
-    return real_recv(fd, buf, len, flags);
-}
-
-ssize_t send(int fd, const void *buf, size_t len, int flags)
-{
-    REAL(send);
-    touch_range(buf, len);
-    return real_send(fd, buf, len, flags);
-}
+INTERPOSE(read, (int fd, void *buf, size_t count), (fd, buf, count), touch_range(buf, count))
+INTERPOSE(write, (int fd, const void *buf, size_t count), (fd, buf, count), touch_range(buf, count))
+INTERPOSE(pread, (int fd, void *buf, size_t count, off_t offset), (fd, buf, count, offset), touch_range(buf, count))
+INTERPOSE(pwrite, (int fd, const void *buf, size_t count, off_t offset), (fd, buf, count, offset), touch_range(buf, count))
+INTERPOSE(readv, (int fd, const struct iovec *iov, int count), (fd, iov, count), touch_iov(iov, count))
+INTERPOSE(writev, (int fd, const struct iovec *iov, int count), (fd, iov, count), touch_iov(iov, count))
+INTERPOSE(recv, (int fd, void *buf, size_t len, int flags), (fd, buf, len, flags), touch_range(buf, len))
+INTERPOSE(send, (int fd, const void *buf, size_t len, int flags), (fd, buf, len, flags), touch_range(buf, len))
 
 /* ---- where pages are ------------------------------------------------------------------------ */
 

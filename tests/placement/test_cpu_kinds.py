@@ -6,7 +6,7 @@ import pytest
 
 from pinlab.errors import UsageError
 from pinlab.placement import make_placement
-from pinlab.placement.strategies import STRATEGIES
+from pinlab.placement.strategies import STRATEGIES, UNPINNED
 from pinlab.topology import load_topology
 from tests.conftest import run_pinlab, with_allowed
 
@@ -22,7 +22,7 @@ def hybrid():
 
 @pytest.mark.parametrize("word, cpus", [("performance", P_CORES), ("P", P_CORES), ("IntelCore", P_CORES), ("1", P_CORES),
                                         ("efficiency", E_CORES), ("e", E_CORES), ("intelatom", E_CORES), ("0", E_CORES)])
-@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in ("none", "intra-socket")])
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in (*UNPINNED, "intra-socket")])
 def test_every_strategy_stays_on_the_chosen_kind(hybrid, word, cpus, strategy):
     placement = make_placement(hybrid, strategy=strategy, threads=8, cpu_kind=word, seed=1)
     assert set(placement.cpus) <= cpus and len(set(placement.cpus)) == 8

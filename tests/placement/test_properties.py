@@ -7,11 +7,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pinlab.placement import make_placement
-from pinlab.placement.strategies import STRATEGIES, units_under
+from pinlab.placement.strategies import STRATEGIES, UNPINNED, units_under
 from tests.placement.strategies_support import machines
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-PINNING = [s for s in STRATEGIES if s != "none"]
+PINNING = [s for s in STRATEGIES if s not in UNPINNED]
 
 
 def n_units(topo, smt):

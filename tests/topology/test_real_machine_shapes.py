@@ -138,12 +138,12 @@ def test_cores_whose_pus_sit_below_a_cache_are_cores_with_their_pus(description)
     """CPUID leaf 0x1F parts, some AMD/Hygon and QEMU guests put a cache between a core and its
     PUs: every core is still a unit (its first PU), for every strategy, and with --smt every PU."""
     from pinlab.placement import make_placement
-    from pinlab.placement.strategies import STRATEGIES
+    from pinlab.placement.strategies import STRATEGIES, UNPINNED
 
     topo = load_topology(f"synthetic:{description}")
     firsts = [min(core.cpus) for core in topo.cores]
     for strategy in STRATEGIES:
-        if strategy == "none":
+        if strategy in UNPINNED:
             continue
         n = len(topo.cores) // len(topo.packages) if strategy == "intra-socket" else len(topo.cores)
         cpus = make_placement(topo, strategy=strategy, threads=n).cpus

@@ -77,6 +77,20 @@ class Group:
     parallel: bool = True
 
 
+def marked_sections(text: str) -> dict[str, list[str]]:
+    """The lines of a guest script's output under each ``@@name@@`` line it printed, by name."""
+    sections: dict[str, list[str]] = {}
+    name = None
+    for line in text.splitlines():
+        mark = re.fullmatch(r"@@(\w+)@@", line)
+        if mark:
+            name = mark.group(1)
+            sections[name] = []
+        elif name is not None:
+            sections[name].append(line)
+    return sections
+
+
 def pinlab_exe() -> str:
     """The pinlab command of the interpreter running the tests (the guest sees the same path)."""
     candidate = Path(sys.executable).parent / "pinlab"

@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from pinlab.native import include_dir
+from tests.vm.conftest import marked_sections
 
 pytestmark = pytest.mark.vm
 
@@ -123,14 +124,7 @@ def guest(numavm, pinlab_cmd, spinner):
 
 # -- parsing ---------------------------------------------------------------------------------
 def _parse_run(text: str) -> dict:
-    sections, name = {}, None
-    for line in text.splitlines():
-        mark = re.fullmatch(r"@@(\w+)@@", line)
-        if mark:
-            name = mark.group(1)
-            sections[name] = []
-        elif name is not None:
-            sections[name].append(line)
+    sections = marked_sections(text)
     joined = {k: "\n".join(v) for k, v in sections.items()}
     log = [json.loads(line) for line in sections.get("log", []) if line.strip()]
     return {**joined, "events": log, "text": text}

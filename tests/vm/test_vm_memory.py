@@ -26,7 +26,6 @@ pages.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 
@@ -34,6 +33,7 @@ import pytest
 
 from tests.conftest import PINLAB
 from tests.memory import mem_expect
+from tests.vm.conftest import marked_sections
 
 pytestmark = pytest.mark.vm
 
@@ -123,15 +123,7 @@ def guest(request, numavm, pinlab_cmd, programs):
 
 
 def _sections(text: str) -> dict[str, str]:
-    sections, name = {}, None
-    for line in text.splitlines():
-        mark = re.fullmatch(r"@@(\w+)@@", line)
-        if mark:
-            name = mark.group(1)
-            sections[name] = []
-        elif name is not None:
-            sections[name].append(line)
-    return {k: "\n".join(v) for k, v in sections.items()}
+    return {k: "\n".join(v) for k, v in marked_sections(text).items()}
 
 
 def test_the_memory_api_places_moves_and_locates_pages_as_promised(guest):

@@ -186,7 +186,7 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     def nodes(run, phase):
         return [team["node"] for team in run["results"]["phases"][phase]["teams"]]
     for run in runs.values():
-        assert sorted(nodes(run, 0)) == [0, 1], "scatter puts one team on each node in phase 1"
+        assert len(set(nodes(run, 0))) == 2, "scatter puts the two teams on two nodes (of two sockets) in phase 1"
     first = runs["first_touch"]
     assert first["results"]["data_node_after"] == nodes(first, 0), "first touch: the data stays where each team touched it"
     assert nodes(first, 1) == nodes(first, 0)

@@ -57,6 +57,13 @@ enum {
     PM_LOCAL = 3        /* now, on the node of the calling thread (the pages are touched by the call) */
 };
 
+/* System calls given armed memory would fail with EFAULT instead of faulting: the library
+ * replaces read, write, pread(64), pwrite(64), readv, writev, recv, recvfrom, send and sendto in
+ * programs linked with it, moving their buffers first. Other calls (recvmsg, sendmsg, preadv, and
+ * stdio's fread/fwrite, which call the C library's internal read and write directly) must not be
+ * given armed memory: touch it first, or use pm_migrate. A region armed for next touch must not
+ * be mprotect'ed by the program meanwhile. */
+
 /* Next-touch granularity. A page is the kernel's unit of migration: in memory backed by a
  * transparent huge page, touching one 4 KiB page moves the whole huge page (madvise the region
  * MADV_NOHUGEPAGE before touching it first for base pages). */

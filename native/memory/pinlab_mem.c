@@ -379,10 +379,11 @@ static void disarm(struct region *r)
         atomic_store(&r->armed, 0);
         atomic_fetch_sub(&armed_regions, 1);
     }
-    free(r->pending);
+    unsigned char *pending = r->pending;
     r->pending = NULL;
     r->pending_count = 0;
     region_unlock(r);
+    free(pending); /* after the lock: a thread faulting inside malloc may be waiting for it */
 }
 
 /* ---- allocation ----------------------------------------------------------------------------- */
@@ -501,11 +502,13 @@ int pm_register(void *addr, size_t size)
     if ((uintptr_t)addr % (uintptr_t)page_size)
         return fail(PM_EALIGN, "%p is not page-aligned (pages of %ld bytes): align it, e.g. with aligned_alloc or mmap", addr, page_size);
     size_t len = (size + (size_t)page_size - 1) / (size_t)page_size * (size_t)page_size;
+    if (len < size || (uintptr_t)addr + len < (uintptr_t)addr)
+        return fail(PM_EINVAL, "pm_register: %zu bytes from %p pass the end of the address space", size, addr);
     int prot, rc = mapped_prot((uintptr_t)addr, (uintptr_t)addr + len, &prot);
     if (rc)
         return rc;
     pthread_mutex_lock(&registry);
-    rc = add_region((uintptr_t)addr, len, 0, prot < 0 ? PROT_READ | PROT_WRITE : prot);
+    rc = add_region((uintptr_t)addr, len, 0, prot); /* -1 for mixed protections: never armed */
     pthread_mutex_unlock(&registry);
     return rc ? rc : ok();
 }
@@ -689,29 +692,49 @@ int pm_next_touch_stats(long *moved, long *failed, int *last_errno)
     return ok();
 }
 
+/* The whole region given its protection back, nothing left pending (held: the region's lock).
+ * Also the way out when unprotecting one page fails (more mappings than vm.max_map_count): one
+ * mprotect of the whole region merges its pieces again. */
+static void settle(struct region *r)
+{
+    mprotect((void *)r->start, r->size, r->prot);
+    r->pending_count = 0;
+    if (atomic_load(&r->armed)) {
+        atomic_store(&r->armed, 0);
+        atomic_fetch_sub(&armed_regions, 1);
+    }
+}
+
 static void resolve(struct region *r, size_t index)
 {
     region_lock(r);
     int armed = atomic_load(&r->armed);
-    if (armed) {
+    if (armed && atomic_load(&r->used) && index < r->size / (size_t)page_size) {
         unsigned node = 0, cpu = 0;
         int err = 0;
         syscall(SYS_getcpu, &cpu, &node, NULL);
         if (armed == 1 + PM_TOUCH_REGION) {
             /* Accessible first (the kernel does not move PROT_NONE pages); a thread touching the
-             * region meanwhile waits in the kernel while its page moves. */
-            mprotect((void *)r->start, r->size, r->prot);
+             * region meanwhile waits in the kernel while its page moves. Pages never touched are
+             * nowhere yet: the region then prefers the toucher's node, so they fault in there. */
+            settle(r);
+            unsigned long mask[NODE_WORDS] = {0};
+            mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
+            if (numa_kernel)
+                sys_mbind((void *)r->start, r->size, MPOL_PREFERRED_, mask, 0);
             count_touch((long)(r->size / (size_t)page_size), move_range(r->start, r->size, (int)node, &err), err);
-            atomic_store(&r->armed, 0);
-            atomic_fetch_sub(&armed_regions, 1);
         } else if (r->pending[index]) {
             uintptr_t page = r->start + index * (size_t)page_size;
-            mprotect((void *)page, (size_t)page_size, r->prot);
-            count_touch(1, move_range(page, (size_t)page_size, (int)node, &err), err);
             r->pending[index] = 0;
-            if (--r->pending_count == 0) {
-                atomic_store(&r->armed, 0);
-                atomic_fetch_sub(&armed_regions, 1);
+            if (mprotect((void *)page, (size_t)page_size, r->prot) != 0) {
+                settle(r); /* the pages still armed keep their place: better than a fault that never ends */
+            } else {
+                /* A page never touched has no place to move from: a write of nothing brings it in
+                 * here (the toucher's node, or the region's policy), then it is moved here. */
+                __atomic_fetch_or((volatile char *)page, (char)0, __ATOMIC_RELAXED);
+                count_touch(1, move_range(page, (size_t)page_size, (int)node, &err), err);
+                if (--r->pending_count == 0)
+                    settle(r);
             }
         }
     }
@@ -740,6 +763,8 @@ static void on_segv(int sig, siginfo_t *info, void *context)
         previous_segv.sa_sigaction(sig, info, context);
     } else if (previous_segv.sa_handler == SIG_IGN || previous_segv.sa_handler == SIG_DFL) {
         signal(sig, SIG_DFL); /* the access is retried and kills the program as it would have */
+        if (info->si_code <= 0)
+            raise(sig); /* sent by kill or raise: there is no access to retry */
     } else {
         previous_segv.sa_handler(sig);
     }
@@ -754,8 +779,8 @@ static int install_handler(void)
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_segv;
-    action.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigfillset(&action.sa_mask); /* no other handler runs while a region lock is held here */
     if (sigaction(SIGSEGV, &action, &previous_segv) != 0)
         return from_errno(errno, "sigaction(SIGSEGV)");
     installed = 1;
@@ -787,6 +812,7 @@ int pm_migrate_on_next_touch(void *addr, int granularity)
             atomic_store(&r->armed, 1 + granularity);
             if (mprotect((void *)r->start, r->size, PROT_NONE) != 0) {
                 int err = errno;
+                mprotect((void *)r->start, r->size, r->prot); /* a part may have been protected */
                 atomic_store(&r->armed, 0);
                 atomic_fetch_sub(&armed_regions, 1);
                 rc = from_errno(err, "mprotect");
@@ -808,8 +834,9 @@ int pm_next_touch_pending(const void *addr, long *pages)
         return fail(PM_EINVAL, "pm_next_touch_pending: pages is NULL");
     region_lock(r);
     int armed = atomic_load(&r->armed);
-    *pages = !armed ? 0 : armed == 1 + PM_TOUCH_REGION ? (long)(r->size / (size_t)page_size) : r->pending_count;
+    long count = !armed ? 0 : armed == 1 + PM_TOUCH_REGION ? (long)(r->size / (size_t)page_size) : r->pending_count;
     region_unlock(r);
+    *pages = count; /* after the lock: pages may lie in the armed region itself */
     return ok();
 }
 
@@ -819,6 +846,7 @@ static void touch_range(const void *addr, size_t len)
 {
     if (!atomic_load_explicit(&armed_regions, memory_order_relaxed) || !addr || !len)
         return;
+    int saved = errno; /* the call replaced must see the errno its caller left */
     uintptr_t lo = (uintptr_t)addr, hi = lo + len;
     for (int i = 0; i < MAX_REGIONS; i++) {
         struct region *r = &regions[i];
@@ -828,6 +856,7 @@ static void touch_range(const void *addr, size_t len)
         for (size_t p = (a - r->start) / (size_t)page_size; p * (size_t)page_size < b - r->start && atomic_load(&r->armed); p++)
             resolve(r, p);
     }
+    errno = saved;
 }
 
 static void touch_iov(const struct iovec *iov, int count)
@@ -837,13 +866,19 @@ static void touch_iov(const struct iovec *iov, int count)
 }
 
 /* An I/O call of the C library, replaced: its memory is moved first when armed, then the C
- * library's own function (found once) does the call. TOUCH names what the call reads or fills. */
+ * library's own function does the call. The C library's functions are found when the library is
+ * loaded (dlsym is not safe in a signal handler, where a first write() may come from); a call
+ * before that (another library's constructor) looks its function up then. TOUCH names what the
+ * call reads or fills. */
 #define INTERPOSE(name, params, args, touch) \
+    static __typeof__(&name) real_##name; \
     ssize_t name params \
     { \
-        static __typeof__(&name) real; \
-        if (!real) \
+        __typeof__(&name) real = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE); \
+        if (!real) { \
             real = (__typeof__(&name))dlsym(RTLD_NEXT, #name); \
+            __atomic_store_n(&real_##name, real, __ATOMIC_RELEASE); \
+        } \
         touch; \
         return real args; \
     }
@@ -852,10 +887,24 @@ INTERPOSE(read, (int fd, void *buf, size_t count), (fd, buf, count), touch_range
 INTERPOSE(write, (int fd, const void *buf, size_t count), (fd, buf, count), touch_range(buf, count))
 INTERPOSE(pread, (int fd, void *buf, size_t count, off_t offset), (fd, buf, count, offset), touch_range(buf, count))
 INTERPOSE(pwrite, (int fd, const void *buf, size_t count, off_t offset), (fd, buf, count, offset), touch_range(buf, count))
+INTERPOSE(pread64, (int fd, void *buf, size_t count, off64_t offset), (fd, buf, count, offset), touch_range(buf, count))
+INTERPOSE(pwrite64, (int fd, const void *buf, size_t count, off64_t offset), (fd, buf, count, offset), touch_range(buf, count))
 INTERPOSE(readv, (int fd, const struct iovec *iov, int count), (fd, iov, count), touch_iov(iov, count))
 INTERPOSE(writev, (int fd, const struct iovec *iov, int count), (fd, iov, count), touch_iov(iov, count))
 INTERPOSE(recv, (int fd, void *buf, size_t len, int flags), (fd, buf, len, flags), touch_range(buf, len))
 INTERPOSE(send, (int fd, const void *buf, size_t len, int flags), (fd, buf, len, flags), touch_range(buf, len))
+INTERPOSE(recvfrom, (int fd, void *buf, size_t len, int flags, struct sockaddr *from, socklen_t *fromlen), (fd, buf, len, flags, from, fromlen),
+          touch_range(buf, len))
+INTERPOSE(sendto, (int fd, const void *buf, size_t len, int flags, const struct sockaddr *to, socklen_t tolen), (fd, buf, len, flags, to, tolen),
+          touch_range(buf, len))
+
+__attribute__((constructor)) static void find_real_calls(void)
+{
+#define FIND(name) __atomic_store_n(&real_##name, (__typeof__(&name))dlsym(RTLD_NEXT, #name), __ATOMIC_RELEASE)
+    FIND(read), FIND(write), FIND(pread), FIND(pwrite), FIND(pread64), FIND(pwrite64);
+    FIND(readv), FIND(writev), FIND(recv), FIND(send), FIND(recvfrom), FIND(sendto);
+#undef FIND
+}
 
 /* ---- where pages are ------------------------------------------------------------------------ */
 

@@ -189,6 +189,55 @@ static void next_touch_region(void)
     }
 }
 
+/* Next touch of pages never touched (interleaved by policy): they land on the toucher's node. */
+struct filler {
+    char *p;
+    size_t size;
+    int cpu;
+};
+
+static void *fill_from(void *arg)
+{
+    struct filler *f = arg;
+    pin_self(f->cpu);
+    memset(f->p, 7, f->size);
+    return NULL;
+}
+
+static void next_touch_untouched(void)
+{
+    for (int node = 0; node < nodes; node++) {
+        for (int granularity = PM_TOUCH_PAGE; granularity <= PM_TOUCH_REGION; granularity++) {
+            char *a;
+            pm_alloc((void **)&a, 1 * MIB, PM_INTERLEAVE, NULL, 0);
+            madvise(a, 1 * MIB, MADV_NOHUGEPAGE);
+            int rc = pm_migrate_on_next_touch(a, granularity);
+            struct filler f = {a, 1 * MIB, cpu_of_node(node)};
+            pthread_t thread;
+            pthread_create(&thread, NULL, fill_from, &f);
+            pthread_join(thread, NULL);
+            char extra[96];
+            snprintf(extra, sizeof extra, "\"arm_rc\": %d, \"toucher_node\": %d, \"granularity\": %d", rc, node, granularity);
+            print_where("next-touch-untouched", a, 1 * MIB, extra);
+            pm_free(a);
+        }
+    }
+}
+
+/* pm_next_touch_pending asked to write its answer into the armed region itself. */
+static void pending_into_region(void)
+{
+    long *a;
+    pm_alloc((void **)&a, 8 * (size_t)page, PM_FIRST_TOUCH, NULL, 0);
+    memset(a, 0, 8 * (size_t)page);
+    pm_migrate_on_next_touch(a, PM_TOUCH_PAGE);
+    int rc = pm_next_touch_pending(a, a);
+    long after = -1;
+    pm_next_touch_pending(a, &after);
+    printf("{\"check\": \"pending-into-region\", \"rc\": %d, \"answer\": %ld, \"after\": %ld}\n", rc, *a, after);
+    pm_free(a);
+}
+
 /* System calls reading from and writing into armed memory: no EFAULT, the bytes as they were. */
 static void syscalls(void)
 {
@@ -317,6 +366,8 @@ int main(void)
     next_touch("next-touch-page-shared", PM_TOUCH_PAGE, 0, 16 * MIB);
     next_touch("next-touch-page-disjoint", PM_TOUCH_PAGE, 1, 16 * MIB);
     next_touch_region();
+    next_touch_untouched();
+    pending_into_region();
     syscalls();
 
     int result[6] = {0};

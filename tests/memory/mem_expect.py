@@ -63,6 +63,13 @@ def assert_as_promised(checks: list[dict], nodes: int) -> None:
         assert node_check["same"] and pages(node_check["where"]) == {node_check["toucher_node"]: 2048}, node_check
         assert node_check["failed_so_far"] == 0, node_check
 
+    untouched = only(checks, "next-touch-untouched")
+    assert len(untouched) == 2 * nodes
+    for check in untouched:
+        assert check["arm_rc"] == 0 and pages(check["where"]) == {check["toucher_node"]: 256}, check
+    pending = only(checks, "pending-into-region")[0]
+    assert pending == {"check": "pending-into-region", "rc": 0, "answer": 8, "after": 7}, "the answer's own page was moved by writing it"
+
     calls = only(checks, "syscalls")[0]
     assert calls["wrote"] == calls["got"] == calls["wrote2"] == calls["got2"] == 3 * 4096, calls
     assert calls["same_out"] and calls["same_in"], calls

@@ -99,7 +99,7 @@ def test_a_study_compares_autonuma_with_pinning_and_records_each_runs_setting(tm
     for placement, record in rows:
         state = json.loads(record)["numa_balancing"]
         seen.setdefault(placement, set()).add((state["value"], state["set_by_pinlab"]))
-    assert seen["autonuma"] == {("1", True)} if before == "0" else {(before, False)}
+    assert seen["autonuma"] == ({("1", True)} if before == "0" else {(before, False)})
     assert seen["none"] == seen["compact"] == {(before, False)}
 
 

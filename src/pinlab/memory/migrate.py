@@ -55,11 +55,10 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
     from pinlab.errors import UsageError
     from pinlab.live import check_process, pages_per_node
     from pinlab.memory.memmap import machine_nodes
-    from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
     memory_nodes = machine_nodes()
-    to = _nodes(to_nodes, "--to", memory_nodes, parse_cpulist, format_cpulist)
-    old = _nodes(from_nodes, "--from", memory_nodes, parse_cpulist, format_cpulist) if from_nodes else [n for n in memory_nodes if n not in to]
+    to = _nodes(to_nodes, "--to", memory_nodes)
+    old = _nodes(from_nodes, "--from", memory_nodes) if from_nodes else [n for n in memory_nodes if n not in to]
     check_process(pid, repin=True)
     before = pages_per_node(pid)
     if not old:
@@ -77,11 +76,13 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
     return before, pages_per_node(pid), left
 
 
-def _nodes(text, option, memory_nodes, parse, fmt) -> list[int]:
+def _nodes(text: str, option: str, memory_nodes: list[int]) -> list[int]:
+    """The nodes of a --to/--from value (a node list, or all), each one with memory."""
     from pinlab.errors import UsageError
+    from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
-    nodes = memory_nodes if text.strip() == "all" else parse(text, what=f"node list of {option}")
+    nodes = memory_nodes if text.strip() == "all" else parse_cpulist(text, what=f"node list of {option}")
     for node in nodes:
         if node not in memory_nodes:
-            raise UsageError(f"{option} {text}: node {node} does not exist or has no memory (nodes with memory: {fmt(memory_nodes)})")
+            raise UsageError(f"{option} {text}: node {node} does not exist or has no memory (nodes with memory: {format_cpulist(memory_nodes)})")
     return list(nodes)

@@ -60,10 +60,11 @@ def check_weights(text: str, nodes: Sequence[int], weights: tuple[int, ...] | No
 
 def derived_weights(nodes: Sequence[int]) -> tuple[int, ...]:
     """Weights proportional to each node's read bandwidth (the memory library's cost hints)."""
+    from pinlab.measure.linux import numa_nodes
     from pinlab.memory.api import Memory, MemoryAPIError
 
     memory = Memory()
-    sources = [n for n in range(memory.nodes()) if _has_cpus(n)] or [nodes[0]]
+    sources = [node for node, cpus in numa_nodes().items() if cpus] or [nodes[0]]
     bandwidth = []
     for node in nodes:
         seen = []
@@ -85,13 +86,6 @@ def scaled(bandwidth: Sequence[float]) -> tuple[int, ...]:
     weights = [max(1, min(255, round(SCALE * b / top))) for b in bandwidth]
     common = math.gcd(*weights)
     return tuple(w // common for w in weights)
-
-
-def _has_cpus(node: int) -> bool:
-    try:
-        return bool((Path("/sys/devices/system/node") / f"node{node}" / "cpulist").read_text().strip())
-    except OSError:
-        return node == 0
 
 
 def current(nodes: Sequence[int], root: Path | None = None) -> dict[int, int]:

@@ -148,10 +148,12 @@ def thread_counts(group: int) -> list[int]:
 @pytest.mark.parametrize("group,threads", [(g, n) for g in (2, 4) for n in thread_counts(g)])
 def test_pairs_graph_shows_exactly_the_planted_groups(group, threads, capfd):
     pairs = str(native_path("pinlab-pairs"))
-    result = traced([pairs, "--groups", str(group), "--reps", "1500"], threads)
+    # 6000 passes: every thread runs through many rounds even with 16 threads on 2 loaded CPUs (with
+    # 1500, about a tenth of such runs left one thread first on almost no page: sampling, not a bug)
+    result = traced([pairs, "--groups", str(group), "--reps", "6000"], threads)
     out = capfd.readouterr().out
     assert result.exit_status == 0
-    assert "Validation: every element of every group equals 1500" in out
+    assert "Validation: every element of every group equals 6000" in out
     graph = result.graph
     assert graph.threads == threads and graph.granularity == "page" and graph.unit_bytes == os.sysconf("SC_PAGE_SIZE")
     lightest_inside, heaviest_across = groups_hold(graph.weights, group)
@@ -242,3 +244,12 @@ def test_page_trace_file_parser():
         pages.parse_counts("hello\n")
     with pytest.raises(UsageError, match="expected 'TID PAGE COUNT'"):
         pages.parse_counts("pinlab-pagetrace 1 pid=7\n7 7f00\n")
+
+
+def test_a_team_thread_never_seen_is_named_in_a_warning(program, capfd):
+    """One thread runs but two are asked for: the second one's empty row is explained, not silent."""
+    result = traced([program, "write"], threads=2)
+    assert result.exit_status == 0
+    assert result.graph.volume[0] > 0 and result.graph.volume[1] == 0
+    unseen = [w for w in result.warnings if "never seen first" in w]
+    assert unseen and unseen[0].startswith("thread(s) 1 of the 2 ")

@@ -134,4 +134,9 @@ def trace(request: TraceRequest) -> TraceResult:
     }
     graph = graph_from_counts(by_index, request.threads, granularity="page", unit_bytes=header.get("page", os.sysconf("SC_PAGE_SIZE")),
                               measured=measured)
+    unseen = [index for index, volume in enumerate(graph.volume) if volume == 0]
+    if text is not None and unseen:
+        warnings.append(f"thread(s) {', '.join(map(str, unseen))} of the {request.threads} were never seen first on a traced "
+                        "page, so their rows are empty: they ran too little for the rounds to catch them, use no large "
+                        "anonymous memory, or were never started; trace a longer run or lower period_ms")
     return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings)

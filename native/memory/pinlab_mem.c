@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -155,6 +156,8 @@ static int read_text(const char *path, char *buf, size_t size)
     return (int)n;
 }
 
+static void open_published(void);
+
 static void initialise(void)
 {
     page_size = sysconf(_SC_PAGESIZE);
@@ -166,11 +169,85 @@ static void initialise(void)
         memory_nodes[0] = 1; /* no NUMA in the kernel: everything is node 0 */
     if (syscall(SYS_get_mempolicy, NULL, NULL, 0, NULL, 0) != 0 && errno == ENOSYS)
         numa_kernel = 0;
+    open_published();
 }
 
 static void init(void)
 {
     pthread_once(&once, initialise);
+}
+
+/* ---- the region table, published to pinlab ------------------------------------------------ */
+
+/* When PINLAB_MEM_ATTACH names a file pinlab made (pinlab run --balance, pinlab autopin
+ * --migrate-pages attached), the library keeps in it where each region is and which thread it is
+ * attached to, so that pinlab can move a thread's data along with the thread from outside.
+ * Layout, in the host's byte order (read by pinlab.memory.attached):
+ *   header, 16 bytes: "PLMATT1" and a NUL; int32 pid of the process that claimed the file (the
+ *     first to load the library: later processes, forked or exec'ed, leave it alone); int32 slots
+ *   slot i, 32 bytes, mirrors regions[i]: uint64 seq (odd while the slot is being written),
+ *     uint64 start, uint64 size, int32 tid attached (0: none), int32 used (1: a region) */
+#define ATTACH_MAGIC "PLMATT1"
+
+struct attach_slot {
+    _Atomic uint64_t seq;
+    uint64_t start, size;
+    int32_t tid, used;
+};
+
+struct attach_table {
+    char magic[8];
+    _Atomic int32_t pid;
+    int32_t slots;
+    struct attach_slot slot[MAX_REGIONS];
+};
+
+static struct attach_table *published;
+static pid_t published_pid;
+static atomic_flag publish_lock = ATOMIC_FLAG_INIT;
+
+static void open_published(void)
+{
+    const char *path = getenv("PINLAB_MEM_ATTACH");
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(struct attach_table))
+        p = mmap(NULL, sizeof(struct attach_table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return;
+    struct attach_table *t = p;
+    int32_t unclaimed = 0;
+    if (memcmp(t->magic, ATTACH_MAGIC, 8) != 0 || t->slots != MAX_REGIONS
+        || !atomic_compare_exchange_strong(&t->pid, &unclaimed, (int32_t)getpid())) {
+        munmap(p, sizeof(struct attach_table));
+        return;
+    }
+    published_pid = getpid();
+    published = t;
+}
+
+/* Copies regions[i] to the published table (no-op without one, or in a forked child). */
+static void publish(int i)
+{
+    if (!published || getpid() != published_pid)
+        return;
+    struct region *r = &regions[i];
+    struct attach_slot *s = &published->slot[i];
+    while (atomic_flag_test_and_set_explicit(&publish_lock, memory_order_acquire))
+        sched_yield();
+    atomic_fetch_add(&s->seq, 1);
+    s->used = atomic_load(&r->used);
+    s->start = r->start;
+    s->size = r->size;
+    s->tid = atomic_load(&r->owner);
+    atomic_fetch_add(&s->seq, 1);
+    atomic_flag_clear_explicit(&publish_lock, memory_order_release);
 }
 
 static int has_memory(int node)
@@ -353,6 +430,7 @@ static int add_region(uintptr_t start, size_t size, int allocated, int prot)
             r->pending = NULL;
             r->pending_count = 0;
             atomic_store(&r->used, 1);
+            publish(i);
             return PM_OK;
         }
     }
@@ -533,6 +611,7 @@ int pm_free(void *addr)
         if (r->allocated)
             munmap((void *)r->start, r->size);
         atomic_store(&r->used, 0);
+        publish((int)(r - regions));
     }
     pthread_mutex_unlock(&registry);
     return rc ? rc : ok();
@@ -571,6 +650,7 @@ int pm_attach(void *addr, pid_t tid)
     if (rc || (rc = check_tid(&tid)))
         return rc;
     atomic_store(&r->owner, tid);
+    publish((int)(r - regions));
     return ok();
 }
 
@@ -581,6 +661,7 @@ int pm_detach(void *addr)
     if (rc)
         return rc;
     atomic_store(&r->owner, 0);
+    publish((int)(r - regions));
     return ok();
 }
 

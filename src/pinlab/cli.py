@@ -155,10 +155,12 @@ def _place_costs(placement, graph, fmt) -> None:
 @click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
 @click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...).")
 @click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
+@click.option("--balance", is_flag=True, help="An idle NUMA node steals half the busy threads of an overloaded one, with the data attached to them (libpinlab-mem).")
+@click.option("--balance-interval", type=float, help="Seconds between --balance's looks at the threads [default: 0.25].")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, children, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms,
-        graph_file, domains, level, strict, quiet, program) -> int:
+        graph_file, domains, level, strict, balance, balance_interval, quiet, program) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
@@ -183,7 +185,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
         list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
         seed=seed, cpu_kind=cpu_kind, mem=mem, overflow=overflow, children=children, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
         sample_ms=sample_ms if (record_path or not quiet) else None, counters=counters,
-        graph=_graph_option(graph_file, strict), domains=domains, level=level,
+        graph=_graph_option(graph_file, strict), domains=domains, level=level, balance=_balance_option(balance, balance_interval),
     )
     for notice in spec.counters.notices if spec.counters else ():
         click.echo(f"pinlab: notice: {notice}", err=True)
@@ -195,8 +197,19 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
     if record_path:
         write_record(record, record_path)
     if not quiet:
+        from pinlab.memory.balance import Steal
+
+        for steal in record.balance or ():
+            click.echo(f"pinlab: {Steal(**steal).text()}", err=True)
         click.echo(record.summary(), err=True)
     return record.exit_status
+
+
+def _balance_option(balance: bool, interval: float | None):
+    """--balance [--balance-interval S] as plan_spec's ``balance``."""
+    if interval is not None and not balance:
+        raise UsageError("--balance-interval sets how often --balance looks: give --balance too")
+    return interval if balance and interval is not None else balance
 
 
 def _graph_option(path, strict: bool):

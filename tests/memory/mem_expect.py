@@ -9,11 +9,12 @@ from pathlib import Path
 SOURCE = Path(__file__).resolve().parent / "mem_check.c"
 
 
-def build(pinlab: str, out: Path) -> Path:
-    """mem_check compiled with the flags pinlab prints for the memory API (which checks them too)."""
+def build(pinlab: str, out: Path, source: Path = SOURCE) -> Path:
+    """mem_check (or another program of this directory) compiled with the flags pinlab prints for
+    the memory API (which checks them too)."""
     cflags = subprocess.run([pinlab, "cflags", "--mem"], capture_output=True, text=True, check=True).stdout.split()
     ldflags = subprocess.run([pinlab, "ldflags", "--mem"], capture_output=True, text=True, check=True).stdout.split()
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", *cflags, str(SOURCE), "-o", str(out), *ldflags], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", *cflags, str(source), "-o", str(out), *ldflags], check=True)
     return out
 
 

@@ -63,6 +63,9 @@ def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
     raise UsageError(f"unknown nested domain {kind!r}: use --nested inherit (NUMA node) or inherit:cache")
 
 
+BALANCE_INTERVAL = 0.25  # seconds between the looks of --balance
+
+
 def plan_spec(
     argv: Sequence[str],
     *,
@@ -89,11 +92,13 @@ def plan_spec(
     graph: Any = None,
     domains: int | None = None,
     level: str | None = None,
+    balance: float | bool | None = None,
 ) -> LaunchSpec:
     """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs.
 
     ``graph`` (an AffinityGraph or a graph file's path), ``domains`` and ``level`` are for the
-    graph strategies (lpgp, treematch...; see pinlab.graph.mapping).
+    graph strategies (lpgp, treematch...; see pinlab.graph.mapping). ``balance``: True (or the
+    seconds between looks) for an idle node to steal threads and their data (pinlab.memory.balance).
     """
     chosen = [x for x in (strategy, cpus, plan_file, placement) if x is not None]
     if len(chosen) > 1:
@@ -154,6 +159,13 @@ def plan_spec(
             raise UsageError("--mem follow binds each pinned thread's memory to its CPU's node: it needs a placement (-s, -c or --plan)")
         node_of = {cpu: node for node, node_cpus in linux.numa_nodes().items() for cpu in node_cpus}
         follow_nodes = [node_of.get(cpu, 0) for cpu in planned]
+    balance_interval = None
+    if balance is not None and balance is not False:
+        balance_interval = BALANCE_INTERVAL if balance is True else float(balance)
+        if not 0.01 <= balance_interval <= 3600:
+            raise UsageError(f"--balance-interval must be between 0.01 and 3600 seconds (got {balance})")
+        if planned is None:
+            raise UsageError("--balance moves pinned threads between NUMA nodes: it needs a placement (-s, -c or --plan)")
     nested_kind = None
     if nested not in (None, "off"):
         head, _, domain = nested.partition(":")
@@ -169,6 +181,7 @@ def plan_spec(
         wanted = probe(parse_events(counters if isinstance(counters, str) else ",".join(counters)))
     return LaunchSpec(
         numa_balancing=True if plan is not None and plan.get("strategy") == "autonuma" else None,
+        balance=balance_interval,
         counters=wanted,
         argv=list(argv),
         cpus=planned,

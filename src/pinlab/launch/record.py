@@ -283,6 +283,7 @@ class RunRecord:
     counters: dict[str, dict[str, float]] | None = None  # event -> value, enabled_ns, running_ns (see measure.counters)
     interrupted: int | None = None  # a stopping signal (INT, TERM, HUP, QUIT) pinlab received while the program ran
     numa_balancing: dict | None = None  # kernel.numa_balancing the run ran under (pinlab.memory.autonuma.balancing)
+    balance: list[dict] | None = None  # --balance's steals (pinlab.memory.balance.Steal.to_json); None without --balance
 
     @property
     def migrations(self) -> int:
@@ -333,6 +334,7 @@ class RunRecord:
             "processes": self.processes(),
             "pages_per_node": None if self.pages_per_node is None else {str(k): v for k, v in sorted(self.pages_per_node.items())},
             "numa_balancing": self.numa_balancing,
+            "balance": self.balance,
             "warnings": self.warnings,
         }
 
@@ -361,4 +363,6 @@ class RunRecord:
         text += _departures_text(self.threads)
         if self.counters:
             text += "; " + ", ".join(_count_text(name, count["value"]) for name, count in self.counters.items())
+        if self.balance is not None:
+            text += f"; --balance: {plural(len(self.balance), 'steal')}"
         return text

@@ -21,7 +21,7 @@ import shutil
 import signal
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from pinlab.errors import UsageError
@@ -76,6 +76,7 @@ class LaunchSpec:
     counters: Availability | None = None  # performance counters to read for the program (pinlab.measure.counters)
     controller: Controller | None = None  # acts on the running program from the wait loop (autopin)
     numa_balancing: bool | None = None  # True: the kernel's automatic NUMA balancing on for the run (-s autonuma)
+    balance: float | None = None  # seconds between looks of --balance (pinlab.memory.balance); None: off
 
 
 class Controller(Protocol):
@@ -359,6 +360,8 @@ def run(spec: LaunchSpec) -> RunRecord:
         "mem": str(spec.mem), "overflow": spec.overflow, "children": spec.children, "skip": list(spec.skip), "nested": spec.nested_domains is not None,
         "no_aslr": spec.no_aslr, "clean_env": spec.clean_env, "thp": spec.thp, "sample_ms": spec.sample_ms,
     }
+    if spec.balance is not None:
+        options["balance"] = spec.balance
     if spec.counters is not None:
         options["counters"] = [e.name for e in spec.counters.usable]
         options["counters_user_only"] = spec.counters.user_only
@@ -373,8 +376,18 @@ def run(spec: LaunchSpec) -> RunRecord:
         if blocker is not None:  # threads cannot be pinned one by one: the whole program stays on the plan's CPUs
             record.warnings.append(f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}")
     events = _new_events_file() if spec.cpus is not None else None
+    table = balancer = None
     try:
         env = build_environment(spec, events, blocker, record.warnings)
+        if spec.balance is not None and spec.cpus is not None:
+            from pinlab.memory.attached import AttachTable
+            from pinlab.memory.balance import Balancer
+
+            table = AttachTable()
+            env.update(table.env())
+            nodes = {node: sorted(set(spec.cpus) & cpus) for node, cpus in linux.numa_nodes().items()}
+            balancer = Balancer({node: cpus for node, cpus in nodes.items() if cpus}, interval=spec.balance, table=table)
+            spec = replace(spec, controller=balancer)
         from pinlab.memory.autonuma import balancing
 
         with balancing(spec.numa_balancing) as state, _interleave_weights(spec.mem):
@@ -383,6 +396,12 @@ def run(spec: LaunchSpec) -> RunRecord:
                 record.warnings.append(f"automatic NUMA balancing could not be switched {'on' if spec.numa_balancing else 'off'}: {state['why']}")
             return _run_and_wait(spec, program, env, mask, record, events)
     finally:
+        if balancer is not None:
+            record.balance = [steal.to_json() for steal in balancer.steals]
+            if len(balancer.nodes) < 2:
+                record.warnings.append("--balance had nothing to do: the placement uses one NUMA node")
+        if table is not None:
+            table.close()
         if events:
             try:
                 os.unlink(events)

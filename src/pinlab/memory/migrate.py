@@ -46,6 +46,42 @@ def migrate_pages(pid: int, from_nodes: Iterable[int], to_nodes: Iterable[int]) 
     return int(left)
 
 
+_MOVE_PAGES = {"x86_64": 279, "aarch64": 239, "ppc64le": 301, "s390x": 310, "riscv64": 239}
+_MPOL_MF_MOVE = 1 << 1
+_BATCH = 1024
+
+
+def move_pages(pid: int, start: int, size: int, node: int) -> tuple[int, int]:
+    """Move the pages of ``[start, start + size)`` in process ``pid`` to ``node`` with
+    ``move_pages(2)``, in batches. Returns (pages now on node, pages not moved); pages never touched
+    (or not mapped any more) count in neither. Raises OSError as :func:`migrate_pages` does."""
+    global _libc
+    number = _MOVE_PAGES.get(os.uname().machine)
+    if number is None:
+        raise OSError(errnos.ENOSYS, f"move_pages: unknown system call number on {os.uname().machine}")
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    page = os.sysconf("SC_PAGE_SIZE")
+    first, end = start - start % page, start + size
+    there = stuck = 0
+    for batch in range(first, end, _BATCH * page):
+        count = min(_BATCH, (end - batch + page - 1) // page)
+        pages = (ctypes.c_void_p * count)(*[batch + i * page for i in range(count)])
+        nodes = (ctypes.c_int * count)(*([node] * count))
+        status = (ctypes.c_int * count)()
+        done = _libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(count), pages, nodes, status,
+                             ctypes.c_int(_MPOL_MF_MOVE))
+        if done < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        for answer in status:
+            if answer == node:
+                there += 1
+            elif answer >= 0 or answer not in (-errnos.ENOENT, -errnos.EFAULT):
+                stuck += 1
+    return there, stuck
+
+
 def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tuple[dict[int, int], dict[int, int], int]:
     """``pinlab migrate``: move process ``pid``'s pages from ``from_nodes`` (every other node by
     default) to ``to_nodes``, as migratepages(8) does. Returns its pages per node before and after

@@ -1,0 +1,209 @@
+"""``pinlab run --balance``: an idle NUMA node steals threads, and their data, from a busy one.
+
+The work-stealing of ForestGOMP's *Memory* scheduler (seed 002, sections 4.1.2 and 5.5), done
+from outside the program. pinlab watches the pinned threads of the running program (the time each one ran
+or waited for a CPU, from /proc's schedstat, every ``interval`` seconds). A node is *idle* when
+its threads together wanted less than a quarter of a CPU over two looks in a row (its team
+finished, its threads sleep or have exited); a node is *overloaded* when more of its threads are
+busy (wanting half a CPU or more) than it has CPUs. When a node is idle and some nodes are overloaded, the idle node steals half of the
+busy threads of one overloaded node (at most one per CPU it has), pins them one per CPU on
+itself, and moves the data attached to them (libpinlab-mem's ``pm_attach``, published to pinlab
+through :mod:`pinlab.memory.attached`) with ``move_pages(2)``, so that the stolen threads keep
+accessing local memory.
+
+Which node is robbed: as in the seed, the one whose busy threads have the least attached data
+(moving memory is what costs), then the one with the most work left, which from outside is the
+most busy threads waiting for a CPU (the seed's runtime used workload hints from the application;
+pinlab has none). Threads with no attached data move alone: for a program that does not use the
+memory API, --balance moves threads only and says so.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+IDLE_CPUS = 0.25  # a node below this many CPUs of use is idle
+BUSY_SHARE = 0.5  # a thread using at least this share of a CPU is busy
+IDLE_LOOKS = 2  # looks in a row a node must be idle before it steals
+
+
+@dataclass
+class Steal:
+    """One steal: when, which threads went from which node to which CPUs, and their data."""
+
+    at: float  # seconds since the program started
+    from_node: int
+    to_node: int
+    tids: list[int]
+    cpus: list[int]
+    attached_bytes: int
+    pages_moved: int = 0
+    pages_left: int = 0
+    why: str = ""
+
+    def to_json(self) -> dict:
+        return {"at": round(self.at, 3), "from_node": self.from_node, "to_node": self.to_node, "tids": self.tids, "cpus": self.cpus,
+                "attached_bytes": self.attached_bytes, "pages_moved": self.pages_moved, "pages_left": self.pages_left, "why": self.why}
+
+    def text(self) -> str:
+        data = (f"moved their {self.attached_bytes / 2**20:.1f} MiB of attached data ({self.pages_moved} pages"
+                + (f", {self.pages_left} could not move)" if self.pages_left else ")")
+                if self.attached_bytes else "no data attached to them (threads only)")
+        return (f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {len(self.tids)} threads of node {self.from_node} "
+                f"({self.why}), now on CPUs {','.join(map(str, self.cpus))}; {data}")
+
+
+@dataclass
+class Balancer:
+    """The wait loop's controller (see pinlab.launch.runner.Controller) for --balance.
+
+    ``nodes`` maps each NUMA node to the CPUs the program may use on it; ``table`` is the
+    attachment table the program publishes in (None: no data is moved); ``say`` prints a line.
+    """
+
+    nodes: dict[int, list[int]]
+    interval: float = 0.25
+    table: object | None = None
+    say: Callable[[str], None] | None = None
+    steals: list[Steal] = field(default_factory=list)
+    pid: int | None = field(default=None, init=False)
+    events: str | None = field(default=None, init=False)
+    started_at: float = field(default=0.0, init=False)
+    next_look: float = field(default=0.0, init=False)
+    last: dict[int, tuple[float, float]] = field(default_factory=dict, init=False)  # tid -> (cpu seconds, when)
+    idle_looks: dict[int, int] = field(default_factory=dict, init=False)
+
+    def started(self, pid: int, events: str | None) -> None:
+        self.pid, self.events = pid, events
+        self.started_at = time.monotonic()
+        self.next_look = self.started_at + self.interval
+
+    def wake_at(self) -> float:
+        return self.next_look if len(self.nodes) > 1 else float("inf")  # one node: nothing to balance
+
+    def step(self) -> None:
+        self.next_look = time.monotonic() + self.interval
+        from pinlab.live.threads import process_threads
+
+        threads = process_threads(self.pid, self.events)
+        now = time.monotonic()
+        use: dict[int, float] = {}
+        for t in threads:
+            before = self.last.get(t.tid)
+            self.last[t.tid] = (demand_seconds(self.pid, t.tid, t.cpu_seconds), now)
+            if before is not None and now > before[1]:
+                use[t.tid] = (self.last[t.tid][0] - before[0]) / (now - before[1])
+        members = members_by_node(self.nodes, threads)
+        for node, ts in members.items():
+            # a thread seen for the first time has no figure yet: its node is not called idle
+            idle = all(t.tid in use for t in ts) and sum(use[t.tid] for t in ts) < IDLE_CPUS
+            self.idle_looks[node] = self.idle_looks.get(node, 0) + 1 if idle else 0
+        thieves = [node for node in sorted(self.nodes) if self.idle_looks[node] >= IDLE_LOOKS]
+        if not thieves:
+            return
+        attached = self._attached()
+        for plan in plan_steals(self.nodes, members, use, attached, thieves):
+            self._steal(plan, attached)
+            self.idle_looks[plan.thief] = 0
+
+    def _attached(self) -> dict[int, int]:
+        """Bytes attached to each thread (empty without a table)."""
+        if self.table is None:
+            return {}
+        out: dict[int, int] = {}
+        for a in self.table.read():
+            if a.tid:
+                out[a.tid] = out.get(a.tid, 0) + a.size
+        return out
+
+    def _steal(self, plan: StealPlan, attached: dict[int, int]) -> None:
+        thief = plan.thief
+        steal = Steal(at=time.monotonic() - self.started_at, from_node=plan.victim, to_node=thief, tids=[], cpus=[],
+                      attached_bytes=0, why=plan.why)
+        cpus = self.nodes[thief]
+        for i, t in enumerate(plan.threads):
+            cpu = cpus[i % len(cpus)]
+            try:
+                os.sched_setaffinity(t.tid, {cpu})
+            except OSError:
+                continue  # it ended meanwhile
+            steal.tids.append(t.tid)
+            steal.cpus.append(cpu)
+            steal.attached_bytes += attached.get(t.tid, 0)
+        if steal.attached_bytes and self.table is not None:
+            from pinlab.memory.migrate import move_pages
+
+            for a in self.table.read():
+                if a.tid in steal.tids:
+                    try:
+                        moved, left = move_pages(self.pid, a.start, a.size, thief)
+                    except OSError:
+                        moved, left = 0, -(-a.size // os.sysconf("SC_PAGE_SIZE"))
+                    steal.pages_moved += moved
+                    steal.pages_left += left
+        if steal.tids:
+            self.steals.append(steal)
+            if self.say:
+                self.say(steal.text())
+
+
+def demand_seconds(pid: int, tid: int, cpu_seconds: float) -> float:
+    """Seconds thread ``tid`` ran or waited for a CPU (``/proc/.../schedstat``): its demand, which
+    its CPU time alone hides when threads share a CPU (four busy threads on one CPU each get a
+    quarter of it). Without schedstat, its CPU time."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            ran, waited = f.read().split()[:2]
+        return (int(ran) + int(waited)) / 1e9
+    except (OSError, ValueError):
+        return cpu_seconds
+
+
+@dataclass
+class StealPlan:
+    """What one idle node takes: ``threads`` (LiveThreads) of node ``victim``, and why."""
+
+    victim: int
+    thief: int
+    threads: list
+    why: str
+
+
+def members_by_node(nodes: dict[int, list[int]], threads: list) -> dict[int, list]:
+    """The threads pinned inside each node (a mask within its CPUs); threads free to run on
+    several nodes belong to none (the kernel balances them)."""
+    node_of_cpu = {cpu: node for node, cpus in nodes.items() for cpu in cpus}
+    members: dict[int, list] = {node: [] for node in nodes}
+    for t in threads:
+        homes = {node_of_cpu.get(cpu) for cpu in t.mask}
+        if len(homes) == 1 and None not in homes:
+            members[homes.pop()].append(t)
+    return members
+
+
+def plan_steals(nodes: dict[int, list[int]], members: dict[int, list], use: dict[int, float], attached: dict[int, int],
+                thieves: list[int]) -> list[StealPlan]:
+    """The steals of one look. Each idle node of ``thieves`` (in order) takes half of the busy
+    threads (``use`` of at least BUSY_SHARE) of an overloaded node (more busy threads than CPUs),
+    at most one per CPU it has, the last created first: from the node whose busy threads have the
+    least ``attached`` data, then the most busy threads, then the lowest number. A node robbed in
+    this look is not robbed again before the next (its figures are stale)."""
+    busy = {node: [t for t in ts if use.get(t.tid, 0.0) >= BUSY_SHARE] for node, ts in members.items()}
+    plans = []
+    robbed: set[int] = set()
+    for thief in thieves:
+        overloaded = [n for n in sorted(nodes) if n != thief and n not in robbed and len(busy[n]) > len(nodes[n])]
+        if not overloaded:
+            continue
+        weight = {n: sum(attached.get(t.tid, 0) for t in busy[n]) for n in overloaded}
+        victim = min(overloaded, key=lambda n: (weight[n], -len(busy[n]), n))
+        ordered = sorted(busy[victim], key=lambda t: (t.index is None, t.index or 0, t.tid))
+        taken = ordered[len(ordered) - min(len(ordered) // 2, len(nodes[thief])):]
+        why = f"{len(busy[victim])} busy threads on {len(nodes[victim])} CPUs"
+        if len(overloaded) > 1:
+            why += f"; of {len(overloaded)} overloaded nodes, the least attached data ({weight[victim] / 2**20:.1f} MiB)"
+        plans.append(StealPlan(victim, thief, taken, why))
+        robbed.add(victim)
+    return plans

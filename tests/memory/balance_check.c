@@ -1,0 +1,115 @@
+/*
+ * balance_check: workers with unequal work, each on its own data, for `pinlab run --balance`.
+ *
+ * balance_check [--no-attach] WORK:MIB...   (one worker per argument, created in that order)
+ *
+ * Worker i allocates MIB MiB with libpinlab-mem (first touch: on the node it is pinned to), attaches
+ * it to itself (unless --no-attach), and adds 1 to every element, pass after pass, until it has used
+ * WORK seconds of CPU. Then it checks that every element equals its number of passes (the data
+ * survived whatever moved it) and reports, after all have ended, one JSON line each: its index,
+ * tid, the node it started on and the one it ended on, and the node holding most of its data.
+ */
+#define _GNU_SOURCE
+#include <pinlab_mem.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WORKERS 64
+
+struct worker {
+    int index;
+    double work;
+    size_t bytes;
+    pid_t tid;
+    int start_node, end_node, data_node, end_cpu;
+    long passes;
+    int ok;
+};
+
+static int attach = 1;
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int node_now(void)
+{
+    int node = -1;
+    return pm_node_of_cpu(sched_getcpu(), &node) == PM_OK ? node : -1;
+}
+
+static void *run(void *arg)
+{
+    struct worker *w = arg;
+    w->tid = (pid_t)syscall(SYS_gettid);
+    w->start_node = node_now();
+    long *x = NULL;
+    size_t n = w->bytes / sizeof *x;
+    if (pm_alloc((void **)&x, w->bytes, PM_FIRST_TOUCH, NULL, 0) != PM_OK) {
+        fprintf(stderr, "worker %d: %s\n", w->index, pm_last_error());
+        return NULL;
+    }
+    memset(x, 0, w->bytes);
+    if (attach && pm_attach(x, 0) != PM_OK)
+        fprintf(stderr, "worker %d: %s\n", w->index, pm_last_error());
+    while (cpu_seconds() < w->work) {
+        for (size_t j = 0; j < n; j++)
+            x[j] += 1;
+        w->passes++;
+    }
+    w->ok = 1;
+    for (size_t j = 0; j < n; j++)
+        w->ok &= x[j] == w->passes;
+    w->end_cpu = sched_getcpu();
+    w->end_node = node_now();
+    long counts[64] = {0}, absent = 0;
+    w->data_node = -1;
+    if (pm_where(x, w->bytes, counts, 64, &absent) == PM_OK)
+        for (int node = 0; node < 64; node++)
+            if (counts[node] > 0 && (w->data_node < 0 || counts[node] > counts[w->data_node]))
+                w->data_node = node;
+    pm_free(x);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct worker workers[MAX_WORKERS];
+    pthread_t threads[MAX_WORKERS];
+    int count = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-attach")) {
+            attach = 0;
+            continue;
+        }
+        double work, mib;
+        if (count == MAX_WORKERS || sscanf(argv[i], "%lf:%lf", &work, &mib) != 2 || work <= 0 || mib <= 0) {
+            fprintf(stderr, "usage: balance_check [--no-attach] WORK:MIB... (at most %d)\n", MAX_WORKERS);
+            return 2;
+        }
+        workers[count] = (struct worker){.index = count, .work = work, .bytes = (size_t)(mib * (1 << 20)) & ~(size_t)4095};
+        count++;
+    }
+    for (int i = 0; i < count; i++)
+        if (pthread_create(&threads[i], NULL, run, &workers[i]) != 0)
+            return 1;
+    for (int i = 0; i < count; i++)
+        pthread_join(threads[i], NULL);
+    int bad = 0;
+    for (int i = 0; i < count; i++) {
+        struct worker *w = &workers[i];
+        printf("{\"worker\": %d, \"tid\": %d, \"start_node\": %d, \"end_node\": %d, \"end_cpu\": %d, \"data_node\": %d, \"passes\": %ld, \"ok\": %s}\n",
+               w->index, (int)w->tid, w->start_node, w->end_node, w->end_cpu, w->data_node, w->passes, w->ok ? "true" : "false");
+        bad += !w->ok;
+    }
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,169 @@
+"""pinlab run --balance: which node steals which threads (on synthetic nodes), and a real program
+whose idle CPU steals from an overloaded one; the published attachment table, read from outside."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from pinlab.errors import UsageError
+from pinlab.launch import plan_spec
+from pinlab.launch.runner import run
+from pinlab.measure import linux
+from pinlab.memory.attached import AttachTable, read_attachments
+from pinlab.memory.balance import BUSY_SHARE, members_by_node, plan_steals
+from tests.conftest import PINLAB
+from tests.memory import mem_expect
+
+MiB = 1 << 20
+
+
+def thread(tid, cpu, index):
+    return SimpleNamespace(tid=tid, mask=frozenset({cpu}), index=index)
+
+
+def test_an_idle_node_takes_half_the_busy_threads_of_the_overloaded_node_last_created_first():
+    nodes = {0: [0, 1], 1: [2, 3]}
+    threads = [thread(100 + i, i % 2, i) for i in range(6)]  # six busy threads on node 0's two CPUs
+    members = members_by_node(nodes, threads)
+    assert [t.tid for t in members[0]] == [100, 101, 102, 103, 104, 105] and members[1] == []
+    plans = plan_steals(nodes, members, {t.tid: 1.0 for t in threads}, {}, [1])
+    assert len(plans) == 1
+    assert (plans[0].victim, plans[0].thief) == (0, 1)
+    # half of six is three, but node 1 has two CPUs: the last two created
+    assert [t.tid for t in plans[0].threads] == [104, 105]
+
+
+def test_nothing_is_stolen_from_a_node_with_no_more_busy_threads_than_cpus():
+    nodes = {0: [0, 1], 1: [2, 3]}
+    threads = [thread(1, 0, 0), thread(2, 1, 1), thread(3, 1, 2)]
+    use = {1: 1.0, 2: 1.0, 3: BUSY_SHARE / 2}  # the third one mostly waits: two busy on two CPUs
+    assert plan_steals(nodes, members_by_node(nodes, threads), use, {}, [1]) == []
+
+
+def test_of_several_overloaded_nodes_the_one_with_least_attached_data_is_robbed_then_the_busiest():
+    nodes = {0: [0], 1: [1], 2: [2], 3: [3]}
+    threads = [thread(10, 0, 0), thread(11, 0, 1), thread(20, 1, 2), thread(21, 1, 3), thread(22, 1, 4), thread(30, 3, 5)]
+    use = {t.tid: 1.0 for t in threads}
+    members = members_by_node(nodes, threads)
+    heavy_first = {10: 64 * MiB, 11: 64 * MiB, 20: 4 * MiB, 21: 4 * MiB}
+    plan = plan_steals(nodes, members, use, heavy_first, [2])[0]
+    assert plan.victim == 1 and [t.tid for t in plan.threads] == [22] and "least attached data (8.0 MiB)" in plan.why
+    # no data anywhere: node 1 has the most busy threads waiting
+    assert plan_steals(nodes, members, use, {}, [2])[0].victim == 1
+    # two idle nodes in one look: the second one robs the other overloaded node, not the same one again
+    two = plan_steals({**nodes, 4: [4]}, {**members, 4: []}, use, heavy_first, [2, 4])
+    assert [(p.victim, p.thief) for p in two] == [(1, 2), (0, 4)]
+
+
+def test_threads_free_to_run_on_several_nodes_belong_to_none():
+    nodes = {0: [0, 1], 1: [2, 3]}
+    free = SimpleNamespace(tid=5, mask=frozenset({1, 2}), index=0)
+    elsewhere = SimpleNamespace(tid=6, mask=frozenset({9}), index=1)
+    assert members_by_node(nodes, [free, elsewhere]) == {0: [], 1: []}
+
+
+@pytest.fixture(scope="module")
+def balance_check(tmp_path_factory):
+    return str(mem_expect.build(str(PINLAB), tmp_path_factory.mktemp("balance") / "balance_check",
+                                mem_expect.SOURCE.with_name("balance_check.c")))
+
+
+def two_cpus():
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to play two nodes")
+    return cpus[0], cpus[1]
+
+
+@pytest.mark.parametrize("attach", [False, True], ids=["threads-only", "attached"])
+def test_an_idle_cpu_group_steals_a_thread_of_the_overloaded_one(balance_check, monkeypatch, capfd, attach):
+    """Two CPUs play two nodes: four workers share the first, one short worker has the second;
+    once it has ended, the second steals the last-created busy worker, with its data's record."""
+    a, b = two_cpus()
+    monkeypatch.setattr(linux, "numa_nodes", lambda: {0: frozenset({a}), 1: frozenset({b})})
+    argv = [balance_check, *([] if attach else ["--no-attach"]), "1.2:4", "1.2:4", "1.2:4", "1.2:4", "0.1:2"]
+    spec = plan_spec(argv, cpus=[a, a, a, a, a, b], oversubscribe=True, balance=0.1)
+    record = run(spec)
+    workers = {w["worker"]: w for w in mem_expect.parse(capfd.readouterr().out)}
+    assert record.exit_status == 0 and all(w["ok"] for w in workers.values()), workers
+    assert record.options["balance"] == 0.1 and record.balance, record.balance
+    first = record.balance[0]
+    assert (first["from_node"], first["to_node"]) == (0, 1)
+    assert first["tids"] == [workers[3]["tid"]] and first["cpus"] == [b], (first, workers)
+    # later, when the stolen one has finished, the second CPU may steal again: every stolen worker
+    # ended on it, every other long one where it was
+    stolen = {tid for steal in record.balance for tid in steal["tids"]}
+    assert all(w["end_cpu"] == (b if w["tid"] in stolen else a) for i, w in workers.items() if i < 4), (record.balance, workers)
+    assert first["at"] > 0.1 and "4 busy threads on 1 CPUs" in first["why"]
+    if attach:
+        # 4 MiB attached; "node 1" is a CPU of this machine's only node: the pages cannot go there
+        # and the record says so instead of claiming a move
+        assert first["attached_bytes"] == 4 * MiB
+        assert first["pages_moved"] + first["pages_left"] == 4 * MiB // os.sysconf("SC_PAGE_SIZE")
+    else:
+        assert first["attached_bytes"] == 0 and first["pages_moved"] == first["pages_left"] == 0
+
+
+def test_one_node_balances_nothing_and_says_so(balance_check, capfd):
+    a, _ = two_cpus() if len(os.sched_getaffinity(0)) > 1 else (min(os.sched_getaffinity(0)), None)
+    nodes = linux.numa_nodes()
+    node_of_a = next(n for n, cpus in nodes.items() if a in cpus)
+    record = run(plan_spec([balance_check, "0.1:1"], cpus=sorted(nodes[node_of_a] & os.sched_getaffinity(0)), balance=True))
+    assert record.exit_status == 0 and record.balance == []
+    assert "--balance had nothing to do: the placement uses one NUMA node" in record.warnings
+
+
+def test_balance_needs_pinned_threads_and_a_sane_interval():
+    with pytest.raises(UsageError, match="--balance moves pinned threads between NUMA nodes: it needs a placement"):
+        plan_spec(["true"], balance=True)
+    with pytest.raises(UsageError, match="--balance-interval must be between 0.01 and 3600 seconds"):
+        plan_spec(["true"], strategy="compact", threads=1, balance=0.0)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--balance", "--", "true"], "--balance moves pinned threads between NUMA nodes: it needs a placement"),
+    (["--balance-interval", "1", "-s", "compact", "-n", "1", "--", "true"], "--balance-interval sets how often --balance looks: give --balance too"),
+    (["--balance", "--balance-interval", "-1", "-s", "compact", "-n", "1", "--", "true"], "--balance-interval must be between 0.01 and 3600 seconds"),
+])
+def test_bad_balance_options_are_one_line_and_exit_2(args, message):
+    out = subprocess.run([str(PINLAB), "run", *args], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == f"pinlab: error: {message}" + out.stderr.strip().split(message, 1)[1]
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_the_attachment_table_follows_the_programs_regions(balance_check, tmp_path):
+    """A program's regions and attachments, read from outside while it runs, then gone after pm_free."""
+    with AttachTable(str(tmp_path)) as table:
+        program = subprocess.Popen([balance_check, "0.6:3", "0.6:5"], env={**os.environ, **table.env()}, stdout=subprocess.PIPE, text=True)
+        try:
+            seen = []
+            for _ in range(200):
+                seen = table.read()
+                if len(seen) == 2:
+                    break
+                time.sleep(0.01)
+            assert table.claimed_by() == program.pid
+            assert sorted(a.size for a in seen) == [3 * MiB, 5 * MiB] and all(a.tid not in (0, program.pid) for a in seen)
+            tids = {a.tid for a in seen}
+            assert len(tids) == 2 and all(os.path.exists(f"/proc/{program.pid}/task/{tid}") for tid in tids)
+        finally:
+            out, _ = program.communicate(timeout=60)
+        reported = {json.loads(line)["tid"] for line in out.splitlines()}
+        assert reported == tids
+        assert read_attachments(table.path) == []  # pm_free unpublished both
+    assert not table.path.exists()
+
+
+def test_a_table_claimed_by_one_process_is_left_alone_by_the_next(balance_check, tmp_path):
+    with AttachTable(str(tmp_path)) as table:
+        env = {**os.environ, **table.env()}
+        first = subprocess.run([balance_check, "0.05:1"], env=env, capture_output=True, text=True)
+        claimed = table.claimed_by()
+        second = subprocess.run([balance_check, "0.05:1"], env=env, capture_output=True, text=True)
+        assert first.returncode == second.returncode == 0
+        assert claimed > 0 and table.claimed_by() == claimed

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const pl_policy_names[] = {"first-touch", "next-touch", "move-threads"};
+const char *const pl_policy_names[] = {"first-touch", "next-touch", "move-threads", "mixed"};
 
 #define SCALAR 3.0
 #define EPSILON 1e-13
@@ -56,8 +56,13 @@ void pl_vectors_next_touch(pl_vectors *v)
 
 int pl_vectors_node(const pl_vectors *v)
 {
+    return pl_vector_node(v->a, v->n);
+}
+
+int pl_vector_node(const double *x, uint64_t n)
+{
     long counts[256] = {0}, absent = 0;
-    if (pm_where(v->a, (size_t)pl_mul_sat(v->n, sizeof(double)) & ~(size_t)4095, counts, 256, &absent) != PM_OK)
+    if (pm_where(x, (size_t)pl_mul_sat(n, sizeof(double)) & ~(size_t)4095, counts, 256, &absent) != PM_OK)
         return -1;
     int best = -1;
     for (int node = 0; node < 256; node++)
@@ -100,10 +105,13 @@ int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times)
 
 int pl_vectors_triad_on(pl_vectors *v, int k, int reps, double *times, const int *cpus, int *seen)
 {
-    double *a = v->a;
-    const double *b = v->b, *c = v->c;
+    return pl_triad_on(v->a, v->b, v->c, v->n, k, reps, times, cpus, seen);
+}
+
+int pl_triad_on(double *a, const double *b, const double *c, uint64_t n, int k, int reps, double *times, const int *cpus,
+                int *seen)
+{
     const double q = SCALAR;
-    uint64_t n = v->n;
     int team = 0;
 #pragma omp parallel num_threads(k)
     {
@@ -181,14 +189,14 @@ void pl_teams_enable_nesting(void)
         omp_set_max_active_levels(2);
 }
 
-enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_NTIMES, OPT_POLICY };
+enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_NTIMES, OPT_POLICY, OPT_REMOTE };
 
-static int parse_policy(const char *text)
+int pl_parse_policy(const char *text)
 {
     for (int i = 0; i < (int)(sizeof pl_policy_names / sizeof pl_policy_names[0]); i++)
         if (strcmp(text, pl_policy_names[i]) == 0)
             return i;
-    pl_usage_error("unknown --policy '%s': use first-touch, next-touch or move-threads", text);
+    pl_usage_error("unknown --policy '%s': use first-touch, next-touch, move-threads or mixed", text);
     return 0;
 }
 
@@ -197,11 +205,14 @@ void pl_only_first_touch(const pl_team_args *a, const char *workload)
     if (a->policy != PL_POLICY_FIRST_TOUCH)
         pl_usage_error("--policy %s: %s has one phase, nothing changes owner in it; use it with twisted-stream", pl_policy_names[a->policy],
                        workload);
+    if (a->remote != 3)
+        pl_usage_error("--remote %d: %s has one phase, no team works on another's vectors; use it with twisted-stream", a->remote,
+                       workload);
 }
 
 pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
 {
-    pl_team_args a = {.ntimes = 10};
+    pl_team_args a = {.ntimes = 10, .remote = 3};
     static const struct option options[] = {
         PL_COMMON_LONG_OPTIONS,
         {"teams", required_argument, NULL, OPT_TEAMS},
@@ -209,6 +220,7 @@ pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
         {"size", required_argument, NULL, OPT_SIZE},
         {"ntimes", required_argument, NULL, OPT_NTIMES},
         {"policy", required_argument, NULL, OPT_POLICY},
+        {"remote", required_argument, NULL, OPT_REMOTE},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -221,7 +233,8 @@ pl_team_args pl_parse_team_args(int argc, char **argv, void (*usage)(void))
         case OPT_PER_TEAM: a.per_team = pl_parse_int("--threads-per-team", optarg, 1, PL_MAX_THREADS); break;
         case OPT_SIZE: a.n = pl_parse_size("--size", optarg, sizeof(double)); break;
         case OPT_NTIMES: a.ntimes = (int)pl_parse_count("--ntimes", optarg, 2, 1000000); break;
-        case OPT_POLICY: a.policy = parse_policy(optarg); break;
+        case OPT_POLICY: a.policy = pl_parse_policy(optarg); break;
+        case OPT_REMOTE: a.remote = pl_parse_int("--remote", optarg, 2, 3); break;
         default: pl_usage_error("unhandled option (see --help)");
         }
     }

@@ -20,8 +20,10 @@ typedef struct {
 } pl_vectors;
 
 /* --policy of the team workloads: how phase changes meet data placed by first touch. */
-enum { PL_POLICY_FIRST_TOUCH, PL_POLICY_NEXT_TOUCH, PL_POLICY_MOVE_THREADS };
+enum { PL_POLICY_FIRST_TOUCH, PL_POLICY_NEXT_TOUCH, PL_POLICY_MOVE_THREADS, PL_POLICY_MIXED };
 extern const char *const pl_policy_names[];
+/* The PL_POLICY_* of a --policy word; exits 2 naming the words for any other. */
+int pl_parse_policy(const char *text);
 
 /* Bytes of one team's three vectors of n doubles (saturating). */
 uint64_t pl_vectors_bytes(uint64_t n);
@@ -33,6 +35,8 @@ void pl_vectors_alloc_api(pl_vectors *v, uint64_t n);
 void pl_vectors_next_touch(pl_vectors *v);
 /* The node holding most of vector a's pages (-1 when unknown). */
 int pl_vectors_node(const pl_vectors *v);
+/* The same for any vector of n doubles. */
+int pl_vector_node(const double *x, uint64_t n);
 void pl_vectors_free(pl_vectors *v);
 /* First touch by a parallel region of k threads (nested when called inside a parallel region),
  * with the same static schedule as the triad. Returns the size of the team that ran it. */
@@ -43,6 +47,9 @@ int pl_vectors_triad(pl_vectors *v, int k, int reps, double *times);
 /* The same; inner thread i first moves itself to cpus[i] when cpus is not NULL, and writes the
  * CPU it then runs on to seen[i] when seen is not NULL. */
 int pl_vectors_triad_on(pl_vectors *v, int k, int reps, double *times, const int *cpus, int *seen);
+/* The same on vectors a, b, c that may belong to different sets (a = b + q*c). */
+int pl_triad_on(double *a, const double *b, const double *c, uint64_t n, int k, int reps, double *times, const int *cpus,
+                int *seen);
 /* Checks the values; records a failure (pl_fail) naming `label` when they are wrong. Also the
  * place where --corrupt damages one value (corrupt != 0). */
 void pl_vectors_check(pl_vectors *v, const char *label, int corrupt);
@@ -67,6 +74,7 @@ typedef struct {
     int ntimes;   /* --ntimes, default 10 */
     uint64_t n;   /* --size per team, in elements */
     int policy;   /* --policy, default first-touch (PL_POLICY_*) */
+    int remote;   /* --remote, default 3: vectors of another team in phase 2 (twisted-stream) */
 } pl_team_args;
 
 /* Parses argv (exits 2 on bad input; calls usage() and exits 0 on --help), then applies the

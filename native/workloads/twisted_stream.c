@@ -8,11 +8,17 @@
  * separated by a barrier of all teams. Per phase and team: best and average triad MB/s (first
  * repetition not counted), and the sum of the team bests.
  *
- * --policy (seed 002, section 5: moving threads against next touch): first-touch leaves phase 2
- * remote; next-touch marks every vector, as phase 2 starts, to move page by page to the node of
- * the team that touches it (pinlab's memory API); move-threads moves the threads of team t, as
- * phase 2 starts, to the CPUs team t+1 ran on in phase 1, where its data is. The JSON says, per
- * team and phase, the node its threads ran on and, after the run, the node of each team's data.
+ * --remote 2 (seed 002, section 5.4.2): in phase 2 team t writes a and reads b of team t+1 but
+ * reads its own c, so two of its three vectors are remote and one is local.
+ *
+ * --policy (seed 002, sections 5.4.1-5.4.2: moving threads, data, or both): first-touch leaves
+ * phase 2 remote; next-touch marks, as phase 2 starts, every vector that its phase-2 team does not
+ * own to move page by page to the node of the team that touches it (pinlab's memory API);
+ * move-threads moves the threads of team t, as phase 2 starts, to the CPUs team t+1 ran on in
+ * phase 1, where (most of) its data is; mixed moves the threads so, and moves the vector they
+ * still own (c, with --remote 2) to that node at once, so that all three are local while the
+ * least data moves. The JSON says, per team and phase, the node its threads ran on and, after the
+ * run, the node of each team's vectors.
  */
 #define _GNU_SOURCE
 #include "stream_teams.h"
@@ -44,14 +50,36 @@ static void usage(void)
         "                        last-level cache divided by T, and at least 10M elements\n"
         "  --ntimes N            triad repetitions per team and phase, 2..1000000 (default 10); the\n"
         "                        first of each phase is not counted\n"
-        "  --policy P            first-touch (default: phase 2 reads remote data), next-touch (the\n"
-        "                        vectors move to their phase-2 team as it touches them), move-threads\n"
-        "                        (team t moves to the CPUs of team t+1, where the data is)\n"
+        "  --remote R            vectors of team t+1 that team t uses in phase 2: 3 (default: a, b\n"
+        "                        and c) or 2 (a and b; it reads its own c)\n"
+        "  --policy P            first-touch (default: phase 2 works on remote data), next-touch (the\n"
+        "                        remote vectors move to their phase-2 team as it touches them),\n"
+        "                        move-threads (team t moves to the CPUs of team t+1, where the data\n"
+        "                        is), mixed (team t moves there and takes its own c along)\n"
         "  --json                print one JSON object on stdout instead of the table\n"
         "  -h, --help            this help\n"
         "\n"
         "Exit status: 0 results valid, 1 results wrong, 2 bad input.\n",
         pl_numa_nodes());
+}
+
+/* What the policy does as phase 2 starts (cpus: each team's CPUs in phase 1). */
+static void prepare_phase_2(pl_vectors *vec, int teams, int per_team, int policy, int remote, const int *cpus)
+{
+    for (int t = 0; t < teams; t++) {
+        if (policy == PL_POLICY_NEXT_TOUCH) {
+            /* a and b of team t go to team t-1; c too unless team t keeps it (--remote 2) */
+            double *moving[3] = {vec[t].a, vec[t].b, remote == 3 ? vec[t].c : NULL};
+            for (int i = 0; i < 3; i++)
+                if (moving[i] && pm_migrate_on_next_touch(moving[i], PM_TOUCH_PAGE) != PM_OK)
+                    pl_warn("next touch not armed: %s", pm_last_error());
+        } else if (policy == PL_POLICY_MIXED && remote == 2) {
+            /* team t goes to team t+1's CPUs: its own c goes to their node now */
+            int node, cpu = cpus[(size_t)((t + 1) % teams) * per_team];
+            if (cpu < 0 || pm_node_of_cpu(cpu, &node) != PM_OK || pm_migrate(vec[t].c, node) != PM_OK)
+                pl_warn("team %d's vector c could not move to the node of CPU %d: %s", t, cpu, pm_last_error());
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -70,7 +98,7 @@ int main(int argc, char **argv)
     int *cpus = calloc((size_t)PHASES * teams * per_team, sizeof *cpus); /* CPU of each team thread per phase */
     if (!vec || !team_threads || !times || !best || !avg || !cpus)
         pl_usage_error("out of memory");
-    int policy = args.policy;
+    int policy = args.policy, remote = args.remote;
     for (int t = 0; t < teams; t++)
         policy == PL_POLICY_FIRST_TOUCH ? pl_vectors_alloc(&vec[t], n) : pl_vectors_alloc_api(&vec[t], n);
 
@@ -88,16 +116,17 @@ int main(int argc, char **argv)
 #pragma omp single /* its closing barrier: no team starts the phase before its mark */
             {
                 mark[p] = pl_now();
-                if (p == 1 && policy == PL_POLICY_NEXT_TOUCH) /* counted in phase 2's time */
-                    for (int t = 0; t < teams; t++)
-                        pl_vectors_next_touch(&vec[t]);
+                if (p == 1) /* counted in phase 2's time */
+                    prepare_phase_2(vec, teams, per_team, policy, remote, cpus);
             }
             for (int t = me; t < teams; t += nout) {
                 int data = p == 0 ? t : (t + 1) % teams;
                 size_t slot = (size_t)p * teams + t;
-                const int *go = p == 1 && policy == PL_POLICY_MOVE_THREADS ? &cpus[(size_t)data * per_team] : NULL;
-                team_threads[slot] = pl_vectors_triad_on(&vec[data], per_team, ntimes, &times[slot * ntimes], go,
-                                                         &cpus[slot * per_team]);
+                int moves = p == 1 && (policy == PL_POLICY_MOVE_THREADS || policy == PL_POLICY_MIXED);
+                const int *go = moves ? &cpus[(size_t)data * per_team] : NULL;
+                const double *c = p == 1 && remote == 2 ? vec[t].c : vec[data].c;
+                team_threads[slot] = pl_triad_on(vec[data].a, vec[data].b, c, n, per_team, ntimes, &times[slot * ntimes], go,
+                                                 &cpus[slot * per_team]);
             }
         }
 #pragma omp barrier
@@ -134,6 +163,7 @@ int main(int argc, char **argv)
         pl_json_team_parameters(&j, used, teams, per_team, n);
         pl_json_int(&j, "ntimes", ntimes);
         pl_json_string(&j, "policy", pl_policy_names[policy]);
+        pl_json_int(&j, "remote", remote);
         pl_json_end_object(&j);
         pl_json_double(&j, "elapsed_seconds", elapsed);
         pl_json_begin_object(&j, "results");
@@ -149,6 +179,7 @@ int main(int argc, char **argv)
                 pl_json_int(&j, "team", t);
                 pl_json_int(&j, "threads", team_threads[slot]);
                 pl_json_int(&j, "vectors_of_team", p == 0 ? t : (t + 1) % teams);
+                pl_json_int(&j, "c_of_team", p == 1 && remote == 3 ? (t + 1) % teams : t);
                 int node = -1;
                 if (cpus[slot * per_team] >= 0 && pm_node_of_cpu(cpus[slot * per_team], &node) != PM_OK)
                     node = -1;
@@ -162,16 +193,26 @@ int main(int argc, char **argv)
             pl_json_end_object(&j);
         }
         pl_json_end_array(&j);
-        pl_json_begin_array(&j, "data_node_after"); /* team t's vectors: the node most of its pages are on */
+        pl_json_begin_array(&j, "data_node_after"); /* team t's vectors: the node most of a's pages are on */
         for (int t = 0; t < teams; t++)
             pl_json_int(&j, NULL, pl_vectors_node(&vec[t]));
+        pl_json_end_array(&j);
+        pl_json_begin_array(&j, "vector_nodes_after"); /* team t's a, b and c: where most of each one's pages are */
+        for (int t = 0; t < teams; t++) {
+            pl_json_begin_array(&j, NULL);
+            pl_json_int(&j, NULL, pl_vector_node(vec[t].a, n));
+            pl_json_int(&j, NULL, pl_vector_node(vec[t].b, n));
+            pl_json_int(&j, NULL, pl_vector_node(vec[t].c, n));
+            pl_json_end_array(&j);
+        }
         pl_json_end_array(&j);
         pl_json_end_object(&j);
         pl_json_tail(&j);
     } else {
         printf("pinlab-twisted-stream: %d teams x %d threads, 3 vectors of %llu doubles (%s each) per team, "
-               "%d triads per phase (the first not counted)\n",
-               teams, per_team, (unsigned long long)n, pl_fmt_bytes(array_bytes, 0), ntimes);
+               "%d triads per phase (the first not counted); phase 2: %s, policy %s\n",
+               teams, per_team, (unsigned long long)n, pl_fmt_bytes(array_bytes, 0), ntimes,
+               remote == 3 ? "a, b and c of team t+1" : "a and b of team t+1, its own c", pl_policy_names[policy]);
         printf("%-6s %-6s %8s %10s %16s %16s\n", "Phase", "Team", "Threads", "Vectors of", "Triad best MB/s",
                "Triad avg MB/s");
         for (int p = 0; p < PHASES; p++) {

@@ -97,7 +97,50 @@ for policy in first-touch next-touch move-threads; do
   {pinlab} run -q -s scatter -n 2 -- "$({pinlab} workload path twisted-stream)" --teams 2 --threads-per-team 1 --size 4M --ntimes 3 \
       --json --policy $policy
 done
+for policy in next-touch mixed; do
+  echo "@@remote2_$(echo $policy | tr - _)@@"
+  {pinlab} run -q -s scatter -n 2 -- "$({pinlab} workload path twisted-stream)" --teams 2 --threads-per-team 1 --size 4M --ntimes 3 \
+      --json --policy $policy --remote 2
+done
 """
+
+
+BALANCE = r"""
+B={balance_check}
+for mode in attached threads_only; do
+  echo "@@$mode@@"
+  {pinlab} run -q --balance --balance-interval 0.1 --oversubscribe -c {cpus} --record "$R/$mode.json" -- \
+      $B $([ $mode = threads_only ] && echo --no-attach) {workers}
+  echo "rc $?"
+  echo "@@${{mode}}_record@@"; cat "$R/$mode.json"
+done
+"""
+
+IMBALANCED = r"""
+for policy in first-touch move-threads mixed next-touch; do
+  echo "@@$(echo $policy | tr - _)@@"
+  "$({pinlab} workload path imbalanced-stream)" --teams {teams} --threads-per-team {per_team} --size 256k --work {work} \
+      --place-teams --policy $policy --json
+done
+"""
+
+# 2s2n: team 0 (one repetition) ends first and takes two of team 1's four threads (one per CPU of
+# node 0). 2s4n (one CPU a node, two threads a team): team 0 ends first and takes one thread of
+# team 2, the team with the most repetitions left.
+IMBALANCED_CASES = {
+    "2s2n": {"teams": 2, "per_team": 4, "work": "1,30", "victim": 2 - 1, "taken": 2},
+    "2s4n": {"teams": 4, "per_team": 2, "work": "1,15,30,15", "victim": 2, "taken": 1},
+}
+
+# Per shape: the plan (main thread first, then the workers in creation order) and the workers
+# (CPU seconds:MiB). 2s2n: four long workers share node 0's two CPUs, node 1's two short ones end
+# early; node 1 then steals the last two created. 2s4n (one CPU a node): nodes 0 and 1 are
+# overloaded with two workers each, 16 MiB and 2 MiB apiece; node 2's short worker ends; node 2
+# steals from node 1, whose busy threads have the least data attached.
+BALANCE_CASES = {
+    "2s2n": {"cpus": "0,0,1,0,1,2,3", "workers": "1.5:8 1.5:8 1.5:8 1.5:8 0.2:8 0.2:8", "first": (0, 1, [2, 3])},
+    "2s4n": {"cpus": "0,0,0,1,1,2,3", "workers": "1.5:16 1.5:16 1.5:2 1.5:2 0.2:2 1.5:2", "first": (1, 2, [3])},
+}
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +150,8 @@ def programs(tmp_path_factory):
     holder_c.write_text(HOLDER)
     subprocess.run(["cc", "-O1", "-o", str(where / "holder"), str(holder_c)], check=True)
     mem_check = mem_expect.build(str(PINLAB), where / "mem_check")
-    return {"holder": str(where / "holder"), "mem_check": str(mem_check)}
+    balance_check = mem_expect.build(str(PINLAB), where / "balance_check", mem_expect.SOURCE.with_name("balance_check.c"))
+    return {"holder": str(where / "holder"), "mem_check": str(mem_check), "balance_check": str(balance_check)}
 
 
 @pytest.fixture(scope="module", params=sorted(SHAPES))
@@ -117,9 +161,13 @@ def guest(request, numavm, pinlab_cmd, programs):
         "memmap": MEMMAP.format(holder=shlex.quote(programs["holder"]), pinlab=pinlab_cmd),
         "autonuma": AUTONUMA.format(pinlab=pinlab_cmd),
         "twisted": TWISTED.format(pinlab=pinlab_cmd),
+        "imbalanced": IMBALANCED.format(pinlab=pinlab_cmd, **{k: v for k, v in IMBALANCED_CASES[request.param].items()
+                                                               if k in ("teams", "per_team", "work")}),
+        "balance": BALANCE.format(pinlab=pinlab_cmd, balance_check=shlex.quote(programs["balance_check"]), **{
+            k: v for k, v in BALANCE_CASES[request.param].items() if k != "first"}),
     }
     results = numavm.batch([numavm.Group("memory", commands, setup=SETUP, parallel=False)], **SHAPES[request.param])
-    return SHAPES[request.param], results
+    return {**SHAPES[request.param], "name": request.param}, results
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -183,7 +231,8 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     parts = _sections(results["twisted"].check("twisted-stream policies").stdout)
     runs = {name: json.loads(text) for name, text in parts.items()}
     for name, run in runs.items():
-        assert run["parameters"]["policy"] == name.replace("_", "-") and run["valid"] is True, run
+        assert run["parameters"]["policy"] == name.removeprefix("remote2_").replace("_", "-") and run["valid"] is True, run
+        assert run["parameters"]["remote"] == (2 if name.startswith("remote2_") else 3)
     def nodes(run, phase):
         return [team["node"] for team in run["results"]["phases"][phase]["teams"]]
     for run in runs.values():
@@ -198,3 +247,76 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     before = nodes(moved_threads, 0)
     assert nodes(moved_threads, 1) == [before[(t + 1) % 2] for t in range(2)], "move-threads: team t went to team t+1's node"
     assert moved_threads["results"]["data_node_after"] == before, "move-threads: the data did not move"
+    # two remote vectors (a and b of team t+1) and its own c in phase 2
+    touched = runs["remote2_next_touch"]
+    home = nodes(touched, 0)
+    assert nodes(touched, 1) == home, "next touch moves data, not threads"
+    assert touched["results"]["vector_nodes_after"] == [[home[(t + 1) % 2], home[(t + 1) % 2], home[t]] for t in range(2)], \
+        "next touch: a and b went to the team that used them in phase 2, c stayed with its own team"
+    mixed = runs["remote2_mixed"]
+    home = nodes(mixed, 0)
+    assert nodes(mixed, 1) == [home[(t + 1) % 2] for t in range(2)], "mixed: team t went to team t+1's node"
+    assert mixed["results"]["vector_nodes_after"] == [[home[t], home[t], home[(t + 1) % 2]] for t in range(2)], \
+        "mixed: a and b stayed, each team's own c went with it"
+
+
+def test_an_idle_node_steals_threads_and_their_attached_data(guest):
+    shape, results = guest
+    parts = _sections(results["balance"].check("pinlab run --balance").stdout)
+    victim, thief, stolen_workers = BALANCE_CASES[shape["name"]]["first"]
+    page = 4096
+    for mode in ("attached", "threads_only"):
+        lines = parts[mode].splitlines()
+        assert lines[-1] == "rc 0", parts[mode]
+        workers = {w["worker"]: w for w in mem_expect.parse(parts[mode])}
+        record = json.loads(parts[f"{mode}_record"])
+        assert all(w["ok"] for w in workers.values()), workers
+        first = record["balance"][0]
+        assert (first["from_node"], first["to_node"]) == (victim, thief), record["balance"]
+        assert first["tids"] == [workers[i]["tid"] for i in stolen_workers], (record["balance"], workers)
+        stolen = {tid for steal in record["balance"] for tid in steal["tids"]}
+        for w in workers.values():
+            if w["tid"] not in stolen:
+                assert w["end_node"] == w["start_node"] == w["data_node"], w
+            elif mode == "attached":
+                assert w["data_node"] == w["end_node"] != w["start_node"], ("its data followed it", w)
+            else:
+                assert w["data_node"] == w["start_node"] != w["end_node"], ("threads only: the data stayed", w)
+        if mode == "attached":
+            mib = [int(arg.split(":")[1]) for arg in BALANCE_CASES[shape["name"]]["workers"].split()]
+            expected = sum(mib[i] << 20 for i in stolen_workers)
+            assert first["attached_bytes"] == expected and first["pages_moved"] == expected // page and first["pages_left"] == 0, first
+        else:
+            assert first["attached_bytes"] == first["pages_moved"] == 0, first
+
+
+def test_imbalanced_stream_steals_threads_with_or_without_their_data(guest):
+    shape, results = guest
+    case = IMBALANCED_CASES[shape["name"]]
+    parts = _sections(results["imbalanced"].check("imbalanced-stream policies").stdout)
+    runs = {name: json.loads(text) for name, text in parts.items()}
+    assert sorted(runs) == ["first_touch", "mixed", "move_threads", "next_touch"]
+    node_of_cpu = {cpu: cpu // (shape["cpus"] // shape["nodes"]) for cpu in range(shape["cpus"])}
+    victim, taken, k = case["victim"], case["taken"], case["per_team"]
+    for name, run in runs.items():
+        assert run["valid"] is True and run["parameters"]["policy"] == name.replace("_", "-"), run
+        teams = run["results"]["teams"]
+        robbed = [t["team"] for t in teams if t["stolen_by"] >= 0]
+        for t in teams:
+            stayed = t["cpus_after"][: k - t["threads_stolen"]]
+            assert {node_of_cpu[c] for c in stayed} == {t["team"] % shape["nodes"]}, ("--place-teams: team t on node t", name, t)
+        if name == "first_touch":
+            assert robbed == [], teams
+            for t in teams:
+                assert t["part_nodes_after"] == [t["team"]] * k, ("first touch: each part on its team's node", t)
+            continue
+        assert robbed[0] == victim and teams[victim]["stolen_by"] == 0 and teams[victim]["threads_stolen"] == taken, (name, teams)
+        moved = teams[victim]["cpus_after"][k - taken:]
+        assert {node_of_cpu[c] for c in moved} == {0}, ("stolen threads ended on the thief's node", name, teams[victim])
+        parts_of_stolen = teams[victim]["part_nodes_after"][k - taken:]
+        parts_kept = teams[victim]["part_nodes_after"][: k - taken]
+        assert parts_kept == [victim] * (k - taken), (name, teams[victim])
+        if name == "move_threads":
+            assert parts_of_stolen == [victim] * taken, ("move-threads: the data stayed behind", teams[victim])
+        else:
+            assert parts_of_stolen == [0] * taken, (f"{name}: the stolen threads' parts followed them", teams[victim])

@@ -143,15 +143,20 @@ def test_a_workload_runs_under_other_tools_and_pinned():
     assert all(t["pinned_as_planned"] for t in threads)
 
 
-@pytest.mark.parametrize("policy", ["first-touch", "next-touch", "move-threads"])
-def test_twisted_stream_runs_every_policy_with_valid_results(policy):
+@pytest.mark.parametrize("remote", [3, 2])
+@pytest.mark.parametrize("policy", ["first-touch", "next-touch", "move-threads", "mixed"])
+def test_twisted_stream_runs_every_policy_with_valid_results(policy, remote):
     """Where the data and threads go is proved on 2 nodes (tests/vm/test_vm_memory.py); here every
     policy runs, keeps the results right and reports the nodes (all 0 on one node)."""
-    rc, data, err = run_json("twisted-stream", *TINY["twisted-stream"], "--policy", policy, threads=2)
+    rc, data, err = run_json("twisted-stream", *TINY["twisted-stream"], "--policy", policy, "--remote", str(remote), threads=2)
     assert rc == 0 and data["valid"] is True, err
-    assert data["parameters"]["policy"] == policy
+    assert data["parameters"]["policy"] == policy and data["parameters"]["remote"] == remote
     nodes = {team["node"] for phase in data["results"]["phases"] for team in phase["teams"]}
     assert nodes <= set(range(256)) and len(data["results"]["data_node_after"]) == 2
+    assert [len(v) for v in data["results"]["vector_nodes_after"]] == [3, 3]
+    phase2 = data["results"]["phases"][1]["teams"]
+    assert [t["vectors_of_team"] for t in phase2] == [1, 0]
+    assert [t["c_of_team"] for t in phase2] == ([0, 1] if remote == 2 else [1, 0])
     if len(os.sched_getaffinity(0)) >= 2 and policy == "move-threads":
         assert "could not move" not in err
 
@@ -159,7 +164,39 @@ def test_twisted_stream_runs_every_policy_with_valid_results(policy):
 @pytest.mark.parametrize("name, args, message", [
     ("twisted-stream", ["--policy", "bogus"], "unknown --policy 'bogus'"),
     ("nested-stream", ["--policy", "next-touch"], "nested-stream has one phase"),
+    ("nested-stream", ["--remote", "2"], "nested-stream has one phase"),
+    ("twisted-stream", ["--remote", "1"], "--remote must be between 2 and 3"),
 ])
 def test_team_policies_are_refused_where_they_do_not_apply(name, args, message):
     out = subprocess.run([workload_path(name), *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and message in out.stderr
+
+
+@pytest.mark.parametrize("policy", ["first-touch", "move-threads", "mixed", "next-touch"])
+def test_imbalanced_stream_steals_half_of_the_busiest_team_when_a_team_finishes(policy):
+    """Team 0 (one repetition) ends first; under every policy but first-touch it takes half of team
+    1's threads (at most one per CPU its own threads ran on), which end on those CPUs, and the
+    results stay right. Where the data goes is proved on 2 and 4 nodes (tests/vm/test_vm_memory.py)."""
+    rc, data, err = run_json("imbalanced-stream", "--teams", "2", "--threads-per-team", "4", "--size", "200k", "--work", "1,200",
+                             "--policy", policy, "--place-teams")
+    assert rc == 0 and data["valid"] is True, err
+    assert data["parameters"]["policy"] == policy and data["parameters"]["place_teams"] is True
+    first, second = data["results"]["teams"]
+    assert first["stolen_by"] == -1 and first["threads_stolen"] == 0
+    assert len(first["cpus_after"]) == len(second["cpus_after"]) == 4 and len(second["part_nodes_after"]) == 4
+    thief_cpus = set(first["cpus_after"])
+    if policy == "first-touch":
+        assert second["stolen_by"] == -1 and second["threads_stolen"] == 0 and "stolen_at_seconds" not in second
+        return
+    assert second["stolen_by"] == 0 and second["threads_stolen"] == min(2, len(thief_cpus)), second
+    assert 0 < second["stolen_at_seconds"] <= data["results"]["overall_seconds"]
+    stolen = second["cpus_after"][4 - second["threads_stolen"]:]
+    assert set(stolen) <= thief_cpus and len(set(stolen)) == len(stolen), (first, second)
+
+
+def test_imbalanced_stream_policy_and_place_words_are_checked():
+    out = subprocess.run([workload_path("imbalanced-stream"), "--policy", "steal"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "unknown --policy 'steal': use first-touch, next-touch, move-threads or mixed" in out.stderr
+    out = subprocess.run([workload_path("imbalanced-stream"), "--policy", "mixed", "--teams", "1000", "--threads-per-team", "2", "--size", "1k"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "more than the memory API's 4096 regions" in out.stderr

@@ -3,7 +3,7 @@
  * each chunk through the heartbeat (pinlab_heartbeat.h); the work per second therefore shows
  * how much CPU each thread really gets where it is pinned.
  *
- * Usage: spinner --threads N --seconds S [--slow-after X] [--churn MS] [--mem MB]
+ * Usage: spinner --threads N --seconds S [--slow-after X] [--churn MS] [--mem MB] [--attached MB]
  *   --threads N      N threads in all: the main thread and N - 1 created ones all spin
  *   --seconds S      run S seconds, then exit 0
  *   --slow-after X   after X seconds each thread sleeps as long as it computed (a new phase
@@ -12,6 +12,7 @@
  *                    (it spins MS/2 ms and ends): threads that appear and end during probing
  *   --exit N         exit with status N (default 0)
  *   --mem MB         the main thread first touches MB MiB (pages to migrate), keeps them to the end
+ *   --attached MB    and MB MiB more, allocated with libpinlab-mem and attached to the main thread
  * Prints "spinner chunks=<total> threads=<N> last_cpu=<CPU the main thread ended on>" at the end.
  */
 #define _GNU_SOURCE
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "pinlab_heartbeat.h"
+#include "pinlab_mem.h"
 
 static double seconds, slow_after = -1;
 static long churn_ms;
@@ -82,7 +84,7 @@ static void *churner(void *arg)
 int main(int argc, char **argv)
 {
     int threads = 1;
-    long mem_mb = 0;
+    long mem_mb = 0, attached_mb = 0;
     int status = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
@@ -97,10 +99,22 @@ int main(int argc, char **argv)
             status = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--mem"))
             mem_mb = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--attached"))
+            attached_mb = atol(argv[i + 1]);
     }
-    char *memory = NULL;
+    char *memory = NULL, *attached = NULL;
     if (mem_mb > 0 && (memory = malloc((size_t)mem_mb << 20)))
         memset(memory, 1, (size_t)mem_mb << 20);
+    if (attached_mb > 0) {
+        if (pm_alloc((void **)&attached, (size_t)attached_mb << 20, PM_FIRST_TOUCH, NULL, 0) != PM_OK
+            || pm_attach(attached, 0) != PM_OK) {
+            fprintf(stderr, "spinner: %s\n", pm_last_error());
+            return 2;
+        }
+        memset(attached, 1, (size_t)attached_mb << 20);
+        printf("spinner attached=%p\n", (void *)attached);
+        fflush(stdout);
+    }
     clock_gettime(CLOCK_MONOTONIC, &start);
     pthread_t t[256];
     int made = 0;
@@ -116,5 +130,7 @@ int main(int argc, char **argv)
         pthread_join(c, NULL);
     printf("spinner chunks=%lu threads=%d last_cpu=%d\n", (unsigned long)atomic_load(&chunks), threads, sched_getcpu());
     free(memory);
+    if (attached)
+        pm_free(attached);
     return status;
 }

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.native import include_dir
 from pinlab.workloads.corun import CoRunners
 from tests.conftest import PINLAB, run_pinlab, this_cpus
+from tests.memory import mem_expect
 
 CPUS = this_cpus()
 needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs: one loaded by a co-runner, one free")
@@ -31,7 +31,7 @@ FAST = ["-i", "0.3", "-w", "0.2", "-t", "1.0"]
 def spinner(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("spinner") / "spinner"
     source = Path(__file__).with_name("spinner.c")
-    subprocess.run(["cc", "-O1", "-pthread", f"-I{include_dir()}", "-o", str(out), str(source)], check=True)
+    mem_expect.build(str(PINLAB), out, source)  # with libpinlab-mem, for --attached
     return str(out)
 
 
@@ -205,6 +205,37 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
     assert of(log_events, "choice")[0]["cpus"] == [free]
     assert of(log_events, "summary")[0]["interrupted"] is True
     assert result.returncode == 0, result.stderr
+
+
+@needs_two
+def test_migrate_attached_moves_the_data_attached_to_each_re_pinned_worker(spinner, tmp_path):
+    """On every node this machine has, the 3 MiB spinner attached to its main thread go to the node
+    of each candidate it is moved to (here, one node: the move finds them there already), and the
+    log says how much moved; the 5 MiB it did not attach are not looked at."""
+    a, b = CPUS[0], CPUS[1]
+    log = tmp_path / "autopin.jsonl"
+    result = run_pinlab("autopin", "-c", f"{a};{b}", *FAST, "--migrate-pages", "attached", "--log", str(log), "--",
+                        spinner, "--threads", "1", "--seconds", "3", "--mem", "5", "--attached", "3")
+    assert result.returncode == 0, result.stderr
+    log_events = events(log)
+    assert of(log_events, "start")[0]["params"]["migrate_pages"] == "attached"
+    moves = of(log_events, "migrate_attached")
+    assert moves, result.stderr  # at least the re-pin from the first candidate to the second
+    pages = 3 * 2**20 // os.sysconf("SC_PAGE_SIZE")
+    for move in moves:
+        assert move["regions"] == 1 and move["bytes"] == 3 * 2**20 and move["pages_on_node"] == pages and move["not_moved"] == 0, move
+    assert "moved 1 attached regions (3.0 MiB) with their threads" in result.stderr
+
+
+def test_migrate_attached_with_pid_needs_a_program_that_publishes_its_attachments(spinner):
+    program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "3"], stdout=subprocess.DEVNULL)
+    try:
+        result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]}", "--migrate-pages", "attached", "-t", "1")
+    finally:
+        program.kill()
+        program.wait()
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"process {program.pid} was not: use --migrate-pages process" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 @needs_two

@@ -20,7 +20,10 @@ Two runs, one after the other:
   the warm-up of B is counted from the end of the migration; while the program runs on its
   choice, the kernel's ``/proc/PID/numa_maps`` shows the 64 MiB on the chosen CPU's node;
 - ``--migrate-pages off``: no ``migrate`` event, and the 64 MiB stay on node 0 wherever the
-  thread runs.
+  thread runs;
+- ``--migrate-pages attached`` (spinner also allocates 16 MiB with libpinlab-mem, attached to its
+  main thread): after the re-pin to B a ``migrate_attached`` event moved those 16 MiB, and while
+  the program runs on B they are on node 1 and the 64 MiB it did not attach still on node 0.
 
 The guest's automatic NUMA balancing is switched off first so that only pinlab moves pages
 (spinner never reads its memory again, so the balancer would not move it anyway; this removes
@@ -36,7 +39,8 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.native import include_dir
+from tests.conftest import PINLAB
+from tests.memory import mem_expect
 from tests.vm.conftest import marked_sections
 
 pytestmark = pytest.mark.vm
@@ -55,7 +59,10 @@ MOST = 0.99
 #: choice is read. Under software emulation the choice comes about a minute after the start: the
 #: verdict's first import of scipy (pinlab.stats) alone takes 30 s or more in the guest.
 SECONDS = 400
-MODES = ("process", "off")
+MODES = ("process", "off", "attached")
+#: --migrate-pages attached: spinner also allocates this many MiB with libpinlab-mem, attached to its
+#: main thread; only those move with it.
+ATTACHED_MIB = 16
 
 SETUP = r"""
 first_cpu() { sed 's/[,-].*//' /sys/devices/system/node/node$1/cpulist; }
@@ -77,7 +84,7 @@ taskset -c "$A" sh -c 'while :; do :; done' &
 CO=$!
 LOG=$R/{mode}.jsonl
 {pinlab} autopin -c "$A;$B" --migrate-pages {mode} --metric task-clock -i {init} -w {warmup} -t {interval} --log "$LOG" \
-    -- {spinner} --threads 1 --seconds {seconds} --mem {mem} >"$R/{mode}.out" 2>"$R/{mode}.err" &
+    -- {spinner} --threads 1 --seconds {seconds} --mem {mem} {extra} >"$R/{mode}.out" 2>"$R/{mode}.err" &
 AP=$!
 i=0
 until grep -q '"event": "start"' "$LOG" 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.2; i=$((i + 1)); done
@@ -104,7 +111,7 @@ def spinner(tmp_path_factory) -> str:
     """tests/autopin/spinner.c built here, in a directory the guest sees (its root is ours, read-only)."""
     out = tmp_path_factory.mktemp("vm-spinner") / "spinner"
     source = Path(__file__).resolve().parent.parent / "autopin" / "spinner.c"
-    subprocess.run(["cc", "-O1", "-pthread", f"-I{include_dir()}", "-o", str(out), str(source)], check=True)
+    mem_expect.build(str(PINLAB), out, source)  # with libpinlab-mem, for --attached
     return str(out)
 
 
@@ -112,7 +119,8 @@ def spinner(tmp_path_factory) -> str:
 def guest(numavm, pinlab_cmd, spinner):
     """Both runs in one boot: ``{"chosen": {a, b, ...}, "runs": {mode: parsed run}}``."""
     commands = {mode: RUN.format(mode=mode, pinlab=pinlab_cmd, spinner=shlex.quote(spinner), init=INIT, warmup=WARMUP,
-                                 interval=INTERVAL, seconds=SECONDS, mem=MEM_MIB) for mode in MODES}
+                                 interval=INTERVAL, seconds=SECONDS, mem=MEM_MIB,
+                                 extra=f"--attached {ATTACHED_MIB}" if mode == "attached" else "") for mode in MODES}
     group = numavm.Group("autopin", commands, setup=SETUP, parallel=False)  # one at a time: each has the CPUs it expects
     results = numavm.batch([group], **SHAPE)
     chosen = {}
@@ -232,3 +240,27 @@ def test_without_migration_the_pages_stay_on_node_0(guest):
     assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
     for nodes in big:
         assert _mostly_on(nodes, 0), f"without --migrate-pages the {MEM_MIB} MiB moved off node 0: {nodes}"
+
+
+def test_attached_data_follows_its_thread_and_nothing_else_moves(guest):
+    run = guest["runs"]["attached"]
+    what = "autopin --migrate-pages attached"
+    _ended_by_the_test(run, what)
+    _touched_on_node_0(run, what)
+    assert _of(run, "start")[0]["params"]["migrate_pages"] == "attached"
+    assert not _of(run, "migrate"), run["text"]
+    moves = _of(run, "migrate_attached")
+    assert moves, f"{what}: no migrate_attached event\n{run['text']}"
+    pages = ATTACHED_MIB * 1024 // 4
+    first = moves[0]
+    assert first["regions"] == 1 and first["bytes"] == ATTACHED_MIB << 20 and first["pages_on_node"] >= MOST * pages, first
+    _choice_is_b(guest, run, what)
+    address = re.search(r"spinner attached=0x([0-9a-f]+)", run["stdout"])
+    assert address, run["stdout"]
+    line = next((l for l in run["numa_maps"].splitlines() if l.split()[:1] == [address.group(1)]), None)
+    assert line is not None, f"the attached region is not in numa_maps\n{run['numa_maps']}"
+    nodes = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"\bN(\d+)=(\d+)", line)}
+    assert _mostly_on(nodes, 1), f"the attached {ATTACHED_MIB} MiB did not follow the thread to node 1: {nodes}"
+    big = _big_mappings(run["numa_maps"])
+    assert big and all(_mostly_on(n, 0) for n in big), f"the {MEM_MIB} MiB that were not attached moved: {big}"
+    assert f"moved 1 attached regions ({ATTACHED_MIB}.0 MiB) with their threads" in run["stderr"], run["stderr"]

@@ -310,7 +310,8 @@ def test_imbalanced_stream_steals_threads_with_or_without_their_data(guest):
             for t in teams:
                 assert t["part_nodes_after"] == [t["team"]] * k, ("first touch: each part on its team's node", t)
             continue
-        assert robbed[0] == victim and teams[victim]["stolen_by"] == 0 and teams[victim]["threads_stolen"] == taken, (name, teams)
+        # the first team to finish (team 0) robs the victim; teams finishing later may rob others
+        assert victim in robbed and teams[victim]["stolen_by"] == 0 and teams[victim]["threads_stolen"] == taken, (name, teams)
         moved = teams[victim]["cpus_after"][k - taken:]
         assert {node_of_cpu[c] for c in moved} == {0}, ("stolen threads ended on the thief's node", name, teams[victim])
         parts_of_stolen = teams[victim]["part_nodes_after"][k - taken:]

@@ -87,6 +87,7 @@ class Autopin:
         self.original_masks: dict[int, frozenset[int]] = {}
         self.finished = False
         self._node_of: dict[int, int] | None = None
+        self.attachments: Any = None  # where the program publishes its attached regions (--migrate-pages attached)
         self._events_path: str | None = None
         self._stats_import: threading.Thread | None = None
         self._told_wrap = False
@@ -313,6 +314,8 @@ class Autopin:
         self.current = candidate
         if self.options.migrate_pages == "process" and previous != candidate:
             self._migrate(candidate)
+        if self.options.migrate_pages == "attached" and previous != candidate:
+            self._move_attached({t.tid: cpus[self._slot(i, t) % len(cpus)] for i, t in enumerate(workers)})
 
     def _conform(self, workers: list[Any]) -> None:
         """Re-pin workers found off the current candidate (created under the previous plan)."""
@@ -356,6 +359,34 @@ class Autopin:
         self._event("migrate", from_nodes=sorted(old), to_nodes=sorted(new), pages_before={str(k): v for k, v in before.items()},
                     pages_after={str(k): v for k, v in after.items()}, not_moved=left, seconds=round(seconds, 6))
         self.say(f"moved pages from nodes {format_cpulist(old)} to {format_cpulist(new)} in {seconds:.3g} s")
+
+    def _move_attached(self, cpu_of: dict[int, int]) -> None:
+        """Each re-pinned worker's attached regions (libpinlab-mem) to its new CPU's node."""
+        from pinlab.memory.attached import read_attachments
+        from pinlab.memory.migrate import move_pages
+
+        if self.attachments is None:
+            return
+        if self._node_of is None:
+            self._nodes(self.current)
+        began = self.clock()
+        moved = left = regions = 0
+        nbytes = 0
+        for region in read_attachments(self.attachments):
+            cpu = cpu_of.get(region.tid)
+            if cpu is None:
+                continue
+            try:
+                there, stuck = move_pages(self.pid, region.start, region.size, self._node_of.get(cpu, 0))
+            except OSError as exc:
+                self.say(f"cannot move the data attached to thread {region.tid}: {exc.strerror or exc}")
+                continue
+            moved, left, regions, nbytes = moved + there, left + stuck, regions + 1, nbytes + region.size
+        if regions:
+            seconds = self.clock() - began
+            self._event("migrate_attached", regions=regions, bytes=nbytes, pages_on_node=moved, not_moved=left, seconds=round(seconds, 6))
+            self.say(f"moved {regions} attached regions ({nbytes / 2**20:.1f} MiB) with their threads in {seconds:.3g} s"
+                     + (f"; {left} pages could not move" if left else ""))
 
     def _reading(self) -> tuple[Any, int]:
         """The metric now over the workers now (those found off the candidate re-pinned first), and their number."""

@@ -21,6 +21,10 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             (lists of node numbers), ``pages_before`` and ``pages_after`` (node number as a string
             -> pages), ``not_moved`` (pages the kernel could not move), ``seconds``; ``t`` is when
             the move ended (it began ``seconds`` earlier), after the re-pin it follows.
+``migrate_attached`` with ``--migrate-pages attached``, after a re-pin: the regions the program
+            attached to its workers (libpinlab-mem) moved to each worker's new node: ``regions``,
+            ``bytes``, ``pages_on_node`` (pages on the new node after the move), ``not_moved``,
+            ``seconds``.
 ``choice``  ``candidate``, ``name``, ``cpus``, ``rate`` (the mean of its sub-window rates of this
             search, all rounds pooled), ``runner_up`` (``{"candidate", "name",
             "cpus", "rate"}`` or null with one candidate), ``p_value`` (one-sided, best better than

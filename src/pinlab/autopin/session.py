@@ -151,11 +151,18 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
         return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
     live_plan = LivePlan(list(candidates[0].cpus), directory)
+    table = None
     try:
         env["PINLAB_LIVE_PLAN"] = live_plan.path
+        if options.migrate_pages == "attached":
+            from pinlab.memory.attached import AttachTable
+
+            table = AttachTable()
+            env.update(table.env())
         spec = plan_spec(list(argv), cpus=list(candidates[0].cpus), threads=threads, env=env, sample_ms=sample_ms, **(launch_options or {}))
         controller = _Launched(options, candidates, mode="launch", argv=argv, metric_factory=metric_factory, live_plan=live_plan,
                                topology_name=getattr(topology, "name", "this"), say=say)
+        controller.attachments = table.path if table is not None else None
         if stdout_metric is not None:
             read_end, write_end = os.pipe()
             spec.stdout = write_end
@@ -181,6 +188,8 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
         return Outcome(record.exit_status, summary, record)
     finally:
         live_plan.close()
+        if table is not None:
+            table.close()
         if own_heartbeat:
             heartbeat.remove(own_heartbeat)
 
@@ -221,7 +230,17 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     def metric_factory(_: int) -> Any:
         return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
+    attachments = None
+    if options.migrate_pages == "attached":
+        from pinlab.memory.attached import table_of_process
+
+        attachments = table_of_process(pid)
+        if attachments is None:
+            raise UsageError(f"--migrate-pages attached reads the data a program attached to its threads, which only a program started "
+                             f"with PINLAB_MEM_ATTACH publishes (pinlab autopin or pinlab run --balance start it so); process {pid} was not: "
+                             "use --migrate-pages process")
     controller = Autopin(options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say)
+    controller.attachments = attachments
     # Ctrl-C, and the SIGTERM or SIGHUP of `timeout` or a closed terminal, all end the session the
     # same way: the program keeps running, on the best candidate so far (or its own masks).
     def _interrupt(signum, frame):

@@ -91,11 +91,21 @@ def read_attachments(path: str | os.PathLike, attempts: int = 4) -> list[Attachm
     return regions
 
 
-def attached_to(attachments: list[Attachment], tids) -> dict[int, list[Attachment]]:
-    """The attachments of each thread of ``tids``."""
-    wanted = set(tids)
-    out: dict[int, list[Attachment]] = {}
-    for a in attachments:
-        if a.tid in wanted:
-            out.setdefault(a.tid, []).append(a)
-    return out
+def table_of_process(pid: int) -> str | None:
+    """The attachment table a running process publishes in (its ``PINLAB_MEM_ATTACH``, claimed
+    by it), or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.startswith(ENV.encode() + b"="):
+            path = os.fsdecode(entry[len(ENV) + 1:])
+            try:
+                with open(path, "rb") as table:
+                    head = table.read(_HEADER.size)
+            except OSError:
+                return None
+            return path if len(head) == _HEADER.size and read_header(head)[:2] == (MAGIC, pid) else None
+    return None

@@ -101,23 +101,9 @@ def remove(path: str | None) -> None:
 
 def path_of_process(pid: int) -> str | None:
     """The ``PINLAB_HEARTBEAT`` a running process was started with (absolute), or None."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            entries = f.read().split(b"\0")
-    except OSError:
-        return None
-    for entry in entries:
-        if entry.startswith(ENV.encode() + b"="):
-            value = os.fsdecode(entry[len(ENV) + 1:])
-            if not value:
-                return None
-            if not os.path.isabs(value):
-                try:
-                    value = os.path.join(os.readlink(f"/proc/{pid}/cwd"), value)
-                except OSError:
-                    return None
-            return value
-    return None
+    from pinlab.measure.linux import environ_path
+
+    return environ_path(pid, ENV)
 
 
 class Heartbeat:

@@ -228,13 +228,20 @@ def test_pages_follow_the_thread_to_node_1(guest):
     assert "moved pages from nodes 0 to 1" in run["stderr"], run["stderr"]
 
 
-def test_without_migration_the_pages_stay_on_node_0(guest):
-    run = guest["runs"]["off"]
-    what = "autopin --migrate-pages off"
+def _run_without_process_moves(guest, mode: str) -> tuple[dict, str]:
+    """The run of ``--migrate-pages mode``, checked as far as every such run goes: ended by the
+    test, touched on node 0, no whole-process migration."""
+    run = guest["runs"][mode]
+    what = f"autopin --migrate-pages {mode}"
     _ended_by_the_test(run, what)
     _touched_on_node_0(run, what)
-    assert _of(run, "start")[0]["params"]["migrate_pages"] == "off"
+    assert _of(run, "start")[0]["params"]["migrate_pages"] == mode
     assert not _of(run, "migrate"), run["text"]
+    return run, what
+
+
+def test_without_migration_the_pages_stay_on_node_0(guest):
+    run, what = _run_without_process_moves(guest, "off")
     _choice_is_b(guest, run, what)
     big = _big_mappings(run["numa_maps"])
     assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
@@ -243,12 +250,7 @@ def test_without_migration_the_pages_stay_on_node_0(guest):
 
 
 def test_attached_data_follows_its_thread_and_nothing_else_moves(guest):
-    run = guest["runs"]["attached"]
-    what = "autopin --migrate-pages attached"
-    _ended_by_the_test(run, what)
-    _touched_on_node_0(run, what)
-    assert _of(run, "start")[0]["params"]["migrate_pages"] == "attached"
-    assert not _of(run, "migrate"), run["text"]
+    run, what = _run_without_process_moves(guest, "attached")
     moves = _of(run, "migrate_attached")
     assert moves, f"{what}: no migrate_attached event\n{run['text']}"
     pages = ATTACHED_MIB * 1024 // 4

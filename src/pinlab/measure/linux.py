@@ -28,6 +28,29 @@ def numa_nodes() -> dict[int, frozenset[int]]:
     return nodes or {0: present_cpus()}
 
 
+def environ_path(pid: int, name: str) -> str | None:
+    """The path in variable ``name`` of process ``pid``'s environment (as it was started), made
+    absolute against the process's working directory; None when unset, empty or unreadable."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return None
+    prefix = name.encode() + b"="
+    for entry in entries:
+        if entry.startswith(prefix):
+            value = os.fsdecode(entry[len(prefix):])
+            if not value:
+                return None
+            if not os.path.isabs(value):
+                try:
+                    value = os.path.join(os.readlink(f"/proc/{pid}/cwd"), value)
+                except OSError:
+                    return None
+            return value
+    return None
+
+
 def mems_allowed(pid: int | str = "self") -> frozenset[int]:
     """NUMA nodes a process may allocate on (``Mems_allowed_list``)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

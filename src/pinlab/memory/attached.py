@@ -94,18 +94,14 @@ def read_attachments(path: str | os.PathLike, attempts: int = 4) -> list[Attachm
 def table_of_process(pid: int) -> str | None:
     """The attachment table a running process publishes in (its ``PINLAB_MEM_ATTACH``, claimed
     by it), or None."""
+    from pinlab.measure.linux import environ_path
+
+    path = environ_path(pid, ENV)
+    if path is None:
+        return None
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            entries = f.read().split(b"\0")
+        with open(path, "rb") as table:
+            head = table.read(_HEADER.size)
     except OSError:
         return None
-    for entry in entries:
-        if entry.startswith(ENV.encode() + b"="):
-            path = os.fsdecode(entry[len(ENV) + 1:])
-            try:
-                with open(path, "rb") as table:
-                    head = table.read(_HEADER.size)
-            except OSError:
-                return None
-            return path if len(head) == _HEADER.size and read_header(head)[:2] == (MAGIC, pid) else None
-    return None
+    return path if len(head) == _HEADER.size and read_header(head)[:2] == (MAGIC, pid) else None

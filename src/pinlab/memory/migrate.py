@@ -29,17 +29,23 @@ def _mask(nodes: Iterable[int]) -> ctypes.Array:
     return words
 
 
+def _syscall(name: str, numbers: dict[str, int]) -> tuple[ctypes.CDLL, int]:
+    """The C library (loaded once) and this machine's number of system call ``name``."""
+    global _libc
+    number = numbers.get(os.uname().machine)
+    if number is None:
+        raise OSError(errnos.ENOSYS, f"{name}: unknown system call number on {os.uname().machine}")
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc, number
+
+
 def migrate_pages(pid: int, from_nodes: Iterable[int], to_nodes: Iterable[int]) -> int:
     """Move the pages of process ``pid`` on ``from_nodes`` to ``to_nodes``; the number of pages
     the kernel could not move. Raises OSError (ENOSYS without NUMA support, EPERM, ESRCH)."""
-    global _libc
-    number = _SYSCALL.get(os.uname().machine)
-    if number is None:
-        raise OSError(errnos.ENOSYS, f"migrate_pages: unknown system call number on {os.uname().machine}")
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+    libc, number = _syscall("migrate_pages", _SYSCALL)
     old, new = _mask(from_nodes), _mask(to_nodes)
-    left = _libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(_MAX_NODES + 1), old, new)
+    left = libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(_MAX_NODES + 1), old, new)
     if left < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
@@ -51,34 +57,40 @@ _MPOL_MF_MOVE = 1 << 1
 _BATCH = 1024
 
 
-def move_pages(pid: int, start: int, size: int, node: int) -> tuple[int, int]:
+def move_pages(pid: int, start: int, size: int, node: int, attempts: int = 3) -> tuple[int, int]:
     """Move the pages of ``[start, start + size)`` in process ``pid`` to ``node`` with
     ``move_pages(2)``, in batches. Returns (pages now on node, pages not moved); pages never touched
-    (or not mapped any more) count in neither. Raises OSError as :func:`migrate_pages` does."""
-    global _libc
-    number = _MOVE_PAGES.get(os.uname().machine)
-    if number is None:
-        raise OSError(errnos.ENOSYS, f"move_pages: unknown system call number on {os.uname().machine}")
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+    (or not mapped any more) count in neither. A page the kernel leaves behind (busy: the program
+    is using it) is tried again, up to ``attempts`` times in all. Raises OSError as
+    :func:`migrate_pages` does."""
+    libc, number = _syscall("move_pages", _MOVE_PAGES)
     page = os.sysconf("SC_PAGE_SIZE")
     first, end = start - start % page, start + size
-    there = stuck = 0
-    for batch in range(first, end, _BATCH * page):
-        count = min(_BATCH, (end - batch + page - 1) // page)
-        pages = (ctypes.c_void_p * count)(*[batch + i * page for i in range(count)])
-        nodes = (ctypes.c_int * count)(*([node] * count))
+
+    def call(addresses: list[int], target: int | None) -> list[int]:
+        count = len(addresses)
+        pages = (ctypes.c_void_p * count)(*addresses)
+        nodes = (ctypes.c_int * count)(*([target] * count)) if target is not None else None
         status = (ctypes.c_int * count)()
-        done = _libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(count), pages, nodes, status,
-                             ctypes.c_int(_MPOL_MF_MOVE))
+        done = libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(count), pages, nodes, status,
+                            ctypes.c_int(_MPOL_MF_MOVE if target is not None else 0))
         if done < 0:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
-        for answer in status:
-            if answer == node:
-                there += 1
-            elif answer >= 0 or answer not in (-errnos.ENOENT, -errnos.EFAULT):
-                stuck += 1
+        if done > 0 and target is not None:
+            return call(addresses, None)  # some were not moved: where is each page now
+        return list(status)
+
+    there = stuck = 0
+    for batch in range(first, end, _BATCH * page):
+        addresses = [batch + i * page for i in range(min(_BATCH, (end - batch + page - 1) // page))]
+        for attempt in range(attempts):
+            status = call(addresses, node)
+            there += sum(1 for answer in status if answer == node)
+            addresses = [a for a, answer in zip(addresses, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
+            if not addresses:
+                break
+        stuck += len(addresses)
     return there, stuck
 
 

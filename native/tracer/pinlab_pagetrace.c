@@ -38,7 +38,10 @@
  * fails with EFAULT (a buffer touched just before is open, so this needs a round in between).
  * Futex waits inside glibc on a protected page are the same hazard.
  *
- * Environment: PINLAB_TRACE_DIR (required: where the counts go), PINLAB_PAGETRACE_PERIOD_MS
+ * Environment: PINLAB_TRACE_DIR (required: where the counts go), PINLAB_PAGETRACE_LIVE (a file of
+ * exactly the table's size, 16 MiB: the counts are kept in it, shared, so that pinlab can read them
+ * while the program runs: key = (page number << 22 | tid) + 1 and count, two uint64 a slot, key 0
+ * for an empty slot), PINLAB_PAGETRACE_PERIOD_MS
  * (default 10), PINLAB_PAGETRACE_MIN_BYTES (default 65536), PINLAB_PAGETRACE_MAX_PAGES (default
  * 65536), PINLAB_PAGETRACE_SIGNAL (the timer's signal number, default SIGRTMAX - 2).
  *
@@ -61,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -622,7 +626,18 @@ __attribute__((constructor)) static void pagetrace_start(void)
     timer_signal = (int)env_long("PINLAB_PAGETRACE_SIGNAL", SIGRTMAX - 2, SIGRTMIN, SIGRTMAX);
     table_bytes = sizeof(struct slot) << TABLE_BITS;
     ranges_bytes = sizeof(struct range) * MAX_RANGES;
-    table = (struct slot *)syscall(SYS_mmap, NULL, table_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    table = MAP_FAILED;
+    const char *live = getenv("PINLAB_PAGETRACE_LIVE");
+    if (live && *live) { /* pinlab reads the counts while the program runs (pinlab run --balance-data accessed) */
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, live, O_RDWR | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == table_bytes)
+            table = (struct slot *)syscall(SYS_mmap, NULL, table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (fd >= 0)
+            syscall(SYS_close, fd);
+    }
+    if (table == MAP_FAILED)
+        table = (struct slot *)syscall(SYS_mmap, NULL, table_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     ranges = (struct range *)syscall(SYS_mmap, NULL, ranges_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (table == MAP_FAILED || ranges == MAP_FAILED)
         return;

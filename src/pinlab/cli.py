@@ -157,10 +157,12 @@ def _place_costs(placement, graph, fmt) -> None:
 @click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
 @click.option("--balance", is_flag=True, help="An idle NUMA node steals half the busy threads of an overloaded one, with the data attached to them (libpinlab-mem).")
 @click.option("--balance-interval", type=float, help="Seconds between --balance's looks at the threads [default: 0.25].")
+@click.option("--balance-data", type=click.Choice(["attached", "accessed"]),
+              help="What moves with stolen threads: data attached through libpinlab-mem [default], or also the pages each mostly accessed (the page tracer runs alongside).")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, children, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms,
-        graph_file, domains, level, strict, balance, balance_interval, quiet, program) -> int:
+        graph_file, domains, level, strict, balance, balance_interval, balance_data, quiet, program) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
@@ -186,6 +188,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
         seed=seed, cpu_kind=cpu_kind, mem=mem, overflow=overflow, children=children, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
         sample_ms=sample_ms if (record_path or not quiet) else None, counters=counters,
         graph=_graph_option(graph_file, strict), domains=domains, level=level, balance=_balance_option(balance, balance_interval),
+        balance_data=balance_data,
     )
     for notice in spec.counters.notices if spec.counters else ():
         click.echo(f"pinlab: notice: {notice}", err=True)

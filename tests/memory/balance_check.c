@@ -7,7 +7,9 @@
  * it to itself (unless --no-attach), and adds 1 to every element, pass after pass, until it has used
  * WORK seconds of CPU. Then it checks that every element equals its number of passes (the data
  * survived whatever moved it) and reports, after all have ended, one JSON line each: its index,
- * tid, the node it started on and the one it ended on, and the node holding most of its data.
+ * tid, the node it started on and the one it ended on, and the node holding most of its data. That
+ * node is looked up once every worker has done its work (a barrier), so that a move of the data
+ * that began while the worker ran (slow under emulation) has ended by then.
  */
 #define _GNU_SOURCE
 #include <pinlab_mem.h>
@@ -33,6 +35,7 @@ struct worker {
 };
 
 static int attach = 1;
+static pthread_barrier_t all_done;
 
 static double cpu_seconds(void)
 {
@@ -56,11 +59,12 @@ static void *run(void *arg)
     size_t n = w->bytes / sizeof *x;
     if (pm_alloc((void **)&x, w->bytes, PM_FIRST_TOUCH, NULL, 0) != PM_OK) {
         fprintf(stderr, "worker %d: %s\n", w->index, pm_last_error());
+        pthread_barrier_wait(&all_done);
         return NULL;
     }
-    memset(x, 0, w->bytes);
-    if (attach && pm_attach(x, 0) != PM_OK)
+    if (attach && pm_attach(x, 0) != PM_OK) /* before the first touch: a balancer sees it from the start */
         fprintf(stderr, "worker %d: %s\n", w->index, pm_last_error());
+    memset(x, 0, w->bytes);
     while (cpu_seconds() < w->work) {
         for (size_t j = 0; j < n; j++)
             x[j] += 1;
@@ -71,6 +75,7 @@ static void *run(void *arg)
         w->ok &= x[j] == w->passes;
     w->end_cpu = sched_getcpu();
     w->end_node = node_now();
+    pthread_barrier_wait(&all_done);
     long counts[64] = {0}, absent = 0;
     w->data_node = -1;
     if (pm_where(x, w->bytes, counts, 64, &absent) == PM_OK)
@@ -99,6 +104,8 @@ int main(int argc, char **argv)
         workers[count] = (struct worker){.index = count, .work = work, .bytes = (size_t)(mib * (1 << 20)) & ~(size_t)4095};
         count++;
     }
+    if (count == 0 || pthread_barrier_init(&all_done, NULL, (unsigned)count) != 0)
+        return 2;
     for (int i = 0; i < count; i++)
         if (pthread_create(&threads[i], NULL, run, &workers[i]) != 0)
             return 1;

@@ -8,12 +8,14 @@ import subprocess
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from pinlab.errors import UsageError
 from pinlab.launch import plan_spec
 from pinlab.launch.runner import run
 from pinlab.measure import linux
+from pinlab.memory.accessed import majority_pages
 from pinlab.memory.attached import AttachTable, read_attachments
 from pinlab.memory.balance import BUSY_SHARE, members_by_node, plan_steals
 from tests.conftest import PINLAB
@@ -119,14 +121,15 @@ def test_one_node_balances_nothing_and_says_so(balance_check, capfd):
 
 
 def test_balance_needs_pinned_threads_and_a_sane_interval():
-    with pytest.raises(UsageError, match="--balance moves pinned threads between NUMA nodes: it needs a placement"):
-        plan_spec(["true"], balance=True)
+    for unpinned in ({}, {"strategy": "none", "threads": 1}, {"strategy": "autonuma", "threads": 1}):
+        with pytest.raises(UsageError, match="--balance moves pinned threads between NUMA nodes: it needs a pinned placement"):
+            plan_spec(["true"], balance=True, **unpinned)
     with pytest.raises(UsageError, match="--balance-interval must be between 0.01 and 3600 seconds"):
         plan_spec(["true"], strategy="compact", threads=1, balance=0.0)
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--balance", "--", "true"], "--balance moves pinned threads between NUMA nodes: it needs a placement"),
+    (["--balance", "--", "true"], "--balance moves pinned threads between NUMA nodes: it needs a pinned placement"),
     (["--balance-interval", "1", "-s", "compact", "-n", "1", "--", "true"], "--balance-interval sets how often --balance looks: give --balance too"),
     (["--balance", "--balance-interval", "-1", "-s", "compact", "-n", "1", "--", "true"], "--balance-interval must be between 0.01 and 3600 seconds"),
 ])
@@ -167,3 +170,39 @@ def test_a_table_claimed_by_one_process_is_left_alone_by_the_next(balance_check,
         second = subprocess.run([balance_check, "0.05:1"], env=env, capture_output=True, text=True)
         assert first.returncode == second.returncode == 0
         assert claimed > 0 and table.claimed_by() == claimed
+
+
+def test_a_page_belongs_to_the_thread_that_touched_it_first_in_most_rounds():
+    page = os.sysconf("SC_PAGE_SIZE")
+    tids = np.array([7, 8, 7, 8, 9, 7])
+    pages = np.array([100, 100, 101, 101, 102, 103])
+    counts = np.array([3, 1, 2, 2, 5, 1])
+    held = majority_pages(tids, pages, counts, [7, 8, 9, 10])
+    # page 100: 3 of 4 rounds to 7; page 101: a tie, nobody's; page 102: 9's alone; 103: 7's alone
+    assert held == {7: [100 * page, 103 * page], 8: [], 9: [102 * page], 10: []}
+    assert majority_pages(np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([], dtype=np.int64), [7]) == {7: []}
+
+
+def test_without_attached_data_the_page_tracer_finds_what_a_stolen_thread_accessed(balance_check, monkeypatch, capfd):
+    """--balance-data accessed: the program attaches nothing; the tracer saw worker 3's 4 MiB as its
+    own, and those are the pages the steal tries to move (to a "node" this one-node machine does not
+    have: the record says they could not move)."""
+    a, b = two_cpus()
+    monkeypatch.setattr(linux, "numa_nodes", lambda: {0: frozenset({a}), 1: frozenset({b})})
+    argv = [balance_check, "--no-attach", "1.2:4", "1.2:4", "1.2:4", "1.2:4", "0.1:2"]
+    record = run(plan_spec(argv, cpus=[a, a, a, a, a, b], oversubscribe=True, balance=0.1, balance_data="accessed"))
+    workers = {w["worker"]: w for w in mem_expect.parse(capfd.readouterr().out)}
+    assert record.exit_status == 0 and all(w["ok"] for w in workers.values()), (workers, record.warnings)
+    assert record.options["balance_data"] == "accessed"
+    first = record.balance[0]
+    assert first["tids"] == [workers[3]["tid"]] and first["attached_bytes"] == 0
+    chunk = 4 * MiB // os.sysconf("SC_PAGE_SIZE")
+    assert 0.9 * chunk <= first["accessed_pages"] <= chunk, first
+    assert first["pages_moved"] + first["pages_left"] == first["accessed_pages"]
+
+
+def test_balance_data_needs_balance_and_a_known_word():
+    with pytest.raises(UsageError, match="--balance-data says what moves with the threads --balance steals: give --balance too"):
+        plan_spec(["true"], strategy="compact", threads=1, balance_data="accessed")
+    with pytest.raises(UsageError, match="unknown --balance-data 'everything': use attached or accessed"):
+        plan_spec(["true"], strategy="compact", threads=1, balance=True, balance_data="everything")

@@ -13,8 +13,14 @@ running, at once:
 - ``pinlab memmap`` of a process holding 24 MiB under ``numactl --membind`` on the last node,
   against ``numastat -p`` of the same process, and against the mapping's policy and node;
 - ``pinlab migrate PID --to 0 --from LAST`` of that process: the 24 MiB are on node 0 after;
-- ``pinlab-twisted-stream --policy first-touch|next-touch|move-threads`` under ``pinlab run -s scatter``
-  (one team per node): where each team's threads ran in each phase and where its data ended;
+- ``pinlab-twisted-stream --policy first-touch|next-touch|move-threads|mixed [--remote 2]`` under
+  ``pinlab run -s scatter`` (one team per node): where each team's threads ran in each phase and
+  where each vector ended;
+- ``pinlab-imbalanced-stream --place-teams --policy first-touch|move-threads|mixed|next-touch``:
+  which team stole which threads, where they ended and where their parts of the vectors are;
+- ``pinlab run --balance`` of tests/memory/balance_check.c (workers with unequal work, two nodes
+  overloaded and one left idle): which node steals which threads, and whether their data followed
+  (attached through the API, found by the page tracer, or not at all);
 - ``pinlab run -s autonuma``: the program sees the kernel's NUMA balancing on, and it is off
   again after; the record says so;
 - ``--mem weighted-interleave`` on this 6.1 kernel (no MPOL_WEIGHTED_INTERLEAVE): refused in one
@@ -107,10 +113,10 @@ done
 
 BALANCE = r"""
 B={balance_check}
-for mode in attached threads_only; do
+for mode in attached threads_only accessed; do
   echo "@@$mode@@"
-  {pinlab} run -q --balance --balance-interval 0.1 --oversubscribe -c {cpus} --record "$R/$mode.json" -- \
-      $B $([ $mode = threads_only ] && echo --no-attach) {workers}
+  {pinlab} run -q --balance --balance-interval 0.1 --oversubscribe -c {cpus} --record "$R/$mode.json" \
+      $([ $mode = accessed ] && echo --balance-data accessed) -- $B $([ $mode = attached ] || echo --no-attach) {workers}
   echo "rc $?"
   echo "@@${{mode}}_record@@"; cat "$R/$mode.json"
 done
@@ -136,10 +142,14 @@ IMBALANCED_CASES = {
 # (CPU seconds:MiB). 2s2n: four long workers share node 0's two CPUs, node 1's two short ones end
 # early; node 1 then steals the last two created. 2s4n (one CPU a node): nodes 0 and 1 are
 # overloaded with two workers each, 16 MiB and 2 MiB apiece; node 2's short worker ends; node 2
-# steals from node 1, whose busy threads have the least data attached.
+# steals from node 1, whose busy threads have the least data attached (from node 0 when nothing is
+# attached: a tie).
 BALANCE_CASES = {
-    "2s2n": {"cpus": "0,0,1,0,1,2,3", "workers": "1.5:8 1.5:8 1.5:8 1.5:8 0.2:8 0.2:8", "first": (0, 1, [2, 3])},
-    "2s4n": {"cpus": "0,0,0,1,1,2,3", "workers": "1.5:16 1.5:16 1.5:2 1.5:2 0.2:2 1.5:2", "first": (1, 2, [3])},
+    "2s2n": {"cpus": "0,0,1,0,1,2,3", "workers": "1.5:8 1.5:8 1.5:8 1.5:8 0.2:8 0.2:8",
+             "first": {"attached": (0, 1, [2, 3]), "threads_only": (0, 1, [2, 3]), "accessed": (0, 1, [2, 3])}},
+    # without attached data nodes 0 and 1 weigh the same: the lower number is robbed
+    "2s4n": {"cpus": "0,0,0,1,1,2,3", "workers": "1.5:16 1.5:16 1.5:2 1.5:2 0.2:2 1.5:2",
+             "first": {"attached": (1, 2, [3]), "threads_only": (0, 2, [1]), "accessed": (0, 2, [1])}},
 }
 
 
@@ -263,9 +273,9 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
 def test_an_idle_node_steals_threads_and_their_attached_data(guest):
     shape, results = guest
     parts = _sections(results["balance"].check("pinlab run --balance").stdout)
-    victim, thief, stolen_workers = BALANCE_CASES[shape["name"]]["first"]
     page = 4096
-    for mode in ("attached", "threads_only"):
+    for mode in ("attached", "threads_only", "accessed"):
+        victim, thief, stolen_workers = BALANCE_CASES[shape["name"]]["first"][mode]
         lines = parts[mode].splitlines()
         assert lines[-1] == "rc 0", parts[mode]
         workers = {w["worker"]: w for w in mem_expect.parse(parts[mode])}
@@ -278,16 +288,26 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
         for w in workers.values():
             if w["tid"] not in stolen:
                 assert w["end_node"] == w["start_node"] == w["data_node"], w
-            elif mode == "attached":
-                assert w["data_node"] == w["end_node"] != w["start_node"], ("its data followed it", w)
-            else:
-                assert w["data_node"] == w["start_node"] != w["end_node"], ("threads only: the data stayed", w)
+                continue
+            assert w["end_node"] != w["start_node"], ("a stolen thread ends on its thief's node", w)
+            if mode == "threads_only":
+                assert w["data_node"] == w["start_node"], ("threads only: the data stayed", w)
+            elif w["tid"] in first["tids"]:
+                # the first steal comes while its threads have most of their work ahead (a later one
+                # may find the program ending: its pages may not all move)
+                assert w["data_node"] == w["end_node"], ("its data followed it", mode, w, record["balance"])
         if mode == "attached":
             mib = [int(arg.split(":")[1]) for arg in BALANCE_CASES[shape["name"]]["workers"].split()]
             expected = sum(mib[i] << 20 for i in stolen_workers)
             assert first["attached_bytes"] == expected and first["pages_moved"] == expected // page and first["pages_left"] == 0, first
+        elif mode == "threads_only":
+            assert first["attached_bytes"] == first["pages_moved"] == first["accessed_pages"] == 0, first
         else:
-            assert first["attached_bytes"] == first["pages_moved"] == 0, first
+            # nothing attached: the page tracer saw most of the stolen workers' pages as theirs
+            mib = [int(arg.split(":")[1]) for arg in BALANCE_CASES[shape["name"]]["workers"].split()]
+            pages = sum(mib[i] << 20 for i in stolen_workers) // page
+            assert first["attached_bytes"] == 0 and pages / 2 < first["accessed_pages"] <= pages, first
+            assert first["pages_moved"] >= 0.9 * first["accessed_pages"], first
 
 
 def test_imbalanced_stream_steals_threads_with_or_without_their_data(guest):

@@ -64,6 +64,7 @@ def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
 
 
 BALANCE_INTERVAL = 0.25  # seconds between the looks of --balance
+BALANCE_DATA = ("attached", "accessed")
 
 
 def plan_spec(
@@ -93,12 +94,15 @@ def plan_spec(
     domains: int | None = None,
     level: str | None = None,
     balance: float | bool | None = None,
+    balance_data: str | None = None,
 ) -> LaunchSpec:
     """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs.
 
     ``graph`` (an AffinityGraph or a graph file's path), ``domains`` and ``level`` are for the
     graph strategies (lpgp, treematch...; see pinlab.graph.mapping). ``balance``: True (or the
-    seconds between looks) for an idle node to steal threads and their data (pinlab.memory.balance).
+    seconds between looks) for an idle node to steal threads and their data (pinlab.memory.balance);
+    ``balance_data``: ``attached`` (the default: data attached through libpinlab-mem) or
+    ``accessed`` (also the pages each stolen thread mostly accessed, from the page tracer).
     """
     chosen = [x for x in (strategy, cpus, plan_file, placement) if x is not None]
     if len(chosen) > 1:
@@ -165,7 +169,12 @@ def plan_spec(
         if not 0.01 <= balance_interval <= 3600:
             raise UsageError(f"--balance-interval must be between 0.01 and 3600 seconds (got {balance})")
         if planned is None:
-            raise UsageError("--balance moves pinned threads between NUMA nodes: it needs a placement (-s, -c or --plan)")
+            raise UsageError("--balance moves pinned threads between NUMA nodes: it needs a pinned placement (-s STRATEGY other than none or autonuma, -c or --plan)")
+    if balance_data is not None:
+        if balance_interval is None:
+            raise UsageError("--balance-data says what moves with the threads --balance steals: give --balance too")
+        if balance_data not in BALANCE_DATA:
+            raise UsageError(f"unknown --balance-data {balance_data!r}: use attached or accessed")
     nested_kind = None
     if nested not in (None, "off"):
         head, _, domain = nested.partition(":")
@@ -182,6 +191,7 @@ def plan_spec(
     return LaunchSpec(
         numa_balancing=True if plan is not None and plan.get("strategy") == "autonuma" else None,
         balance=balance_interval,
+        balance_data=balance_data or "attached",
         counters=wanted,
         argv=list(argv),
         cpus=planned,

@@ -77,6 +77,7 @@ class LaunchSpec:
     controller: Controller | None = None  # acts on the running program from the wait loop (autopin)
     numa_balancing: bool | None = None  # True: the kernel's automatic NUMA balancing on for the run (-s autonuma)
     balance: float | None = None  # seconds between looks of --balance (pinlab.memory.balance); None: off
+    balance_data: str = "attached"  # what moves with stolen threads: attached (API) data, or also the pages they mostly accessed
 
 
 class Controller(Protocol):
@@ -362,6 +363,7 @@ def run(spec: LaunchSpec) -> RunRecord:
     }
     if spec.balance is not None:
         options["balance"] = spec.balance
+        options["balance_data"] = spec.balance_data
     if spec.counters is not None:
         options["counters"] = [e.name for e in spec.counters.usable]
         options["counters_user_only"] = spec.counters.user_only
@@ -376,7 +378,7 @@ def run(spec: LaunchSpec) -> RunRecord:
         if blocker is not None:  # threads cannot be pinned one by one: the whole program stays on the plan's CPUs
             record.warnings.append(f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}")
     events = _new_events_file() if spec.cpus is not None else None
-    table = balancer = None
+    table = balancer = tracker = None
     try:
         env = build_environment(spec, events, blocker, record.warnings)
         if spec.balance is not None and spec.cpus is not None:
@@ -385,8 +387,17 @@ def run(spec: LaunchSpec) -> RunRecord:
 
             table = AttachTable()
             env.update(table.env())
+            if spec.balance_data == "accessed":
+                if blocker is not None:
+                    record.warnings.append(f"--balance-data accessed: {program} is {blocker}, so the page tracer cannot be loaded; "
+                                           "only attached data moves")
+                else:
+                    from pinlab.memory.accessed import PageTracker
+
+                    tracker = PageTracker()
+                    env = tracker.env(env)
             nodes = {node: sorted(set(spec.cpus) & cpus) for node, cpus in linux.numa_nodes().items()}
-            balancer = Balancer({node: cpus for node, cpus in nodes.items() if cpus}, interval=spec.balance, table=table)
+            balancer = Balancer({node: cpus for node, cpus in nodes.items() if cpus}, interval=spec.balance, table=table, tracker=tracker)
             spec = replace(spec, controller=balancer)
         from pinlab.memory.autonuma import balancing
 
@@ -402,6 +413,8 @@ def run(spec: LaunchSpec) -> RunRecord:
                 record.warnings.append("--balance had nothing to do: the placement uses one NUMA node")
         if table is not None:
             table.close()
+        if tracker is not None:
+            tracker.close()
         if events:
             try:
                 os.unlink(events)

@@ -11,6 +11,10 @@ itself, and moves the data attached to them (libpinlab-mem's ``pm_attach``, publ
 through :mod:`pinlab.memory.attached`) with ``move_pages(2)``, so that the stolen threads keep
 accessing local memory.
 
+For a program that does not use the API, ``--balance-data accessed`` has the page tracer
+(:mod:`pinlab.memory.accessed`) count which thread touches which page while it runs: a stolen
+thread then takes along the pages it touched first in most rounds.
+
 Which node is robbed: as in the seed, the one whose busy threads have the least attached data
 (moving memory is what costs), then the one with the most work left, which from outside is the
 most busy threads waiting for a CPU (the seed's runtime used workload hints from the application;
@@ -19,8 +23,10 @@ memory API, --balance moves threads only and says so.
 """
 from __future__ import annotations
 
+import errno
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,15 +48,24 @@ class Steal:
     pages_moved: int = 0
     pages_left: int = 0
     why: str = ""
+    accessed_pages: int = 0  # --balance-data accessed: pages the threads without attached data mostly accessed
+    errors: dict[str, int] = field(default_factory=dict)  # why pages were left: errno name (or "node N") -> pages
 
     def to_json(self) -> dict:
         return {"at": round(self.at, 3), "from_node": self.from_node, "to_node": self.to_node, "tids": self.tids, "cpus": self.cpus,
-                "attached_bytes": self.attached_bytes, "pages_moved": self.pages_moved, "pages_left": self.pages_left, "why": self.why}
+                "attached_bytes": self.attached_bytes, "accessed_pages": self.accessed_pages, "pages_moved": self.pages_moved,
+                "pages_left": self.pages_left, "errors": self.errors, "why": self.why}
 
     def text(self) -> str:
-        data = (f"moved their {self.attached_bytes / 2**20:.1f} MiB of attached data ({self.pages_moved} pages"
-                + (f", {self.pages_left} could not move)" if self.pages_left else ")")
-                if self.attached_bytes else "no data attached to them (threads only)")
+        what = []
+        if self.attached_bytes:
+            what.append(f"their {self.attached_bytes / 2**20:.1f} MiB of attached data")
+        if self.accessed_pages:
+            what.append(f"the {self.accessed_pages} pages they mostly accessed")
+        left = ", ".join(f"{n} {reason}" for reason, n in sorted(self.errors.items()))
+        data = (f"moved {' and '.join(what)} ({self.pages_moved} pages"
+                + (f", {self.pages_left} could not move{': ' + left if left else ''})" if self.pages_left else ")")
+                if what else "no data attached to them (threads only)")
         return (f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {len(self.tids)} threads of node {self.from_node} "
                 f"({self.why}), now on CPUs {','.join(map(str, self.cpus))}; {data}")
 
@@ -60,12 +75,15 @@ class Balancer:
     """The wait loop's controller (see pinlab.launch.runner.Controller) for --balance.
 
     ``nodes`` maps each NUMA node to the CPUs the program may use on it; ``table`` is the
-    attachment table the program publishes in (None: no data is moved); ``say`` prints a line.
+    attachment table the program publishes in (None: no attached data is moved); ``tracker``, the
+    page tracer's counts (None: the pages of threads without attached data stay); ``say`` prints
+    a line.
     """
 
     nodes: dict[int, list[int]]
     interval: float = 0.25
     table: object | None = None
+    tracker: object | None = None  # a pinlab.memory.accessed.PageTracker (--balance-data accessed)
     say: Callable[[str], None] | None = None
     steals: list[Steal] = field(default_factory=list)
     pid: int | None = field(default=None, init=False)
@@ -132,17 +150,34 @@ class Balancer:
             steal.tids.append(t.tid)
             steal.cpus.append(cpu)
             steal.attached_bytes += attached.get(t.tid, 0)
+        why: Counter = Counter()
         if steal.attached_bytes and self.table is not None:
             from pinlab.memory.migrate import move_pages
 
             for a in self.table.read():
                 if a.tid in steal.tids:
                     try:
-                        moved, left = move_pages(self.pid, a.start, a.size, thief)
-                    except OSError:
+                        moved, left = move_pages(self.pid, a.start, a.size, thief, why=why)
+                    except OSError as exc:
                         moved, left = 0, -(-a.size // os.sysconf("SC_PAGE_SIZE"))
+                        why[errno.errorcode.get(exc.errno, str(exc.errno))] += left
                     steal.pages_moved += moved
                     steal.pages_left += left
+        without = [tid for tid in steal.tids if not attached.get(tid)]
+        if without and self.tracker is not None:
+            from pinlab.memory.migrate import move_page_list
+
+            pages = self.tracker.majority_pages(without)
+            addresses = sorted(a for tid in without for a in pages[tid])
+            steal.accessed_pages = len(addresses)
+            try:
+                moved, left = move_page_list(self.pid, addresses, thief, why=why)
+            except OSError as exc:
+                moved, left = 0, len(addresses)
+                why[errno.errorcode.get(exc.errno, str(exc.errno))] += left
+            steal.pages_moved += moved
+            steal.pages_left += left
+        steal.errors = dict(why)
         if steal.tids:
             self.steals.append(steal)
             if self.say:

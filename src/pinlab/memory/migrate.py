@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno as errnos
 import os
+from collections import Counter
 from collections.abc import Iterable
 
 _SYSCALL = {"x86_64": 256, "aarch64": 238, "ppc64le": 258, "s390x": 287, "riscv64": 238}
@@ -57,19 +58,25 @@ _MPOL_MF_MOVE = 1 << 1
 _BATCH = 1024
 
 
-def move_pages(pid: int, start: int, size: int, node: int, attempts: int = 3) -> tuple[int, int]:
-    """Move the pages of ``[start, start + size)`` in process ``pid`` to ``node`` with
+def move_pages(pid: int, start: int, size: int, node: int, attempts: int = 3, why: Counter | None = None) -> tuple[int, int]:
+    """Move the pages of ``[start, start + size)`` in process ``pid`` to ``node``: see
+    :func:`move_page_list`."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    return move_page_list(pid, range(start - start % page, start + size, page), node, attempts, why)
+
+
+def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Counter | None = None) -> tuple[int, int]:
+    """Move the pages at ``addresses`` (page-aligned) in process ``pid`` to ``node`` with
     ``move_pages(2)``, in batches. Returns (pages now on node, pages not moved); pages never touched
     (or not mapped any more) count in neither. A page the kernel leaves behind (busy: the program
-    is using it) is tried again, up to ``attempts`` times in all. Raises OSError as
-    :func:`migrate_pages` does."""
+    is using it) is tried again, up to ``attempts`` times in all; ``why`` (when given) counts the
+    reasons of the pages left, by errno name (or ``node N`` for a page the kernel left on node N).
+    Raises OSError as :func:`migrate_pages` does."""
     libc, number = _syscall("move_pages", _MOVE_PAGES)
-    page = os.sysconf("SC_PAGE_SIZE")
-    first, end = start - start % page, start + size
 
-    def call(addresses: list[int], target: int | None) -> list[int]:
-        count = len(addresses)
-        pages = (ctypes.c_void_p * count)(*addresses)
+    def call(batch: list[int], target: int | None) -> list[int]:
+        count = len(batch)
+        pages = (ctypes.c_void_p * count)(*batch)
         nodes = (ctypes.c_int * count)(*([target] * count)) if target is not None else None
         status = (ctypes.c_int * count)()
         done = libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(count), pages, nodes, status,
@@ -78,19 +85,23 @@ def move_pages(pid: int, start: int, size: int, node: int, attempts: int = 3) ->
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
         if done > 0 and target is not None:
-            return call(addresses, None)  # some were not moved: where is each page now
+            return call(batch, None)  # some were not moved: where is each page now
         return list(status)
 
+    addresses = list(addresses)
     there = stuck = 0
-    for batch in range(first, end, _BATCH * page):
-        addresses = [batch + i * page for i in range(min(_BATCH, (end - batch + page - 1) // page))]
+    for first in range(0, len(addresses), _BATCH):
+        batch = addresses[first:first + _BATCH]
         for attempt in range(attempts):
-            status = call(addresses, node)
+            status = call(batch, node)
             there += sum(1 for answer in status if answer == node)
-            addresses = [a for a, answer in zip(addresses, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
-            if not addresses:
+            batch = [a for a, answer in zip(batch, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
+            if not batch:
                 break
-        stuck += len(addresses)
+        stuck += len(batch)
+        if why is not None and batch:
+            why.update(errnos.errorcode.get(-answer, str(answer)) if answer < 0 else f"node {answer}"
+                       for answer in status if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT))
     return there, stuck
 
 

@@ -39,9 +39,9 @@
  * Futex waits inside glibc on a protected page are the same hazard.
  *
  * Environment: PINLAB_TRACE_DIR (required: where the counts go), PINLAB_PAGETRACE_LIVE (a file of
- * exactly the table's size, 16 MiB: the counts are kept in it, shared, so that pinlab can read them
- * while the program runs: key = (page number << 22 | tid) + 1 and count, two uint64 a slot, key 0
- * for an empty slot), PINLAB_PAGETRACE_PERIOD_MS
+ * the table's size, 16 MiB, and one page more: the counts are kept in it, shared, so that pinlab
+ * can read them while the program runs: key = (page number << 22 | tid) + 1 and count, two uint64
+ * a slot, key 0 for an empty slot; then the control words, see struct control), PINLAB_PAGETRACE_PERIOD_MS
  * (default 10), PINLAB_PAGETRACE_MIN_BYTES (default 65536), PINLAB_PAGETRACE_MAX_PAGES (default
  * 65536), PINLAB_PAGETRACE_SIGNAL (the timer's signal number, default SIGRTMAX - 2).
  *
@@ -98,6 +98,15 @@ static struct timespec start_time;
 static struct range *ranges; /* every range protected since the round ended; only appended to */
 static _Atomic int nranges;
 static struct slot *table;
+
+/* With PINLAB_PAGETRACE_LIVE, the page after the table: pinlab asks for a pause (pause = a new
+ * nonzero number) before it moves pages with move_pages(2), which cannot move pages a round keeps
+ * protected; the next round gives every page its access back, answers (paused = that number)
+ * and protects nothing until pause is 0 again. */
+struct control {
+    _Atomic uint64_t pause, paused;
+};
+static struct control *control;
 static size_t table_bytes, ranges_bytes;
 static atomic_long rounds, faults, lost;
 static atomic_int busy;      /* a round (or ending one) is under way */
@@ -354,6 +363,12 @@ static void round_handler(int sig, siginfo_t *info, void *ctx)
         goto out;
     if (atomic_load(&in_flight) > 0)
         goto unlock;
+    uint64_t pause = control ? atomic_load(&control->pause) : 0;
+    if (pause) {
+        end_round();
+        atomic_store(&control->paused, pause);
+        goto unlock;
+    }
     struct round r;
     memset(&r, 0, sizeof r);
     r.budget = max_pages;
@@ -631,8 +646,13 @@ __attribute__((constructor)) static void pagetrace_start(void)
     if (live && *live) { /* pinlab reads the counts while the program runs (pinlab run --balance-data accessed) */
         int fd = (int)syscall(SYS_openat, AT_FDCWD, live, O_RDWR | O_CLOEXEC);
         struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == table_bytes)
-            table = (struct slot *)syscall(SYS_mmap, NULL, table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == table_bytes + 4096) {
+            table = (struct slot *)syscall(SYS_mmap, NULL, table_bytes + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (table != MAP_FAILED) {
+                control = (struct control *)((char *)table + table_bytes);
+                table_bytes += 4096; /* excluded from the rounds with the table */
+            }
+        }
         if (fd >= 0)
             syscall(SYS_close, fd);
     }

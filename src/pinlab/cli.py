@@ -258,8 +258,9 @@ def _started(start):
 @click.option("--max-rounds", type=int, default=5, show_default=True, help="With --rounds auto: at most this many rounds.")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Risk of the one-sided test of the best against the runner-up.")
 @click.option("--tolerance", type=float, default=0.01, show_default=True, help="Candidates within this fraction of the best's rate (surely) are equivalent.")
-@click.option("--migrate-pages", type=click.Choice(["off", "process", "attached"]), default="off", show_default=True,
-              help="After a re-pin, move the program's pages to the new candidate's NUMA nodes (process), or each thread's attached data (libpinlab-mem) to its new node (attached).")
+@click.option("--migrate-pages", type=click.Choice(["off", "process", "attached", "accessed"]), default="off", show_default=True,
+              help="After a re-pin, move the program's pages to the new candidate's NUMA nodes (process), each thread's attached data "
+                   "(libpinlab-mem) to its new node (attached), or the pages each thread mostly accessed (accessed: the page tracer runs alongside).")
 @click.option("--monitor", is_flag=True, help="After the choice keep measuring, and probe again when the rate drops for good.")
 @click.option("--threshold", type=float, default=10.0, show_default=True, help="With --monitor: a drop of more than this percent below the rate kept since the choice...")
 @click.option("--patience", type=int, default=3, show_default=True, help="...for this many intervals in a row starts a new search.")

@@ -227,15 +227,39 @@ def test_migrate_attached_moves_the_data_attached_to_each_re_pinned_worker(spinn
     assert "moved 1 attached regions (3.0 MiB) with their threads" in result.stderr
 
 
-def test_migrate_attached_with_pid_needs_a_program_that_publishes_its_attachments(spinner):
+@needs_two
+def test_migrate_accessed_moves_the_pages_each_re_pinned_worker_touched(tmp_path):
+    """A program that attaches nothing: the page tracer runs alongside, and after the re-pin the
+    4 MiB the worker keeps writing are found as its own and moved to its new node (here the one
+    node: found there)."""
+    a, b = CPUS[0], CPUS[1]
+    program = str(mem_expect.build(str(PINLAB), tmp_path / "balance_check", mem_expect.SOURCE.with_name("balance_check.c")))
+    log = tmp_path / "autopin.jsonl"
+    result = run_pinlab("autopin", "-c", f"{a};{b}", *FAST, "--metric", "task-clock", "--migrate-pages", "accessed", "--log", str(log),
+                        "--", program, "--no-attach", "3:4")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1])["ok"] is True
+    moves = of(events(log), "migrate_accessed")
+    assert moves, result.stderr
+    pages = 4 * 2**20 // os.sysconf("SC_PAGE_SIZE")
+    first = moves[0]
+    assert pages / 2 < first["pages"] <= pages + 64 and first["pages_on_node"] == first["pages"] and first["not_moved"] == 0, first
+    assert f"moved the {first['pages']} pages the workers mostly accessed with them" in result.stderr
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("attached", "was not: use --migrate-pages process"),
+    ("accessed", "it works when autopin starts the program, not with --pid; use --migrate-pages process"),
+])
+def test_moving_a_running_programs_thread_data_with_pid_needs_what_only_a_start_gives(spinner, mode, message):
     program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "3"], stdout=subprocess.DEVNULL)
     try:
-        result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]}", "--migrate-pages", "attached", "-t", "1")
+        result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]}", "--migrate-pages", mode, "-t", "1")
     finally:
         program.kill()
         program.wait()
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert f"process {program.pid} was not: use --migrate-pages process" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 @needs_two

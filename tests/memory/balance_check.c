@@ -4,8 +4,9 @@
  * balance_check [--no-attach] WORK:MIB...   (one worker per argument, created in that order)
  *
  * Worker i allocates MIB MiB with libpinlab-mem (first touch: on the node it is pinned to), attaches
- * it to itself (unless --no-attach), and adds 1 to every element, pass after pass, until it has used
- * WORK seconds of CPU. Then it checks that every element equals its number of passes (the data
+ * it to itself (unless --no-attach), waits until every worker has done so (so that no node looks
+ * idle only because its workers are not created yet), first touches it and adds 1 to every
+ * element, pass after pass, until it has used WORK seconds of CPU from the wait. Then it checks that every element equals its number of passes (the data
  * survived whatever moved it) and reports, after all have ended, one JSON line each: its index,
  * tid, the node it started on and the one it ended on, and the node holding most of its data. That
  * node is looked up once every worker has done its work (a barrier), so that a move of the data
@@ -35,7 +36,7 @@ struct worker {
 };
 
 static int attach = 1;
-static pthread_barrier_t all_done;
+static pthread_barrier_t all_ready, all_done;
 
 static double cpu_seconds(void)
 {
@@ -59,13 +60,16 @@ static void *run(void *arg)
     size_t n = w->bytes / sizeof *x;
     if (pm_alloc((void **)&x, w->bytes, PM_FIRST_TOUCH, NULL, 0) != PM_OK) {
         fprintf(stderr, "worker %d: %s\n", w->index, pm_last_error());
+        pthread_barrier_wait(&all_ready);
         pthread_barrier_wait(&all_done);
         return NULL;
     }
     if (attach && pm_attach(x, 0) != PM_OK) /* before the first touch: a balancer sees it from the start */
         fprintf(stderr, "worker %d: %s\n", w->index, pm_last_error());
+    pthread_barrier_wait(&all_ready);
+    double began = cpu_seconds();
     memset(x, 0, w->bytes);
-    while (cpu_seconds() < w->work) {
+    while (cpu_seconds() - began < w->work) {
         for (size_t j = 0; j < n; j++)
             x[j] += 1;
         w->passes++;
@@ -104,7 +108,8 @@ int main(int argc, char **argv)
         workers[count] = (struct worker){.index = count, .work = work, .bytes = (size_t)(mib * (1 << 20)) & ~(size_t)4095};
         count++;
     }
-    if (count == 0 || pthread_barrier_init(&all_done, NULL, (unsigned)count) != 0)
+    if (count == 0 || pthread_barrier_init(&all_ready, NULL, (unsigned)count) != 0
+        || pthread_barrier_init(&all_done, NULL, (unsigned)count) != 0)
         return 2;
     for (int i = 0; i < count; i++)
         if (pthread_create(&threads[i], NULL, run, &workers[i]) != 0)

@@ -206,3 +206,31 @@ def test_balance_data_needs_balance_and_a_known_word():
         plan_spec(["true"], strategy="compact", threads=1, balance_data="accessed")
     with pytest.raises(UsageError, match="unknown --balance-data 'everything': use attached or accessed"):
         plan_spec(["true"], strategy="compact", threads=1, balance=True, balance_data="everything")
+
+
+def test_the_page_tracer_pauses_its_rounds_when_asked_and_counts_while_the_program_runs(balance_check, tmp_path):
+    """The live counts grow while the program runs; a pause is answered within a few periods (the
+    tracer gives every page its access back), and a tracer that is gone leaves the answer False."""
+    from pinlab.memory.accessed import PageTracker
+
+    with PageTracker(period_ms=5) as tracker:
+        env = tracker.env(dict(os.environ))
+        program = subprocess.Popen([balance_check, "--no-attach", "1.5:4"], env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            seen = 0
+            for _ in range(300):
+                tids, pages, counts = tracker.counts()
+                seen = len(set(pages.tolist()))
+                if seen >= 512:
+                    break
+                time.sleep(0.01)
+            assert seen >= 512, seen  # half of the worker's 4 MiB seen while it runs
+            with tracker.paused() as answered:
+                assert answered
+            with tracker.paused() as again:
+                assert again
+        finally:
+            out, _ = program.communicate(timeout=60)
+        assert program.returncode == 0 and json.loads(out.splitlines()[-1])["ok"] is True
+        with tracker.paused(timeout=0.2) as answered:
+            assert answered is False

@@ -88,6 +88,7 @@ class Autopin:
         self.finished = False
         self._node_of: dict[int, int] | None = None
         self.attachments: Any = None  # where the program publishes its attached regions (--migrate-pages attached)
+        self.tracker: Any = None  # the page tracer's live counts (--migrate-pages accessed; pinlab.memory.accessed)
         self._events_path: str | None = None
         self._stats_import: threading.Thread | None = None
         self._told_wrap = False
@@ -314,8 +315,9 @@ class Autopin:
         self.current = candidate
         if self.options.migrate_pages == "process" and previous != candidate:
             self._migrate(candidate)
-        if self.options.migrate_pages == "attached" and previous != candidate:
-            self._move_attached({t.tid: cpus[self._slot(i, t) % len(cpus)] for i, t in enumerate(workers)})
+        if self.options.migrate_pages in ("attached", "accessed") and previous != candidate:
+            cpu_of = {t.tid: cpus[self._slot(i, t) % len(cpus)] for i, t in enumerate(workers)}
+            self._move_attached(cpu_of) if self.options.migrate_pages == "attached" else self._move_accessed(cpu_of)
 
     def _conform(self, workers: list[Any]) -> None:
         """Re-pin workers found off the current candidate (created under the previous plan)."""
@@ -387,6 +389,35 @@ class Autopin:
             self._event("migrate_attached", regions=regions, bytes=nbytes, pages_on_node=moved, not_moved=left, seconds=round(seconds, 6))
             self.say(f"moved {regions} attached regions ({nbytes / 2**20:.1f} MiB) with their threads in {seconds:.3g} s"
                      + (f"; {left} pages could not move" if left else ""))
+
+    def _move_accessed(self, cpu_of: dict[int, int]) -> None:
+        """The pages each re-pinned worker touched first in most of the page tracer's rounds, to
+        its new CPU's node."""
+        from pinlab.memory.migrate import move_page_list
+
+        if self.tracker is None:
+            return
+        if self._node_of is None:
+            self._nodes(self.current)
+        began = self.clock()
+        by_node: dict[int, list[int]] = {}
+        for tid, pages in self.tracker.majority_pages(cpu_of).items():
+            by_node.setdefault(self._node_of.get(cpu_of[tid], 0), []).extend(pages)
+        found = sum(len(p) for p in by_node.values())
+        moved = left = 0
+        with self.tracker.paused():
+            for node, pages in sorted(by_node.items()):
+                try:
+                    there, stuck = move_page_list(self.pid, sorted(pages), node)
+                except OSError as exc:
+                    self.say(f"cannot move the pages the workers accessed to node {node}: {exc.strerror or exc}")
+                    continue
+                moved, left = moved + there, left + stuck
+        if found:
+            seconds = self.clock() - began
+            self._event("migrate_accessed", pages=found, pages_on_node=moved, not_moved=left, seconds=round(seconds, 6))
+            self.say(f"moved the {found} pages the workers mostly accessed with them in {seconds:.3g} s"
+                     + (f"; {left} could not move" if left else ""))
 
     def _reading(self) -> tuple[Any, int]:
         """The metric now over the workers now (those found off the candidate re-pinned first), and their number."""

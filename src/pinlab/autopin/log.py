@@ -25,6 +25,9 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             attached to its workers (libpinlab-mem) moved to each worker's new node: ``regions``,
             ``bytes``, ``pages_on_node`` (pages on the new node after the move), ``not_moved``,
             ``seconds``.
+``migrate_accessed`` with ``--migrate-pages accessed``, after a re-pin: the pages each worker
+            touched first in most of the page tracer's rounds moved to its new node: ``pages``
+            (found), ``pages_on_node``, ``not_moved``, ``seconds``.
 ``choice``  ``candidate``, ``name``, ``cpus``, ``rate`` (the mean of its sub-window rates of this
             search, all rounds pooled), ``runner_up`` (``{"candidate", "name",
             "cpus", "rate"}`` or null with one candidate), ``p_value`` (one-sided, best better than

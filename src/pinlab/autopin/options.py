@@ -9,7 +9,7 @@ from pinlab.errors import UsageError
 
 #: The paper's default probing interval t (seconds); w = t / 2 and i = w unless given.
 DEFAULT_INTERVAL = 30.0
-MIGRATE_MODES = ("off", "process", "attached")
+MIGRATE_MODES = ("off", "process", "attached", "accessed")
 MAX_SECONDS = 7 * 24 * 3600.0
 
 
@@ -88,7 +88,7 @@ class AutopinOptions:
         if not 0 <= self.tolerance < 1:
             raise UsageError(f"--tolerance must be a fraction between 0 and 1, e.g. 0.01 for 1% (got {self.tolerance})")
         if self.migrate_pages not in MIGRATE_MODES:
-            raise UsageError(f"unknown --migrate-pages {self.migrate_pages!r}: use off, process or attached")
+            raise UsageError(f"unknown --migrate-pages {self.migrate_pages!r}: use off, process, attached or accessed")
         if not 0 < self.threshold < 100:
             raise UsageError(f"--threshold must be a percentage between 0 and 100 (got {self.threshold})")
         if not 1 <= self.patience <= 1000:

@@ -151,7 +151,7 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
         return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
     live_plan = LivePlan(list(candidates[0].cpus), directory)
-    table = None
+    table = tracker = None
     try:
         env["PINLAB_LIVE_PLAN"] = live_plan.path
         if options.migrate_pages == "attached":
@@ -159,10 +159,16 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
 
             table = AttachTable()
             env.update(table.env())
+        elif options.migrate_pages == "accessed":
+            from pinlab.memory.accessed import PageTracker
+
+            tracker = PageTracker()
+            env = tracker.env(env)
         spec = plan_spec(list(argv), cpus=list(candidates[0].cpus), threads=threads, env=env, sample_ms=sample_ms, **(launch_options or {}))
         controller = _Launched(options, candidates, mode="launch", argv=argv, metric_factory=metric_factory, live_plan=live_plan,
                                topology_name=getattr(topology, "name", "this"), say=say)
         controller.attachments = table.path if table is not None else None
+        controller.tracker = tracker
         if stdout_metric is not None:
             read_end, write_end = os.pipe()
             spec.stdout = write_end
@@ -190,6 +196,8 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
         live_plan.close()
         if table is not None:
             table.close()
+        if tracker is not None:
+            tracker.close()
         if own_heartbeat:
             heartbeat.remove(own_heartbeat)
 
@@ -231,6 +239,9 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
         return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
     attachments = None
+    if options.migrate_pages == "accessed":
+        raise UsageError("--migrate-pages accessed needs the page tracer loaded as the program starts: it works when autopin starts "
+                         "the program, not with --pid; use --migrate-pages process")
     if options.migrate_pages == "attached":
         from pinlab.memory.attached import table_of_process
 

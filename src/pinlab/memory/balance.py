@@ -170,11 +170,12 @@ class Balancer:
             pages = self.tracker.majority_pages(without)
             addresses = sorted(a for tid in without for a in pages[tid])
             steal.accessed_pages = len(addresses)
-            try:
-                moved, left = move_page_list(self.pid, addresses, thief, why=why)
-            except OSError as exc:
-                moved, left = 0, len(addresses)
-                why[errno.errorcode.get(exc.errno, str(exc.errno))] += left
+            with self.tracker.paused():
+                try:
+                    moved, left = move_page_list(self.pid, addresses, thief, why=why)
+                except OSError as exc:
+                    moved, left = 0, len(addresses)
+                    why[errno.errorcode.get(exc.errno, str(exc.errno))] += left
             steal.pages_moved += moved
             steal.pages_left += left
         steal.errors = dict(why)

@@ -142,10 +142,10 @@ IMBALANCED_CASES = {
 # Per shape: the plan (main thread first, then the workers in creation order) and the workers
 # (CPU seconds:MiB; "small" for --balance-data accessed, whose page tracer makes every first touch
 # and every round's pages fault, slow under emulation). 2s2n: four long workers share node 0's
-# two CPUs, node 1's two short ones end early; node 1 then steals the last two created. 2s4n (one CPU a node): nodes 0 and 1 are
-# overloaded with two workers each, 16 MiB and 2 MiB apiece; node 2's short worker ends; node 2
-# steals from node 1, whose busy threads have the least data attached (from node 0 when nothing is
-# attached: a tie).
+# two CPUs, node 1's two short ones end early; node 1 then steals the last two created. 2s4n (one
+# CPU a node): nodes 0 and 1 are overloaded with two workers each, 16 MiB and 2 MiB apiece; node
+# 2's short worker ends; node 2 steals from node 1, whose busy threads have the least data
+# attached (from node 0 when nothing is attached: a tie).
 BALANCE_CASES = {
     "2s2n": {"cpus": "0,0,1,0,1,2,3", "workers": "1.5:8 1.5:8 1.5:8 1.5:8 0.2:8 0.2:8", "small": "1.5:1 1.5:1 1.5:1 1.5:1 0.2:1 0.2:1",
              "first": {"attached": (0, 1, [2, 3]), "threads_only": (0, 1, [2, 3]), "accessed": (0, 1, [2, 3])}},

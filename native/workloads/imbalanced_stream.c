@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 enum { OPT_TEAMS = PL_OPT_FIRST_PRIVATE, OPT_PER_TEAM, OPT_SIZE, OPT_WORK, OPT_POLICY, OPT_PLACE };
 
@@ -138,6 +139,8 @@ static void vectors_alloc(team_vectors *tv, uint64_t n, int k, int api)
     for (int i = 0; i < 3; i++) {
         if (bytes > SIZE_MAX || posix_memalign((void **)vectors[i], 4096, (size_t)bytes) != 0)
             pl_usage_error("cannot allocate %s for a triad vector; choose a smaller --size", pl_fmt_bytes(bytes, 0));
+        if (api) /* parts move one by one: base pages, or a huge page would carry its neighbours' parts */
+            madvise(*vectors[i], (size_t)bytes, MADV_NOHUGEPAGE);
         for (int p = 0; api && p < k; p++)
             if (pm_register(*vectors[i] + (uint64_t)p * part, (size_t)(part * sizeof(double))) != PM_OK)
                 pl_usage_error("cannot register a part of a triad vector: %s", pm_last_error());

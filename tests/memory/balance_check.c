@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +65,9 @@ static void *run(void *arg)
         pthread_barrier_wait(&all_done);
         return NULL;
     }
+    /* Base pages only: with transparent huge pages, khugepaged may later collapse a 2 MiB range
+     * that spans two workers' neighbouring regions into one huge page on either's node. */
+    madvise(x, w->bytes, MADV_NOHUGEPAGE);
     if (attach && pm_attach(x, 0) != PM_OK) /* before the first touch: a balancer sees it from the start */
         fprintf(stderr, "worker %d: %s\n", w->index, pm_last_error());
     pthread_barrier_wait(&all_ready);

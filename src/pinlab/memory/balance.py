@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pinlab.words import plural
+
 IDLE_CPUS = 0.25  # a node whose threads want less than this many CPUs is idle
 BUSY_SHARE = 0.5  # a thread that wants at least this share of a CPU (running or waiting) is busy
 IDLE_LOOKS = 2  # looks in a row a node must be idle before it steals
@@ -66,8 +68,8 @@ class Steal:
         data = (f"moved {' and '.join(what)} ({self.pages_moved} pages"
                 + (f", {self.pages_left} could not move{': ' + left if left else ''})" if self.pages_left else ")")
                 if what else "no data attached to them (threads only)")
-        return (f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {len(self.tids)} threads of node {self.from_node} "
-                f"({self.why}), now on CPUs {','.join(map(str, self.cpus))}; {data}")
+        return (f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {plural(len(self.tids), 'thread')} of node {self.from_node} "
+                f"({self.why}), now on {'CPU' if len(self.cpus) == 1 else 'CPUs'} {','.join(map(str, self.cpus))}; {data}")
 
 
 @dataclass
@@ -237,7 +239,7 @@ def plan_steals(nodes: dict[int, list[int]], members: dict[int, list], use: dict
         victim = min(overloaded, key=lambda n: (weight[n], -len(busy[n]), n))
         ordered = sorted(busy[victim], key=lambda t: (t.index is None, t.index or 0, t.tid))
         taken = ordered[len(ordered) - min(len(ordered) // 2, len(nodes[thief])):]
-        why = f"{len(busy[victim])} busy threads on {len(nodes[victim])} CPUs"
+        why = f"{plural(len(busy[victim]), 'busy thread')} on {plural(len(nodes[victim]), 'CPU')}"
         if len(overloaded) > 1:
             why += f"; of {len(overloaded)} overloaded nodes, the least attached data ({weight[victim] / 2**20:.1f} MiB)"
         plans.append(StealPlan(victim, thief, taken, why))

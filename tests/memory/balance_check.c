@@ -9,8 +9,9 @@
  * element, pass after pass, until it has used WORK seconds of CPU from the wait. Then it checks that every element equals its number of passes (the data
  * survived whatever moved it) and reports, after all have ended, one JSON line each: its index,
  * tid, the node it started on and the one it ended on, and the node holding most of its data. That
- * node is looked up once every worker has done its work (a barrier), so that a move of the data
- * that began while the worker ran (slow under emulation) has ended by then.
+ * node, and the CPU and node the worker ends on, are looked up once every worker has done its work
+ * (a barrier), so that a move of the data that began while the worker ran (slow under emulation)
+ * has ended by then, and a worker taken while it waited is seen where it went.
  */
 #define _GNU_SOURCE
 #include <pinlab_mem.h>
@@ -81,9 +82,9 @@ static void *run(void *arg)
     w->ok = 1;
     for (size_t j = 0; j < n; j++)
         w->ok &= x[j] == w->passes;
-    w->end_cpu = sched_getcpu();
-    w->end_node = node_now();
     pthread_barrier_wait(&all_done);
+    w->end_cpu = sched_getcpu(); /* after the barrier too: a thread stolen while it waited is counted where it went */
+    w->end_node = node_now();
     long counts[64] = {0}, absent = 0;
     w->data_node = -1;
     if (pm_where(x, w->bytes, counts, 64, &absent) == PM_OK)

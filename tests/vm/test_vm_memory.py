@@ -314,7 +314,8 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
             elif mode == "threads_only":
                 assert steal["attached_bytes"] == steal["pages_moved"] == steal["accessed_pages"] == 0, steal
             else:
-                assert steal["attached_bytes"] == 0 and steal["accessed_pages"] <= sum(mib[i] << 20 for i in taken) // page, steal
+                # (a few pages more may be the thread's own elsewhere: its C library arena)
+                assert steal["attached_bytes"] == 0 and steal["accessed_pages"] <= sum(mib[i] << 20 for i in taken) // page + 64, steal
         first = steals[0]
         if first["to_node"] != thief or first["at"] > 1.5:
             continue  # the timing went otherwise (see above): the invariants were checked
@@ -331,7 +332,7 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
             assert first["pages_moved"] > 0 and first["pages_left"] == 0, first
         elif mode == "accessed":
             pages = sum(mib[i] << 20 for i, w in workers.items() if w["tid"] in first["tids"]) // page
-            assert pages / 2 < first["accessed_pages"] <= pages and first["pages_moved"] >= 0.9 * first["accessed_pages"], first
+            assert pages / 2 < first["accessed_pages"] <= pages + 64 and first["pages_moved"] >= 0.9 * first["accessed_pages"], first
 
 
 def test_imbalanced_stream_steals_threads_with_or_without_their_data(guest):

@@ -4,7 +4,9 @@ One boot of the ``2s2n`` guest (2 sockets, 2 NUMA nodes, 4 CPUs). In the guest, 
 CPU of node 0 and B the first of node 1 (from sysfs). ``spinner --mem 64`` (tests/autopin/spinner.c,
 compiled here; the guest sees this file system) first touches 64 MiB on its main thread, which
 autopin starts on A, the first candidate: the pages are on node 0. A ``sh`` busy loop pinned to A
-takes half of that CPU, so autopin chooses B (as tests/autopin proves on this machine). The metric is
+takes half of that CPU, so autopin chooses B (as tests/autopin proves on this machine; when the
+host, busy with the rest of the suite, starves the guest so that the co-runner takes nothing and
+the probes cannot tell A from B, A may be kept, and the pages must then be on A's node). The metric is
 ``task-clock``: the guest's own share of CPU time halves on A whatever the load on the host, while
 the work a thread does per second (the heartbeat) also depends on how the host shares its CPUs
 among the guest's virtual CPUs.
@@ -179,14 +181,21 @@ def _touched_on_node_0(run: dict, what: str) -> None:
     assert all(_mostly_on(nodes, 0) for nodes in big), f"{what}: at the start the {MEM_MIB} MiB are not on node 0: {big}"
 
 
-def _choice_is_b(guest, run: dict, what: str) -> None:
+def _chosen_node(guest, run: dict, what: str) -> int:
+    """The node of the CPU autopin left the thread on: B's (1), as the co-runner on A makes it;
+    or A's (0) only when the probes could not tell A and B apart (a co-runner that got no CPU
+    time while the host, busy with the rest of the suite, starved the guest), never decided."""
     a, b = _cpu_ab(guest)
     choice = _of(run, "choice")
     assert choice, f"{what}: no choice in the log\n{run['text']}"
-    assert choice[0]["cpus"] == [b], f"{what}: chose {choice[0]['cpus']}, not B = {b} (the co-runner loads A = {a})\n{run['text']}"
-    # the kernel's view when numa_maps was read: the main thread may run on B only, and last ran there
-    assert run["affinity"].split() == ["Cpus_allowed_list:", str(b)], run["text"]
-    assert run["cpu"].strip() == str(b), run["text"]
+    cpus = choice[0]["cpus"]
+    if cpus != [b]:
+        assert cpus == [a] and not choice[0]["decided"], f"{what}: chose {cpus}, not B = {b} (the co-runner loads A = {a})\n{run['text']}"
+    cpu = cpus[0]
+    # the kernel's view when numa_maps was read: the main thread may run on the choice only, and last ran there
+    assert run["affinity"].split() == ["Cpus_allowed_list:", str(cpu)], run["text"]
+    assert run["cpu"].strip() == str(cpu), run["text"]
+    return 0 if cpu == a else 1
 
 
 # -- the tests -------------------------------------------------------------------------------
@@ -208,7 +217,11 @@ def test_pages_follow_the_thread_to_node_1(guest):
     assert [p["cpus"] for p in probes[:2]] == [[a], [b]], run["text"]
     probe_b = probes[1]
     moves = _of(run, "migrate")
-    assert len(moves) == 1, f"{what}: one migration expected (to B; the choice B needs none)\n{run['text']}"
+    chosen = _chosen_node(guest, run, what)
+    # one migration, to B; back to A's node as well when A was kept
+    assert len(moves) == (1 if chosen == 1 else 2), f"{what}: {len(moves)} migrations\n{run['text']}"
+    if chosen == 0:
+        assert (moves[1]["from_nodes"], moves[1]["to_nodes"]) == ([1], [0]), moves
     move = moves[0]
     assert (move["from_nodes"], move["to_nodes"]) == ([0], [1])
     before = {int(n): p for n, p in move["pages_before"].items()}
@@ -220,11 +233,10 @@ def test_pages_follow_the_thread_to_node_1(guest):
     # order: re-pin to B, then the migration, then the warm-up of w seconds, then B's window
     assert probes[0]["end"] <= probe_b["repinned_at"] <= move["t"] - move["seconds"] + 1e-5, (probes[0], move, probe_b)
     assert probe_b["start"] - move["t"] >= WARMUP - 1e-5, f"B's window began {probe_b['start'] - move['t']:.3f} s after the migration ended, warm-up {WARMUP}"
-    _choice_is_b(guest, run, what)
     big = _big_mappings(run["numa_maps"])
     assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
     for nodes in big:
-        assert _mostly_on(nodes, 1), f"the {MEM_MIB} MiB are not on node 1 while the program runs on B: {nodes}"
+        assert _mostly_on(nodes, chosen), f"the {MEM_MIB} MiB are not on node {chosen} while the program runs there: {nodes}"
     assert "moved pages from nodes 0 to 1" in run["stderr"], run["stderr"]
 
 
@@ -242,7 +254,7 @@ def _run_without_process_moves(guest, mode: str) -> tuple[dict, str]:
 
 def test_without_migration_the_pages_stay_on_node_0(guest):
     run, what = _run_without_process_moves(guest, "off")
-    _choice_is_b(guest, run, what)
+    _chosen_node(guest, run, what)
     big = _big_mappings(run["numa_maps"])
     assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
     for nodes in big:
@@ -256,13 +268,13 @@ def test_attached_data_follows_its_thread_and_nothing_else_moves(guest):
     pages = ATTACHED_MIB * 1024 // 4
     first = moves[0]
     assert first["regions"] == 1 and first["bytes"] == ATTACHED_MIB << 20 and first["pages_on_node"] >= MOST * pages, first
-    _choice_is_b(guest, run, what)
+    chosen = _chosen_node(guest, run, what)
     address = re.search(r"spinner attached=0x([0-9a-f]+)", run["stdout"])
     assert address, run["stdout"]
     line = next((l for l in run["numa_maps"].splitlines() if l.split()[:1] == [address.group(1)]), None)
     assert line is not None, f"the attached region is not in numa_maps\n{run['numa_maps']}"
     nodes = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"\bN(\d+)=(\d+)", line)}
-    assert _mostly_on(nodes, 1), f"the attached {ATTACHED_MIB} MiB did not follow the thread to node 1: {nodes}"
+    assert _mostly_on(nodes, chosen), f"the attached {ATTACHED_MIB} MiB did not follow the thread to node {chosen}: {nodes}"
     big = _big_mappings(run["numa_maps"])
     assert big and all(_mostly_on(n, 0) for n in big), f"the {MEM_MIB} MiB that were not attached moved: {big}"
     assert f"moved 1 attached regions ({ATTACHED_MIB}.0 MiB) with their threads" in run["stderr"], run["stderr"]

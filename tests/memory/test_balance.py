@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from types import SimpleNamespace
 
@@ -17,7 +18,7 @@ from pinlab.launch.runner import run
 from pinlab.measure import linux
 from pinlab.memory.accessed import majority_pages
 from pinlab.memory.attached import AttachTable, read_attachments
-from pinlab.memory.balance import BUSY_SHARE, members_by_node, plan_steals
+from pinlab.memory.balance import BUSY_SHARE, Balancer, Steal, members_by_node, plan_steals
 from tests.conftest import PINLAB
 from tests.memory import mem_expect
 
@@ -234,3 +235,18 @@ def test_the_page_tracer_pauses_its_rounds_when_asked_and_counts_while_the_progr
         assert program.returncode == 0 and json.loads(out.splitlines()[-1])["ok"] is True
         with tracker.paused(timeout=0.2) as answered:
             assert answered is False
+
+
+def test_a_program_that_ends_while_its_data_moves_leaves_nothing_behind():
+    """The program may end during a steal's move (seen in the emulated NUMA machine, where moving
+    16 MiB takes longer than the workers had left): the rest of its data went with it, so none
+    is called left behind, and the line says why the move stopped."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    gone = int(child.stdout)
+    balancer = Balancer(nodes={0: [0], 1: [1]})
+    balancer.pid = gone
+    steal = Steal(at=1.0, from_node=0, to_node=1, tids=[7], cpus=[1], attached_bytes=MiB, why="4 busy threads on 1 CPU")
+    balancer._move_data(steal, [SimpleNamespace(tid=7, start=0x10000000, size=MiB)])
+    assert steal.program_ended and steal.pages_moved == steal.pages_left == 0 and steal.errors == {}
+    assert steal.to_json()["program_ended"] is True
+    assert steal.text().endswith("moved their 1.0 MiB of attached data (0 pages; the program ended meanwhile)")

@@ -6,15 +6,18 @@ reports the kernel's refusals as OSError with the kernel's errno.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from pinlab.live import pages_per_node
-from pinlab.memory.migrate import migrate_pages
+from pinlab.memory.memmap import machine_nodes
+from pinlab.memory.migrate import ProcessEnded, errno_name, migrate_pages, move_page_list
 from tests.conftest import run_pinlab
 
 
@@ -94,3 +97,51 @@ def test_pinlab_migrate_moves_a_process_to_the_nodes_it_is_told_and_says_where_i
 def test_pinlab_migrate_refuses_bad_input_in_one_line(args, message):
     result = run_pinlab("migrate", *[a.format(me=os.getpid()) for a in args])
     assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1
+
+
+def _a_page_of_ours() -> int:
+    page = os.sysconf("SC_PAGE_SIZE")
+    buffer = ctypes.create_string_buffer(2 * page)
+    _a_page_of_ours.keep = buffer  # alive while the test runs
+    return ctypes.addressof(buffer) // page * page + page
+
+
+def test_moving_pages_of_a_process_that_has_ended_says_so_and_what_had_moved():
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    gone = int(child.stdout)
+    assert not os.path.exists(f"/proc/{gone}"), "the pid was reused already; run again"
+    with pytest.raises(ProcessEnded) as raised:
+        move_page_list(gone, [_a_page_of_ours()], 0)
+    assert raised.value.errno == errno.ESRCH and raised.value.moved == 0
+    assert isinstance(raised.value, ProcessLookupError)
+
+
+def test_a_process_exiting_or_a_zombie_has_ended_too():
+    """The kernel answers EINVAL for a process that has released its memory (exiting, or a
+    zombie not yet waited for): it has ended as far as its pages are concerned."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{child.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.01)
+    try:
+        with pytest.raises(ProcessEnded):
+            move_page_list(child.pid, [_a_page_of_ours()], 0)
+    finally:
+        child.wait()
+
+
+def test_a_live_process_is_not_taken_for_ended():
+    # one of its own pages, moved to a node with memory: there (or busy), never "ended"
+    node = machine_nodes()[0]
+    address = _a_page_of_ours()
+    ctypes.memset(address, 1, 1)
+    there, left = move_page_list(os.getpid(), [address], node)
+    assert (there, left) in ((1, 0), (0, 1))  # (a busy page may stay; never an exception)
+
+
+@pytest.mark.parametrize("code, name", [(errno.EBUSY, "EBUSY"), (errno.ENOENT, "ENOENT"), (99999, "99999")])
+def test_errno_names(code, name):
+    assert errno_name(code) == name

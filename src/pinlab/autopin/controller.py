@@ -311,13 +311,20 @@ class Autopin:
         if self.live_plan is not None:
             self.live_plan.write(list(cpus))
         workers = self._workers()
-        live.pin_threads({t.tid: [cpus[self._slot(i, t) % len(cpus)]] for i, t in enumerate(workers)}, pid=self.pid)
+        cpu_of = {t.tid: cpus[self._slot(i, t) % len(cpus)] for i, t in enumerate(workers)}
+        live.pin_threads({tid: [cpu] for tid, cpu in cpu_of.items()}, pid=self.pid)
         self.current = candidate
-        if self.options.migrate_pages == "process" and previous != candidate:
+        if previous == candidate:
+            return
+        mode = self.options.migrate_pages
+        if mode == "process":
             self._migrate(candidate)
-        if self.options.migrate_pages in ("attached", "accessed") and previous != candidate:
-            cpu_of = {t.tid: cpus[self._slot(i, t) % len(cpus)] for i, t in enumerate(workers)}
-            self._move_attached(cpu_of) if self.options.migrate_pages == "attached" else self._move_accessed(cpu_of)
+        elif mode == "attached":
+            # every worker's data, also of those that stayed on their node: a page already there
+            # costs the kernel a look, and one an earlier move left behind gets another chance
+            self._move_attached(cpu_of)
+        elif mode == "accessed":
+            self._move_accessed(cpu_of)
 
     def _conform(self, workers: list[Any]) -> None:
         """Re-pin workers found off the current candidate (created under the previous plan)."""
@@ -334,12 +341,16 @@ class Autopin:
         if stray:
             live.pin_threads(stray, pid=self.pid)
 
-    def _nodes(self, candidate: int) -> set[int]:
+    def _node_of_cpu(self, cpu: int) -> int:
+        """The NUMA node of ``cpu`` (the machine's node map, read once)."""
         if self._node_of is None:
             from pinlab.measure import linux
 
-            self._node_of = {cpu: node for node, cpus in linux.numa_nodes().items() for cpu in cpus}
-        return {self._node_of.get(cpu, 0) for cpu in self.candidates[candidate].cpus}
+            self._node_of = {c: node for node, cpus in linux.numa_nodes().items() for c in cpus}
+        return self._node_of.get(cpu, 0)
+
+    def _nodes(self, candidate: int) -> set[int]:
+        return {self._node_of_cpu(cpu) for cpu in self.candidates[candidate].cpus}
 
     def _migrate(self, candidate: int) -> None:
         from pinlab import live
@@ -365,12 +376,10 @@ class Autopin:
     def _move_attached(self, cpu_of: dict[int, int]) -> None:
         """Each re-pinned worker's attached regions (libpinlab-mem) to its new CPU's node."""
         from pinlab.memory.attached import read_attachments
-        from pinlab.memory.migrate import move_pages
+        from pinlab.memory.migrate import ProcessEnded, move_pages
 
         if self.attachments is None:
             return
-        if self._node_of is None:
-            self._nodes(self.current)
         began = self.clock()
         moved = left = regions = 0
         nbytes = 0
@@ -379,7 +388,9 @@ class Autopin:
             if cpu is None:
                 continue
             try:
-                there, stuck = move_pages(self.pid, region.start, region.size, self._node_of.get(cpu, 0))
+                there, stuck = move_pages(self.pid, region.start, region.size, self._node_of_cpu(cpu))
+            except ProcessEnded:
+                return  # the program ended: its data with it
             except OSError as exc:
                 self.say(f"cannot move the data attached to thread {region.tid}: {exc.strerror or exc}")
                 continue
@@ -393,22 +404,22 @@ class Autopin:
     def _move_accessed(self, cpu_of: dict[int, int]) -> None:
         """The pages each re-pinned worker touched first in most of the page tracer's rounds, to
         its new CPU's node."""
-        from pinlab.memory.migrate import move_page_list
+        from pinlab.memory.migrate import ProcessEnded, move_page_list
 
         if self.tracker is None:
             return
-        if self._node_of is None:
-            self._nodes(self.current)
         began = self.clock()
         by_node: dict[int, list[int]] = {}
         for tid, pages in self.tracker.majority_pages(cpu_of).items():
-            by_node.setdefault(self._node_of.get(cpu_of[tid], 0), []).extend(pages)
+            by_node.setdefault(self._node_of_cpu(cpu_of[tid]), []).extend(pages)
         found = sum(len(p) for p in by_node.values())
         moved = left = 0
         with self.tracker.paused():
             for node, pages in sorted(by_node.items()):
                 try:
                     there, stuck = move_page_list(self.pid, sorted(pages), node)
+                except ProcessEnded:
+                    return  # the program ended: its data with it
                 except OSError as exc:
                     self.say(f"cannot move the pages the workers accessed to node {node}: {exc.strerror or exc}")
                     continue

@@ -23,7 +23,6 @@ for a program that does not use the memory API, --balance moves threads only and
 """
 from __future__ import annotations
 
-import errno
 import os
 import time
 from collections import Counter
@@ -52,11 +51,12 @@ class Steal:
     why: str = ""
     accessed_pages: int = 0  # --balance-data accessed: pages the threads without attached data mostly accessed
     errors: dict[str, int] = field(default_factory=dict)  # why pages were left: errno name (or "node N") -> pages
+    program_ended: bool = False  # the program ended while the data was moving: the rest went with it
 
     def to_json(self) -> dict:
         return {"at": round(self.at, 3), "from_node": self.from_node, "to_node": self.to_node, "tids": self.tids, "cpus": self.cpus,
                 "attached_bytes": self.attached_bytes, "accessed_pages": self.accessed_pages, "pages_moved": self.pages_moved,
-                "pages_left": self.pages_left, "errors": self.errors, "why": self.why}
+                "pages_left": self.pages_left, "errors": self.errors, "program_ended": self.program_ended, "why": self.why}
 
     def text(self) -> str:
         what = []
@@ -66,7 +66,8 @@ class Steal:
             what.append(f"the {self.accessed_pages} pages they mostly accessed")
         left = ", ".join(f"{n} {reason}" for reason, n in sorted(self.errors.items()))
         data = (f"moved {' and '.join(what)} ({self.pages_moved} pages"
-                + (f", {self.pages_left} could not move{': ' + left if left else ''})" if self.pages_left else ")")
+                + (f", {self.pages_left} could not move{': ' + left if left else ''}" if self.pages_left else "")
+                + ("; the program ended meanwhile)" if self.program_ended else ")")
                 if what else "no data attached to them (threads only)")
         return (f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {plural(len(self.tids), 'thread')} of node {self.from_node} "
                 f"({self.why}), now on {'CPU' if len(self.cpus) == 1 else 'CPUs'} {','.join(map(str, self.cpus))}; {data}")
@@ -123,22 +124,17 @@ class Balancer:
         thieves = [node for node in sorted(self.nodes) if self.idle_looks[node] >= IDLE_LOOKS]
         if not thieves:
             return
-        attached = self._attached()
+        regions = self.table.read() if self.table is not None else []
+        attached: dict[int, int] = {}  # tid -> bytes attached to it
+        for region in regions:
+            if region.tid:
+                attached[region.tid] = attached.get(region.tid, 0) + region.size
         for plan in plan_steals(self.nodes, members, use, attached, thieves):
-            self._steal(plan, attached)
+            self._steal(plan, regions, attached)
             self.idle_looks[plan.thief] = 0
 
-    def _attached(self) -> dict[int, int]:
-        """Bytes attached to each thread (empty without a table)."""
-        if self.table is None:
-            return {}
-        out: dict[int, int] = {}
-        for a in self.table.read():
-            if a.tid:
-                out[a.tid] = out.get(a.tid, 0) + a.size
-        return out
-
-    def _steal(self, plan: StealPlan, attached: dict[int, int]) -> None:
+    def _steal(self, plan: StealPlan, regions: list, attached: dict[int, int]) -> None:
+        """Pin the plan's threads one per CPU on the thief's node, then move their data there."""
         thief = plan.thief
         steal = Steal(at=time.monotonic() - self.started_at, from_node=plan.victim, to_node=thief, tids=[], cpus=[],
                       attached_bytes=0, why=plan.why)
@@ -152,39 +148,49 @@ class Balancer:
             steal.tids.append(t.tid)
             steal.cpus.append(cpu)
             steal.attached_bytes += attached.get(t.tid, 0)
-        why: Counter = Counter()
-        if steal.attached_bytes and self.table is not None:
-            from pinlab.memory.migrate import move_pages
-
-            for a in self.table.read():
-                if a.tid in steal.tids:
-                    try:
-                        moved, left = move_pages(self.pid, a.start, a.size, thief, why=why)
-                    except OSError as exc:
-                        moved, left = 0, -(-a.size // os.sysconf("SC_PAGE_SIZE"))
-                        why[errno.errorcode.get(exc.errno, str(exc.errno))] += left
-                    steal.pages_moved += moved
-                    steal.pages_left += left
-        without = [tid for tid in steal.tids if not attached.get(tid)]
-        if without and self.tracker is not None:
-            from pinlab.memory.migrate import move_page_list
-
-            pages = self.tracker.majority_pages(without)
-            addresses = sorted(a for tid in without for a in pages[tid])
-            steal.accessed_pages = len(addresses)
-            with self.tracker.paused():
-                try:
-                    moved, left = move_page_list(self.pid, addresses, thief, why=why)
-                except OSError as exc:
-                    moved, left = 0, len(addresses)
-                    why[errno.errorcode.get(exc.errno, str(exc.errno))] += left
-            steal.pages_moved += moved
-            steal.pages_left += left
-        steal.errors = dict(why)
         if steal.tids:
+            self._move_data(steal, [r for r in regions if r.tid in steal.tids])
             self.steals.append(steal)
             if self.say:
                 self.say(steal.text())
+
+    def _move_data(self, steal: Steal, regions: list) -> None:
+        """Move the stolen threads' attached ``regions``, then (--balance-data accessed) the pages
+        that those without attached data mostly accessed, to the thief's node. The program may
+        end meanwhile: what had moved is counted, the rest is not called left behind."""
+        from pinlab.memory.migrate import ProcessEnded, errno_name, move_page_list, move_pages
+
+        why: Counter = Counter()
+        try:
+            for region in regions:
+                try:
+                    moved, left = move_pages(self.pid, region.start, region.size, steal.to_node, why=why)
+                except ProcessEnded:
+                    raise
+                except OSError as exc:
+                    moved, left = 0, -(-region.size // os.sysconf("SC_PAGE_SIZE"))
+                    why[errno_name(exc.errno)] += left
+                steal.pages_moved += moved
+                steal.pages_left += left
+            without = [tid for tid in steal.tids if not any(r.tid == tid for r in regions)]
+            if without and self.tracker is not None:
+                pages = self.tracker.majority_pages(without)
+                addresses = sorted(a for tid in without for a in pages[tid])
+                steal.accessed_pages = len(addresses)
+                with self.tracker.paused():
+                    try:
+                        moved, left = move_page_list(self.pid, addresses, steal.to_node, why=why)
+                    except ProcessEnded:
+                        raise
+                    except OSError as exc:
+                        moved, left = 0, len(addresses)
+                        why[errno_name(exc.errno)] += left
+                steal.pages_moved += moved
+                steal.pages_left += left
+        except ProcessEnded as ended:
+            steal.pages_moved += ended.moved
+            steal.program_ended = True
+        steal.errors = dict(why)
 
 
 def demand_seconds(pid: int, tid: int, cpu_seconds: float) -> float:

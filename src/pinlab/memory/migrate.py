@@ -30,6 +30,30 @@ def _mask(nodes: Iterable[int]) -> ctypes.Array:
     return words
 
 
+def errno_name(code: int) -> str:
+    """The symbolic name of an errno value (``EBUSY``), or its number when it has none."""
+    return errnos.errorcode.get(code, str(code))
+
+
+class ProcessEnded(ProcessLookupError):
+    """The process ended while its pages were being moved; ``moved`` of them had reached the node
+    by then. Not a failure of the move: a program may end at any time, its data with it."""
+
+    def __init__(self, pid: int, moved: int):
+        super().__init__(errnos.ESRCH, f"process {pid} ended while its pages were being moved")
+        self.moved = moved
+
+
+def _has_memory(pid: int) -> bool:
+    """Whether process ``pid`` still exists with an address space: an exiting process loses it
+    first (its ``statm`` reads all zeros), then becomes a zombie, then is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return f.read().split()[0] != "0"
+    except (OSError, IndexError):
+        return False
+
+
 def _syscall(name: str, numbers: dict[str, int]) -> tuple[ctypes.CDLL, int]:
     """The C library (loaded once) and this machine's number of system call ``name``."""
     global _libc
@@ -71,7 +95,8 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
     (or not mapped any more) count in neither. A page the kernel leaves behind (busy: the program
     is using it) is tried again, up to ``attempts`` times in all; ``why`` (when given) counts the
     reasons of the pages left, by errno name (or ``node N`` for a page the kernel left on node N).
-    Raises OSError as :func:`migrate_pages` does."""
+    Raises :class:`ProcessEnded` when the process ends meanwhile (the kernel then answers ESRCH, or
+    EINVAL while it exits), and OSError otherwise as :func:`migrate_pages` does."""
     libc, number = _syscall("move_pages", _MOVE_PAGES)
 
     def call(batch: list[int], target: int | None) -> list[int]:
@@ -93,14 +118,19 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
     for first in range(0, len(addresses), _BATCH):
         batch = addresses[first:first + _BATCH]
         for attempt in range(attempts):
-            status = call(batch, node)
+            try:
+                status = call(batch, node)
+            except OSError as exc:
+                if exc.errno in (errnos.ESRCH, errnos.EINVAL) and not _has_memory(pid):
+                    raise ProcessEnded(pid, there) from None
+                raise
             there += sum(1 for answer in status if answer == node)
             batch = [a for a, answer in zip(batch, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
             if not batch:
                 break
         stuck += len(batch)
         if why is not None and batch:
-            why.update(errnos.errorcode.get(-answer, str(answer)) if answer < 0 else f"node {answer}"
+            why.update(errno_name(-answer) if answer < 0 else f"node {answer}"
                        for answer in status if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT))
     return there, stuck
 

@@ -72,12 +72,19 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
 @click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
 @click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...).")
 @click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
-def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict) -> None:
+@click.option("--ranks", type=int, help="Preview the node split among R MPI ranks (with -s/-n: each rank's threads inside its part).")
+@click.option("--gpus", is_flag=False, flag_value="all", help="With --ranks: ranks next to the GPUs (all, or a list: cuda0,cuda1 / rsmi2 / bus ids).")
+def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict, ranks, gpus) -> None:
     """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
     from pinlab.placement import make_placement
     from pinlab.placement.exports import FORMATS, export
     from pinlab.topology import load_topology
 
+    if ranks is not None or gpus is not None:
+        _place_ranks(source, ranks, gpus, fmt, picture, dict(strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe,
+                                                             seed=seed, cpu_kind=cpu_kind, graph=_graph_option(graph_file, strict),
+                                                             domains=domains, level=level))
+        return
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if picture:
@@ -107,6 +114,46 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
         from pinlab.placement.picture import draw
 
         draw(placement, picture)
+
+
+def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
+    """pinlab place --ranks R [--gpus]: the node's split, and each rank's placement with -s/-c."""
+    from pinlab.ranks.launch import domain_topology, node_split
+    from pinlab.topology import load_topology
+    from pinlab.topology.sources import load_node
+
+    if ranks is None:
+        raise UsageError("--gpus shares the node's GPUs among ranks: give the number of ranks with --ranks R")
+    if fmt not in ("list", "json"):
+        raise UsageError(f"--ranks prints a table (-f list) or JSON (-f json), not {fmt!r}")
+    if picture:
+        raise UsageError("--picture draws one placement: it is not drawn for --ranks yet; leave --picture out")
+    topo = load_node() if source in ("this", "") else load_topology(source)
+    split, notices = node_split(topo, ranks, gpus)
+    for notice in notices:
+        click.echo(f"pinlab: notice: {notice}", err=True)
+    placements = None
+    if options["strategy"] is not None or options["cpus"] is not None:
+        from pinlab.placement import make_placement
+
+        placements = []
+        for domain in split.domains:
+            try:
+                placements.append(make_placement(domain_topology(topo, domain), **options))
+            except UsageError as exc:
+                raise UsageError(f"rank {domain.rank} (CPUs {domain.how}): {exc}") from None
+    if fmt == "json":
+        import json
+
+        data = split.to_json()
+        if placements:
+            for d, p in zip(data["domains"], placements):
+                d["placement"] = p.to_json()
+        click.echo(json.dumps(data, indent=2))
+        return
+    from pinlab.ranks.show import rank_table
+
+    click.echo(rank_table(split, placements))
 
 
 def _place_costs(placement, graph, fmt) -> None:
@@ -159,10 +206,13 @@ def _place_costs(placement, graph, fmt) -> None:
 @click.option("--balance-interval", type=float, help="Seconds between --balance's looks at the threads [default: 0.25].")
 @click.option("--balance-data", type=click.Choice(["attached", "accessed"]),
               help="What moves with stolen threads: data attached through libpinlab-mem [default], or also the pages each mostly accessed (the page tracer runs alongside).")
+@click.option("--rank", "rank", default="auto", show_default=True,
+              help="MPI rank context: auto (from srun/mpirun's environment), off, or LOCAL/COUNT. The rank's threads are placed inside its part of the node.")
+@click.option("--gpus", is_flag=False, flag_value="all", help="In a rank context: the rank's part of the node is next to its GPUs, which it is given (all, or a list: cuda0,cuda1...).")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, mem, overflow, children, skip, nested, no_aslr, clean_env, thp, record_path, counters, sample_ms,
-        graph_file, domains, level, strict, balance, balance_interval, balance_data, quiet, program) -> int:
+        graph_file, domains, level, strict, balance, balance_interval, balance_data, rank, gpus, quiet, program) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
@@ -183,13 +233,34 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
                 pass
         except OSError as exc:
             raise UsageError(f"cannot write the record {record_path!r}: {exc.strerror}") from None
+    import os
+
+    from pinlab.ranks.launch import no_domain_memory, this_rank
+
+    graph = _graph_option(graph_file, strict)
+    rank_plan = this_rank(rank, gpus)
+    placement = env = None
+    if rank_plan is None:
+        no_domain_memory(mem)
+    else:
+        placement, mem = _rank_placement(rank_plan, dict(strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe,
+                                                         seed=seed, cpu_kind=cpu_kind, graph=graph, domains=domains, level=level), plan_file, mem)
+        strategy = cpus = cpu_kind = graph = domains = level = None
+        threads = placement.threads if placement is not None else threads
+        env = rank_plan.env(os.environ)
+        if not quiet:
+            for notice in rank_plan.notices:
+                click.echo(f"pinlab: notice: {notice}", err=True)
+            click.echo(f"pinlab: {rank_plan.summary()}", err=True)
     spec = plan_spec(
-        list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, smt=smt, oversubscribe=oversubscribe,
+        list(program), strategy=strategy, threads=threads, cpus=cpus, plan_file=plan_file, placement=placement, smt=smt, oversubscribe=oversubscribe,
         seed=seed, cpu_kind=cpu_kind, mem=mem, overflow=overflow, children=children, skip=skip, nested=nested, no_aslr=no_aslr, clean_env=clean_env, thp=thp,
         sample_ms=sample_ms if (record_path or not quiet) else None, counters=counters,
-        graph=_graph_option(graph_file, strict), domains=domains, level=level, balance=_balance_option(balance, balance_interval),
-        balance_data=balance_data,
+        graph=graph, domains=domains, level=level, balance=_balance_option(balance, balance_interval),
+        balance_data=balance_data, env=env,
     )
+    if rank_plan is not None:
+        spec.rank, spec.domain_cpus = rank_plan.record(), rank_plan.domain.cpus
     for notice in spec.counters.notices if spec.counters else ():
         click.echo(f"pinlab: notice: {notice}", err=True)
     record = _started(lambda: launch(spec))
@@ -206,6 +277,29 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
             click.echo(f"pinlab: {Steal(**steal).text()}", err=True)
         click.echo(record.summary(), err=True)
     return record.exit_status
+
+
+def _rank_placement(rank_plan, options: dict, plan_file, mem):
+    """In a rank context: the placement of -s/-c inside the rank's domain (None: the program
+    stays on the domain's CPUs, unpinned within), and --mem for that domain."""
+    from pinlab.ranks.launch import rank_memory
+    from pinlab.topology.cpuset import format_cpulist
+
+    if plan_file is not None:
+        raise UsageError("--plan gives fixed CPUs for the whole node: in a rank context give -s STRATEGY or -c CPUS, "
+                         "placed inside the rank's part of the node (or --rank off)")
+    placement = None
+    if options["strategy"] is not None or options["cpus"] is not None:
+        from pinlab.placement import make_placement
+
+        domain = rank_plan.domain
+        try:
+            placement = make_placement(rank_plan.topology, **options)
+        except UsageError as exc:
+            raise UsageError(f"rank {domain.rank} of {len(rank_plan.split.domains)} (CPUs {format_cpulist(domain.cpus)}, {domain.how}): {exc}") from None
+    elif options["cpu_kind"] is not None:
+        raise UsageError("--cpu-kind narrows a strategy: add -s STRATEGY (e.g. -s compact)")
+    return placement, rank_memory(mem, rank_plan.domain)
 
 
 def _balance_option(balance: bool, interval: float | None):

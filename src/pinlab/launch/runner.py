@@ -78,6 +78,8 @@ class LaunchSpec:
     numa_balancing: bool | None = None  # True: the kernel's automatic NUMA balancing on for the run (-s autonuma)
     balance: float | None = None  # seconds between looks of --balance (pinlab.memory.balance); None: off
     balance_data: str = "attached"  # what moves with stolen threads: attached (API) data, or also the pages they mostly accessed
+    rank: dict | None = None  # MPI rank context and its domain (pinlab.ranks.launch): recorded
+    domain_cpus: frozenset[int] | None = None  # an unpinned run is kept on these CPUs (its rank's domain)
 
 
 class Controller(Protocol):
@@ -364,12 +366,14 @@ def run(spec: LaunchSpec) -> RunRecord:
     if spec.balance is not None:
         options["balance"] = spec.balance
         options["balance_data"] = spec.balance_data
+    if spec.rank is not None:
+        options["rank"] = spec.rank
     if spec.counters is not None:
         options["counters"] = [e.name for e in spec.counters.usable]
         options["counters_user_only"] = spec.counters.user_only
     record = RunRecord(argv=list(spec.argv), plan=spec.plan, options=options, started_at=time.time(), sample_ms=spec.sample_ms)
     blocker = preload_blocker(program) if spec.cpus is not None else None
-    mask: frozenset[int] | None = None
+    mask: frozenset[int] | None = frozenset(spec.domain_cpus) if spec.domain_cpus else None
     if spec.cpus is not None:
         # The main thread starts on all the plan's CPUs, so that runtimes sizing their pools from
         # the mask see them; the preload library narrows it to slot 0's CPU as it creates its

@@ -67,6 +67,15 @@ def load_this() -> Topology:
     return parse_xml(xml, source="this", narrow_cpus=frozenset(os.sched_getaffinity(0)), narrow_nodes=_mems_allowed())
 
 
+def load_node() -> Topology:
+    """This machine with its I/O devices (GPUs), restricted to the CPUs of this process's
+    cgroup but not to its affinity mask: an MPI launcher may already have bound each rank to a
+    part of the node, and the node is split among the ranks from the whole of what the job
+    was given (pinlab.ranks)."""
+    xml = lstopo(["--of", "xml", "--disallowed", "-"], what="this machine's topology")
+    return parse_xml(xml, source="this", narrow_nodes=_mems_allowed())
+
+
 def _mems_allowed() -> frozenset[int] | None:
     """NUMA nodes this process may allocate on (``Mems_allowed_list`` in /proc/self/status), if readable."""
     try:

@@ -1,0 +1,122 @@
+"""GPUs found in hwloc's I/O objects, and ranks placed next to them (machines built in gpu_machines)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pinlab.errors import UsageError
+from pinlab.ranks.gpus import find_gpus, select_gpus
+from pinlab.ranks.split import split_node
+from pinlab.topology import load_topology
+from tests.conftest import run_pinlab, with_allowed
+from tests.ranks.gpu_machines import add_gpus, synthetic_xml, write
+
+TWO_SOCKETS = "pack:2 [numa] l3:2 core:4 pu:2"  # 2 x (1 NUMA node, 2 L3 x 4 cores), 32 PUs
+FOUR_NVIDIA = [("nvidia", 0, "0000:04:00.0"), ("nvidia", 0, "0000:05:00.0"), ("nvidia", 1, "0000:84:00.0"), ("nvidia", 1, "0000:85:00.0"),
+               ("display", -1, "0000:02:00.0")]
+
+
+@pytest.fixture
+def four_gpus(tmp_path):
+    return write(tmp_path, "four-gpus", add_gpus(synthetic_xml(TWO_SOCKETS), FOUR_NVIDIA))
+
+
+def test_gpus_their_stacks_and_their_locality(four_gpus):
+    topo = load_topology(four_gpus)
+    gpus = find_gpus(topo)
+    assert [g.name for g in gpus] == ["cuda0", "cuda1", "cuda2", "cuda3"]  # the BMC's display device is not a GPU
+    assert [g.busid for g in gpus] == ["0000:04:00.0", "0000:05:00.0", "0000:84:00.0", "0000:85:00.0"]
+    assert gpus[0].indexes == {"CUDA": 0, "NVML": 0, "OpenCL": 0} and gpus[3].indexes["OpenCL"] == 3
+    packages = topo.packages
+    assert [g.cpus for g in gpus] == [packages[0].cpus] * 2 + [packages[1].cpus] * 2
+    assert [g.nodes for g in gpus] == [{0}, {0}, {1}, {1}] and {g.vendor for g in gpus} == {"NVIDIA"}
+
+
+@pytest.mark.parametrize("ranks, gpus, cpus_of", [
+    (1, [[0, 1, 2, 3]], ["all"]),  # fewer ranks than GPUs: all of them, and the whole node
+    (2, [[0, 1], [2, 3]], ["p0", "p1"]),
+    (4, [[0], [1], [2], [3]], ["l3-0", "l3-1", "l3-2", "l3-3"]),
+    (8, [[0], [0], [1], [1], [2], [2], [3], [3]], None),  # more ranks than GPUs: each shared by two neighbours
+])
+def test_ranks_get_the_gpus_next_to_their_cpus(four_gpus, ranks, gpus, cpus_of):
+    topo = load_topology(four_gpus)
+    found = find_gpus(topo)
+    split = split_node(topo, ranks, found)
+    assert [[found.index(g) for g in d.gpus] for d in split.domains] == gpus
+    for d in split.domains:
+        assert all(d.cpus <= g.cpus or g.cpus <= d.cpus for g in d.gpus)  # its CPUs are its GPUs' local ones
+        assert d.env == {"CUDA_VISIBLE_DEVICES": ",".join(str(g.indexes["CUDA"]) for g in d.gpus)}
+    named = {"all": topo.allowed_cpus, "p0": topo.packages[0].cpus, "p1": topo.packages[1].cpus,
+             **{f"l3-{i}": l3.cpus for i, l3 in enumerate(topo.objects("L3"))}}
+    if cpus_of:
+        assert [d.cpus for d in split.domains] == [named[n] for n in cpus_of]
+    assert not split.unused
+
+
+def test_gpus_on_some_numa_nodes_only_leave_the_others_unused(tmp_path):
+    xml = add_gpus(synthetic_xml("pack:4 [numa] core:4 pu:1"), [("amd", 0, "0000:c1:00.0"), ("amd", 2, "0000:41:00.0")])
+    topo = load_topology(write(tmp_path, "two-of-four", xml))
+    gpus = find_gpus(topo)
+    assert [g.name for g in gpus] == ["rsmi0", "rsmi1"] and [min(g.cpus) for g in gpus] == [0, 8]
+    split = split_node(topo, 4, gpus)
+    p = topo.packages
+    assert [d.cpus for d in split.domains] == [frozenset({0, 1}), frozenset({2, 3}), frozenset({8, 9}), frozenset({10, 11})]
+    assert [d.env for d in split.domains] == [{"ROCR_VISIBLE_DEVICES": "0"}] * 2 + [{"ROCR_VISIBLE_DEVICES": "1"}] * 2
+    assert split.unused == p[1].cpus | p[3].cpus
+    assert split.notes == ["CPUs 4-7,12-15 are local to no GPU: no rank runs there"]
+
+
+def test_level_zero_and_plain_pci_gpus(tmp_path):
+    xml = add_gpus(synthetic_xml(TWO_SOCKETS), [("intel", 0, "0000:3a:00.0"), ("intel", 1, "0000:9a:00.0")])
+    topo = load_topology(write(tmp_path, "intel", xml))
+    split = split_node(topo, 2, find_gpus(topo))
+    assert [d.env for d in split.domains] == [{"ZE_AFFINITY_MASK": "0"}, {"ZE_AFFINITY_MASK": "1"}]
+    # hwloc without the CUDA/NVML plugins: NVIDIA 3D controllers, numbered in PCI order (NVML's)
+    xml = add_gpus(synthetic_xml(TWO_SOCKETS), [("nvidia-bare", 1, "0000:85:00.0"), ("nvidia-bare", 0, "0000:04:00.0"), ("display", -1, "0000:02:00.0")])
+    topo = load_topology(write(tmp_path, "bare", xml))
+    gpus = find_gpus(topo)
+    assert [(g.name, g.busid) for g in gpus] == [("nvml0", "0000:04:00.0"), ("nvml1", "0000:85:00.0")]
+    split = split_node(topo, 2, gpus)
+    assert [d.env for d in split.domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(i)} for i in (0, 1)]
+
+
+def test_a_gpu_of_the_whole_machine_is_local_to_every_cpu(tmp_path):
+    xml = add_gpus(synthetic_xml(TWO_SOCKETS), [("nvidia", 0, "0000:04:00.0")], under="Machine")
+    topo = load_topology(write(tmp_path, "machine-gpu", xml))
+    (gpu,) = find_gpus(topo)
+    assert gpu.cpus == topo.allowed_cpus
+    split = split_node(topo, 2, [gpu])
+    assert [d.gpus for d in split.domains] == [[gpu], [gpu]] and [d.cpus for d in split.domains] == [p.cpus for p in topo.packages]
+
+
+def test_gpus_whose_cpus_are_not_allowed_take_no_rank(four_gpus):
+    topo = with_allowed(load_topology(four_gpus), range(16))  # package 0 only
+    split = split_node(topo, 2, find_gpus(topo))
+    assert [[g.name for g in d.gpus] for d in split.domains] == [["cuda0"], ["cuda1"]]
+    assert frozenset().union(*(d.cpus for d in split.domains)) == frozenset(range(16))
+
+
+def test_selecting_gpus_by_name_number_or_bus(four_gpus):
+    gpus = find_gpus(load_topology(four_gpus))
+    assert [g.name for g in select_gpus(gpus, "cuda2,1,0000:04:00.0,nvml3", "m")] == ["cuda2", "cuda1", "cuda0", "cuda3"]
+    assert select_gpus(gpus, "all", "m") == gpus
+    with pytest.raises(UsageError, match=r"--gpus cuda4: m has no GPU 'cuda4' \(GPUs: cuda0 \(0000:04:00.0\)"):
+        select_gpus(gpus, "cuda4", "m")
+
+
+def test_place_ranks_gpus_table_json_and_errors(four_gpus, tmp_path):
+    result = run_pinlab("place", "--ranks", "2", "--gpus", "-t", four_gpus)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{four_gpus}: 2 local ranks, 4 GPUs: cuda0 (0000:04:00.0, near CPUs 0-15)")
+    assert lines[2].split()[-2:] == ["cuda0,cuda1", "CUDA_VISIBLE_DEVICES=0,1"]
+    data = json.loads(run_pinlab("place", "--ranks", "2", "--gpus", "cuda1,cuda3", "-t", four_gpus, "-f", "json").stdout)
+    assert [d["gpus"] for d in data["domains"]] == [["cuda1"], ["cuda3"]]
+    bad = run_pinlab("place", "--ranks", "2", "--gpus", "cuda9", "-t", four_gpus)
+    assert bad.returncode == 2 and "has no GPU 'cuda9'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    plain = write(tmp_path, "plain", synthetic_xml(TWO_SOCKETS))
+    none = run_pinlab("place", "--ranks", "2", "--gpus", "-t", plain)
+    assert none.returncode == 0 and "hwloc shows no GPU" in none.stderr and "package 1" in none.stdout
+    bad = run_pinlab("place", "--ranks", "2", "--gpus", "cuda0", "-t", plain)
+    assert bad.returncode == 2 and "has no GPU 'cuda0' (GPUs: none)" in bad.stderr

@@ -12,6 +12,8 @@ packages=(
   cpio             # building its initramfs
   chromium         # a real browser: the tests render the HTML report
   strace           # system calls per thread: the preload library's per-thread cost (tests, bench)
+  openmpi-bin      # mpirun: hybrid MPI + OpenMP runs placed rank by rank (tests/ranks)
+  libopenmpi-dev   # mpicc, to build the tests' MPI program
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -14,6 +14,10 @@ packages=(
   strace           # system calls per thread: the preload library's per-thread cost (tests, bench)
   openmpi-bin      # mpirun: hybrid MPI + OpenMP runs placed rank by rank (tests/ranks)
   libopenmpi-dev   # mpicc, to build the tests' MPI program
+  slurmctld        # a one-host Slurm cluster for the tests of the Slurm backend
+  slurmd
+  slurm-client     # sbatch, squeue, sacct, sinfo
+  munge            # Slurm's authentication
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -562,10 +562,20 @@ def check(as_json: bool) -> None:
 @click.option("--resume", help="Continue the study NAME where it stopped.")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False), help="Affinity graph (pinlab trace) for graph strategies among -s (lpgp, treematch...); stored with the study.")
 @click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
+@click.option("--backend", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="Where the runs happen: here, or as a Slurm job array (one whole node per task).")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False), help="Slurm: the shared directory the tasks write their runs into [default: --db's directory].")
+@click.option("--nodes", type=int, default=1, show_default=True, help="Slurm: array tasks, each on a whole node of its own.")
+@click.option("--partition", help="Slurm: the partition to run in.")
+@click.option("--time", "time_limit", help="Slurm: time limit of each task (MINUTES, HH:MM:SS, D-HH:MM:SS).")
+@click.option("--sbatch-arg", "sbatch_args", multiple=True, help="Slurm: one more sbatch argument, e.g. --sbatch-arg=--account=proj (repeatable).")
+@click.option("--collect", help="Slurm: merge the runs the tasks of campaign NAME stored into --db (repeatable, safe).")
+@click.option("--status", "status_of", help="Slurm: the state of each task of campaign NAME.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
-          cpu_kind, sample_ms, max_failures, seed, workloads, resume, graph_file, domains, quiet, program) -> int:
+          cpu_kind, sample_ms, max_failures, seed, workloads, resume, graph_file, domains, backend, results_dir, nodes, partition, time_limit,
+          sbatch_args, collect, status_of, quiet, program) -> int:
     """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS
 
     Exits with 0 when every configuration has successful runs, 1 when the study ended but a
@@ -574,7 +584,17 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
     """
     from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, run_study
 
+    if collect or status_of or (resume and _is_campaign(db, resume)):
+        return _campaign_command(db, collect, status_of, resume, program or workloads)
     try:
+        if backend == "slurm":
+            if resume:
+                raise UsageError(f"--resume {resume}: no Slurm campaign of that name in {db}")
+            return _submit(db, results_dir, nodes, partition, time_limit, sbatch_args, graph_file, domains,
+                           _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric,
+                                       metric_better, timeout, cpu_kind, sample_ms, max_failures, seed, workloads, program))
+        if results_dir or sbatch_args or partition or time_limit or nodes != 1:
+            raise UsageError("--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm")
         if resume:
             if program or workloads:
                 raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
@@ -601,6 +621,79 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
         click.echo(f"pinlab: adaptive study: {plural(summary['measured'], 'measured run')} over {plural(summary['configs'], 'configuration')}; "
                    f"a fixed {FIXED_RUNS} runs each would take {fixed} ({summary['measured'] / fixed:.0%} of that)", err=True)
     return 0
+
+
+def _is_campaign(db: str, name: str) -> bool:
+    """Whether study ``name`` of ``db`` is a Slurm campaign (its --resume resubmits tasks)."""
+    from pathlib import Path
+
+    from pinlab.study.store import Store
+
+    if not Path(db).exists():
+        return False
+    with Store.open(db, create=False, readonly=True) as store:
+        study = store.study(name)
+    return study is not None and bool(study.parameters.get("slurm"))
+
+
+def _submit(db, results_dir, nodes, partition, time_limit, sbatch_args, graph_file, domains, plan) -> int:
+    from pathlib import Path
+
+    from pinlab.study.slurm import SlurmOptions, submit
+
+    plan.graph, plan.domains = _graph_option(graph_file, False), domains
+    options = SlurmOptions(results=results_dir or str(Path(db).resolve().parent), nodes=nodes, partition=partition, time=time_limit,
+                           sbatch_args=tuple(sbatch_args))
+    done = submit(plan, db, options, say=lambda text: click.echo(text, err=True))
+    click.echo(f"pinlab: study {done['study']}: {plural(done['runs'], 'run')} in {plural(done['tasks'], 'array task')} "
+               f"(one whole node each), Slurm job {done['job']}; results in {done['dir']}", err=True)
+    click.echo(f"pinlab: follow it with `pinlab study --status {done['study']} --db {db}`, then `pinlab study --collect {done['study']} --db {db}`", err=True)
+    return 0
+
+
+def _campaign_command(db, collect, status_of, resume, extra) -> int:
+    """--collect, --status and --resume of a Slurm campaign."""
+    from pinlab.study import slurm
+
+    if sum(1 for x in (collect, status_of, resume) if x) > 1:
+        raise UsageError("give one of --collect NAME, --status NAME and --resume NAME")
+    if extra:
+        raise UsageError("--collect, --status and --resume act on a stored campaign: give no program or --workload")
+    if collect:
+        done = slurm.collect(db, collect)
+        click.echo(f"pinlab: study {collect}: {plural(done['added'], 'new run')} collected into {db} "
+                   f"({done['already']} already there; {done['collected']} of {done['expected']} runs in all)", err=True)
+        if done["missing"]:
+            click.echo(f"pinlab: warning: {plural(len(done['missing']), 'task')} stored nothing yet: {', '.join(map(str, done['missing']))} "
+                       f"(see pinlab study --status {collect})", err=True)
+        for task, (got, expected) in sorted(done["incomplete"].items()):
+            click.echo(f"pinlab: warning: task {task} has {got} of its {expected} runs", err=True)
+        return 0
+    if status_of:
+        states = slurm.task_states(db, status_of)
+        counts = {s: sum(1 for t in states if t["state"] == s) for s in ("pending", "running", "done", "failed")}
+        click.echo(f"{status_of}: {len(states)} tasks: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        click.echo(f"{'task':>4}  {'job':12}  {'state':8}  {'runs':>9}  detail")
+        for t in states:
+            click.echo(f"{t['task']:>4}  {t['job']:12}  {t['state']:8}  {t['runs']:>4}/{t['expected']:<4}  {t['detail']}".rstrip())
+        return 0
+    done = slurm.resubmit(db, resume)
+    if not done["resubmitted"]:
+        click.echo(f"pinlab: study {resume}: no failed task to resubmit (see pinlab study --status {resume})", err=True)
+    else:
+        click.echo(f"pinlab: study {resume}: resubmitted {plural(len(done['resubmitted']), 'task')} "
+                   f"({', '.join(map(str, done['resubmitted']))}) as Slurm job {done['job']}", err=True)
+    return 0
+
+
+@cli.command("study-task", hidden=True)
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("task", type=int)
+def study_task(directory, task) -> int:
+    """One array task of a Slurm campaign (run by the campaign's job script on a node)."""
+    from pinlab.study.slurm import run_task
+
+    return run_task(directory, task)
 
 
 def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
@@ -653,7 +746,8 @@ def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, coun
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write runs.csv and stats.csv into DIR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
 @click.option("--metric-better", help="For a study stored without its metric's direction (older pinlab): lower or higher is better.")
-def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better) -> None:
+@click.option("--by-node", is_flag=True, help="Also each configuration's runs and median per node (a Slurm campaign's nodes).")
+def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better, by_node) -> None:
     """Statistics of a stored study (NAME, default the latest): tables, CSV, JSON, HTML."""
     from pathlib import Path
 
@@ -670,6 +764,10 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better)
         click.echo(dump_json(rep))
     else:
         print_report(rep)
+        if by_node:
+            from pinlab.report.tables import print_by_node
+
+            print_by_node(rep)
     try:
         if csv_dir:
             runs_csv, stats_csv = write_csv(rep, csv_dir)

@@ -31,6 +31,8 @@ class StudyReport:
     direction: Any = None  # pinlab.study.direction.MetricDirection: which way the metric is better
     counters: list[str] = field(default_factory=list)  # events counted per run ("counter:NAME" columns)
     adaptive: dict[str, Any] | None = None  # for --runs auto: runs taken, against a fixed number, and what stayed undecided
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # the machines the runs ran on (a Slurm campaign's nodes)
+    node_warning: str | None = None  # set when runs of nodes of different hardware are mixed
 
 
 def direction_of(report) -> Any:
@@ -76,9 +78,49 @@ def load_runs(db: str, name: str | None = None, record: bool = True):
     if frame.empty:
         raise UsageError(f"study {study.name} has no measured run yet: continue it with `pinlab study --db {db} --resume {study.name}`")
     frame["config"] = frame.apply(_config_label, axis=1)
+    if "record" in frame:
+        frame["node"] = [_node(r, "hostname") for r in frame["record"]]
+        frame["node_hardware"] = [_node(r, "hardware") for r in frame["record"]]
     for event in study.parameters.get("counters", []):
         frame[f"counter:{event}"] = [_count(r, event) for r in frame["record"]] if "record" in frame else None
     return study, frame
+
+
+def _node(record: Any, key: str) -> str | None:
+    """The node a run ran on, from its record (runs stored before pinlab kept it: None)."""
+    try:
+        return record["node"][key]
+    except (TypeError, KeyError):
+        return None
+
+
+def node_summary(runs) -> tuple[list[dict[str, Any]], str | None]:
+    """The nodes the runs ran on (host, hardware, runs), and a warning when their hardware differs:
+    a placement's speedup then mixes machines, so compare within one kind of node (--by-node)."""
+    if "node" not in runs or runs["node"].isna().all():
+        return [], None
+    nodes = [{"node": node, "hardware": hardware, "runs": int(len(group))}
+             for (node, hardware), group in runs.groupby(["node", "node_hardware"], sort=True, dropna=False)]
+    kinds: dict[str, list[str]] = {}
+    for n in nodes:
+        kinds.setdefault(str(n["hardware"]), []).append(str(n["node"]))
+    if len(kinds) < 2:
+        return nodes, None
+    listed = "; ".join(f"{hardware} ({', '.join(hosts)})" for hardware, hosts in kinds.items())
+    return nodes, (f"the runs come from {len(kinds)} kinds of node: {listed}; their speedups mix machines: "
+                   "compare placements within one kind (pinlab report --by-node)")
+
+
+def by_node(report) -> list[dict[str, Any]]:
+    """Per configuration and node: successful runs and their median (pinlab report --by-node)."""
+    runs = report.runs
+    ok = runs[(runs["status"] == "ok") & runs["metric"].notna()]
+    rows = []
+    for (config, node), group in runs.groupby(["config", "node"], sort=False, dropna=False):
+        sample = ok[(ok["config"] == config) & (ok["node"] == node)]["metric"]
+        rows.append({"config": config, "node": node, "hardware": group["node_hardware"].iloc[0], "runs": int(len(group)),
+                     "ok": int(len(sample)), "median": float(sample.median()) if len(sample) else None})
+    return rows
 
 
 def _count(record: Any, event: str) -> float | None:
@@ -142,8 +184,10 @@ def study_report(db: str, name: str | None = None, baseline: str = "none", alpha
     complete = {k: v for k, v in suite.items() if baseline in v}
     overall_rows = [r.to_dict() for r in overall(complete, baseline=baseline, alpha=alpha, better=better, seconds=seconds)] if complete else []
     stats = pandas.DataFrame(rows)
+    nodes, node_warning = node_summary(runs)
     return StudyReport(study=study, runs=runs, stats=stats, overall=overall_rows, baseline=baseline, alpha=alpha, metric=metric,
-                       direction=direction, counters=counters, adaptive=_adaptive(study, runs, stats, baseline))
+                       direction=direction, counters=counters, adaptive=_adaptive(study, runs, stats, baseline), nodes=nodes,
+                       node_warning=node_warning)
 
 
 def _add_counter_columns(rows: list[dict[str, Any]], ok, counters: list[str], baseline: str) -> None:

@@ -41,12 +41,34 @@ def write_csv(report: StudyReport, directory: str | Path) -> tuple[Path, Path]:
     return out / "runs.csv", out / "stats.csv"
 
 
+def print_by_node(report: StudyReport, console=None) -> None:
+    """pinlab report --by-node: each configuration's successful runs and median on each node."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from pinlab.report.data import by_node
+
+    console = console or Console(width=None if sys.stdout.isatty() else 180)
+    if "node" not in report.runs:
+        console.print("the runs of this study do not say which node they ran on (stored by an older pinlab)")
+        return
+    table = Table(title="Per configuration and node (successful runs; median in the metric's unit)")
+    for column in ("configuration", "node", "hardware", "runs", "ok", "median"):
+        table.add_column(column, justify="left" if column in ("configuration", "node", "hardware") else "right")
+    for row in by_node(report):
+        table.add_row(row["config"], str(row["node"]), str(row["hardware"]), str(row["runs"]), str(row["ok"]), _fmt(row["median"]))
+    console.print(table)
+
+
 def to_json(report: StudyReport) -> dict[str, Any]:
     return {
         "study": report.study.name,
         "parameters": report.study.parameters,
         "machine": {k: v for k, v in report.study.machine.items() if k != "topology_xml"},
-        "warnings": report.study.warnings,
+        "warnings": report.study.warnings + ([report.node_warning] if getattr(report, "node_warning", None) else []),
+        "nodes": getattr(report, "nodes", []),
         "baseline": report.baseline,
         "alpha": report.alpha,
         "metric": report.metric,
@@ -86,6 +108,11 @@ def print_report(report: StudyReport, console=None) -> None:
         console.print(f"[yellow]warning:[/] {escape(assumed_text(direction))}")
     for warning in study.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
+    if getattr(report, "node_warning", None):
+        console.print(f"[yellow]warning:[/] {escape(report.node_warning)}")
+    elif len(getattr(report, "nodes", [])) > 1:
+        console.print(f"runs on {len(report.nodes)} nodes of one kind ({escape(str(report.nodes[0]['hardware']))}): "
+                      + ", ".join(f"{escape(str(n['node']))} ({n['runs']})" for n in report.nodes))
     speedup = f"speedup\n({direction.better} is better:\n{direction.ratio(report.baseline)})"
     table = Table(title="Per configuration (successful runs, in the metric's unit; speedups against the baseline)", show_lines=False)
     for column in ("configuration", "n", "failed", "mean", "median", "min", "max", "variance", "RV", "stable", f"mean {speedup}",

@@ -94,12 +94,13 @@ class StudyPlan:
     def adaptive(self) -> bool:
         return self.runs == "auto"
 
-    def validate(self, topology=None) -> None:
+    def validate(self, topology=None, fits: bool = True) -> None:
         """Refuse, with one clear UsageError, any plan that could not run as asked.
 
         Called before anything is stored or run (by :func:`run_study`), so the command line and
         the Python API refuse the same things. ``topology`` (default: this machine) is what the
-        placements must fit.
+        placements must fit; ``fits=False`` leaves that check to the machines that will run the
+        study (a Slurm campaign's nodes check it as each task starts).
         """
         import math
 
@@ -159,7 +160,8 @@ class StudyPlan:
                              f"more than {MAX_STUDY_RUNS:,}: give fewer runs, placements or thread counts")
         for program in self.programs:
             check_program(program)
-        self._check_fits(topology)
+        if fits:
+            self._check_fits(topology)
 
     def _check_graph(self) -> None:
         """A graph goes with graph strategies, and fits every thread count they are studied with."""
@@ -393,6 +395,26 @@ def machine_description() -> dict[str, Any]:
     return described
 
 
+@functools.lru_cache(maxsize=1)
+def node_identity() -> dict[str, str]:
+    """The machine a run ran on, kept in every run's record: its host name and its hardware in
+    one line (CPU model, packages, cores, PUs, NUMA nodes, memory). Runs of one study spread over
+    a cluster's nodes are grouped by it, and nodes of different hardware are told apart."""
+    import platform
+
+    hardware = platform.machine()
+    try:
+        topo = _this_topology()
+        s = topo.summary()
+        model = next((p.infos.get("CPUModel") for p in topo.packages if p.infos.get("CPUModel")), None) or platform.machine()
+        memory = sum(n.attributes.get("local_memory", 0) for n in topo.numa_nodes)
+        hardware = (f"{model}, {plural(s['packages'], 'package')}, {plural(s['cores'], 'core')}, {plural(s['pus'], 'PU')}, "
+                    f"{plural(s['numa_nodes'], 'NUMA node')}" + (f", {round(memory / 2**30)} GiB" if memory else ""))
+    except UsageError:
+        pass
+    return {"hostname": platform.node(), "hardware": hardware}
+
+
 @functools.lru_cache(maxsize=8)
 def _counters(names: tuple[str, ...]):
     """Which of the study's counters can be counted here (probed once per study)."""
@@ -482,6 +504,7 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
                 group.stop()
                 corun_failure = corun_failure or group.failure()
         fields = fields_from_record(record.to_json())
+        fields["record"]["node"] = node_identity()
         fields["status"] = "timeout" if record.timed_out else ("ok" if record.exit_status == 0 else "failed")
         if corun_failure and fields["status"] == "ok":
             fields["status"] = "failed"
@@ -632,7 +655,7 @@ def settings_warnings(configs: list[dict[str, Any]], env: Mapping[str, str]) -> 
 
 
 def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max_failures: int = 10, progress: bool = True,
-              say: Callable[[str], None] | None = None) -> dict[str, Any]:
+              say: Callable[[str], None] | None = None, only: list[tuple[int, int, bool]] | None = None) -> dict[str, Any]:
     """Run (or resume) a study, storing every run as soon as it ends; returns a short summary.
 
     The plan is validated first (:meth:`StudyPlan.validate`): nothing is stored or run for a plan
@@ -640,7 +663,9 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
     the runs not stored yet (the database must exist). The first failure of each configuration is
     told through ``say`` as it happens (default: a line on stderr). Past ``max_failures`` failed
     runs the study stops with a UsageError; a study that ends with a configuration that has no
-    successful measured run raises :class:`StudyFailed` (exit status 1).
+    successful measured run raises :class:`StudyFailed` (exit status 1). ``only``: run just these
+    (configuration position, run index, warm-up?) in this order, the share of one node of a Slurm
+    campaign (pinlab.study.slurm), instead of the plan's whole schedule.
     """
     from pinlab import __version__
     from pinlab.measure.noise import WARNING, check
@@ -671,7 +696,8 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
         failures = sum(1 for r in stored if r["status"] != "ok" and not r["warmup"])
         told = {r["config_id"] for r in stored if r["status"] != "ok"}  # failures already told in an earlier session
         warmups = [r for r in stored if r["warmup"]]
-        bar = _progress(progress, scheduled_runs(plan, len(configs)), len(stored), say)
+        total = len(only) if only is not None else scheduled_runs(plan, len(configs))
+        bar = _progress(progress, total, len(stored), say)
         settings = settings_warnings(configs, os.environ)
         store.add_warnings(study.id, settings)  # shown by pinlab report; each run's record has its own
         for warning in settings:
@@ -713,11 +739,11 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
                                      f"{failure_reason(fields)}); the runs are stored; fix the program and --resume {study.name}")
 
         try:
-            for c, r, w in schedule(plan, len(configs)):
+            for c, r, w in (only if only is not None else schedule(plan, len(configs))):
                 if (configs[c]["id"], r, w) not in done:
                     one(c, r, w)
             round_number = 0
-            while plan.adaptive:
+            while plan.adaptive and only is None:
                 batch = next_round(plan, configs, store.runs_frame(study.name), round_number)  # without the records: only status and metric are needed
                 if not batch:
                     break

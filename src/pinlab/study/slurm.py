@@ -1,0 +1,363 @@
+"""``pinlab study --backend slurm``: a study's runs spread over a Slurm cluster as a job array.
+
+The campaign lives in a directory of the shared results directory, ``RESULTS/NAME``:
+
+- ``campaign.json``: the study (parameters, seed, configurations), which runs each array task
+  does, and the Slurm job that runs each task (updated when tasks are resubmitted);
+- ``job.sh``: the batch script (one array task = one whole node, ``--exclusive``, so a run never
+  shares a node with another run of the campaign);
+- ``task-K.db``: the runs of task K, written only by that task (so no two nodes ever write one
+  SQLite file, which network file systems do not lock reliably), with ``task-K.out`` (its output)
+  and ``task-K.status`` (its exit status, written when it ends).
+
+Task K does, on its node, a warm-up round of every configuration, then the measured runs whose
+index is K modulo the number of tasks, for every configuration, in the study's order: every
+node runs every configuration equally often, so a node's own speed cannot favour one placement.
+``pinlab study --collect NAME`` merges the task databases into the study of the main database
+(``--db``): a run is identified by (configuration, run index, warm-up), which exactly one task
+owns, so collecting again adds only what is new and never counts a run twice. ``--status NAME``
+tells each task's state from ``squeue``, ``sacct`` when Slurm keeps accounting, and the task's
+own files; ``--resume NAME`` resubmits the tasks that failed (a resubmitted task keeps the runs
+it had stored and does the rest).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pinlab.errors import UsageError
+from pinlab.words import plural
+
+CAMPAIGN = "campaign.json"
+JOB_SCRIPT = "job.sh"
+#: File systems a cluster's nodes share; others are local to the machine that submits.
+SHARED_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cephfs", "ceph", "cifs", "smb3", "glusterfs", "fuse.glusterfs",
+                                "panfs", "pvfs2", "orangefs", "fuse.sshfs", "9p", "virtiofs", "wekafs", "fuse.weka", "afs", "fuse.juicefs"})
+_TIME = re.compile(r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)", re.I)
+
+
+@dataclass
+class SlurmOptions:
+    """Where and how the campaign runs: ``results`` (a directory every node sees), ``nodes``
+    (array tasks, one whole node each), Slurm's ``partition`` and ``time`` limit per task, and
+    any other ``sbatch`` arguments."""
+
+    results: str
+    nodes: int = 1
+    partition: str | None = None
+    time: str | None = None
+    sbatch_args: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        if not isinstance(self.nodes, int) or self.nodes < 1:
+            raise UsageError(f"--nodes must be at least 1 (got {self.nodes})")
+        if self.time is not None and not _TIME.fullmatch(self.time.strip()):
+            raise UsageError(f"--time {self.time!r} is not a Slurm time limit: use MINUTES, HH:MM:SS, D-HH or D-HH:MM:SS")
+        if self.partition is not None and not re.fullmatch(r"[\w.,-]+", self.partition):
+            raise UsageError(f"--partition {self.partition!r} is not a partition name (letters, digits, '_', '-', '.'; several with ',')")
+        results = Path(self.results)
+        if not results.is_dir():
+            raise UsageError(f"results directory {self.results!r} does not exist: create it on a file system every node sees")
+        if not os.access(results, os.W_OK | os.X_OK):
+            raise UsageError(f"results directory {self.results!r} is not writable: choose one you can write to")
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the file system holding ``path`` (the longest mount point above it)."""
+    best, kind = "", "unknown"
+    target = str(path.resolve())
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                mount = fields[4].replace("\\040", " ")
+                fstype = fields[fields.index("-") + 1]
+                if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+                    best, kind = mount, fstype
+    except (OSError, ValueError, IndexError):
+        pass
+    return kind
+
+
+def split_runs(plan, n_configs: int, tasks: int) -> list[list[tuple[int, int, bool]]]:
+    """Each task's runs: a warm-up round of every configuration (its own warm-up indexes), then
+    the measured runs whose index is the task's number modulo ``tasks``, in the study's order."""
+    from pinlab.study.engine import schedule
+
+    if plan.adaptive:
+        raise UsageError("--runs auto chooses each next run from the results so far: a Slurm campaign needs a fixed --runs")
+    if tasks > plan.runs:
+        raise UsageError(f"--nodes {tasks} is more than --runs {plan.runs}: some nodes would have no run; give at most {plan.runs} nodes")
+    shares: list[list[tuple[int, int, bool]]] = [[(c, k * plan.warmup + w, True) for w in range(plan.warmup) for c in range(n_configs)]
+                                                 for k in range(tasks)]
+    for c, r, warmup in schedule(plan, n_configs):
+        if not warmup:
+            shares[r % tasks].append((c, r, False))
+    return shares
+
+
+def _pinlab_command() -> str:
+    """How the nodes start pinlab: this installation's command (on the shared file system)."""
+    beside = Path(sys.executable).parent / "pinlab"
+    found = str(beside) if beside.exists() else shutil.which("pinlab")
+    if found is None:
+        raise UsageError("cannot find the pinlab command to run on the nodes: install pinlab where every node sees it")
+    return str(Path(found).absolute())
+
+
+def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions) -> str:
+    d = shlex.quote(str(campaign_dir))
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote('pinlab-' + name)}", f"#SBATCH --array=0-{tasks - 1}",
+             "#SBATCH --nodes=1", "#SBATCH --exclusive", f"#SBATCH --output={campaign_dir}/task-%a.out"]
+    if options.partition:
+        lines.append(f"#SBATCH --partition={options.partition}")
+    if options.time:
+        lines.append(f"#SBATCH --time={options.time}")
+    lines += [
+        "# one task = one whole node; its runs go to task-$SLURM_ARRAY_TASK_ID.db, its exit status to .status",
+        f"{shlex.quote(_pinlab_command())} study-task {d} \"$SLURM_ARRAY_TASK_ID\"",
+        "rc=$?",
+        f"echo $rc > {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp && mv {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp {d}/task-\"$SLURM_ARRAY_TASK_ID\".status",
+        "exit $rc",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def sbatch(args: list[str], env: dict[str, str] | None = None) -> str:
+    """Submit with ``sbatch --parsable ARGS``; the job id. Slurm's own message when it refuses."""
+    exe = shutil.which("sbatch")
+    if exe is None:
+        raise UsageError("sbatch not found: run on a machine with Slurm's client commands (module load slurm?), or use the local backend")
+    proc = subprocess.run([exe, "--parsable", *args], capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        message = " ".join(line.strip() for line in proc.stderr.splitlines() if line.strip()) or f"exit status {proc.returncode}"
+        raise UsageError(f"sbatch failed: {message}")
+    return proc.stdout.strip().split(";")[0]
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Write ``data`` whole or not at all (a temporary file renamed over the old one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def load_campaign(directory: str | Path) -> dict[str, Any]:
+    path = Path(directory) / CAMPAIGN
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path} not found: the campaign's results directory is not visible here (is it on a shared file system?)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+
+
+def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Validate ``plan``, write the campaign into ``options.results``/NAME, submit its job array
+    and create the study in ``db``, where ``--collect`` will bring its runs."""
+    from pinlab import __version__
+    from pinlab.study.engine import machine_description
+    from pinlab.study.store import Store
+
+    plan.validate(fits=False)  # each node checks that the placements fit it as its task starts
+    options.validate()
+    configs = plan.configs()
+    shares = split_runs(plan, len(configs), options.nodes)
+    with Store.open(db, create=True) as store:
+        if store.study(plan.name) is not None:
+            raise UsageError(f"a study named {plan.name} already exists in {db}: choose another --name")
+    results = Path(options.results).resolve()
+    campaign_dir = results / plan.name
+    if (campaign_dir / CAMPAIGN).exists():
+        raise UsageError(f"{campaign_dir} already holds a campaign: choose another --name or another results directory")
+    fstype = filesystem_type(results)
+    if fstype not in SHARED_FILESYSTEMS:
+        say(f"pinlab: warning: results directory {results} is on a {fstype} file system, which only this machine may see: "
+            "every node must see it at the same path (NFS, Lustre, GPFS, BeeGFS...)")
+    try:
+        campaign_dir.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {campaign_dir}: {exc.strerror}") from None
+    parameters = {**plan.parameters(), "slurm": {"dir": str(campaign_dir), "nodes": options.nodes, "partition": options.partition,
+                                                 "time": options.time, "sbatch_args": list(options.sbatch_args)}}
+    campaign = {"pinlab_campaign": 1, "name": plan.name, "db": str(Path(db).resolve()), "parameters": parameters, "seed": plan.seed,
+                "max_failures": plan.max_failures, "tasks": [[list(run) for run in share] for share in shares], "jobs": {}, "submitted_at": time.time()}
+    _write_json(campaign_dir / CAMPAIGN, campaign)
+    script = campaign_dir / JOB_SCRIPT
+    script.write_text(job_script(campaign_dir, plan.name, options.nodes, options))
+    script.chmod(0o755)
+    job = sbatch([*options.sbatch_args, str(script)])
+    campaign["jobs"] = {str(k): f"{job}_{k}" for k in range(options.nodes)}
+    _write_json(campaign_dir / CAMPAIGN, campaign)
+    with Store.open(db, create=True) as store:
+        store.create_study(plan.name, parameters, configs, plan.seed, machine_description(), __version__, new=True)
+    return {"study": plan.name, "job": job, "tasks": options.nodes, "dir": str(campaign_dir),
+            "runs": sum(len(s) for s in shares)}
+
+
+def run_task(directory: str, task: int) -> int:
+    """``pinlab study-task DIR K``, on a node: task K's runs into ``DIR/task-K.db``."""
+    from pinlab.study.engine import StudyFailed, plan_from_parameters, run_study
+    from pinlab.study.store import Store
+
+    campaign = load_campaign(directory)
+    tasks = campaign["tasks"]
+    if not 0 <= task < len(tasks):
+        raise UsageError(f"task {task} is not one of the campaign's {len(tasks)} tasks")
+    name = campaign["name"]
+    parameters = {k: v for k, v in campaign["parameters"].items() if k != "slurm"}
+    plan = plan_from_parameters(name, parameters, campaign["seed"], campaign["max_failures"])
+    db = Path(directory) / f"task-{task}.db"
+    with Store.open(db, create=True) as store:
+        exists = store.study(name) is not None
+    only = [(c, r, bool(w)) for c, r, w in tasks[task]]
+    try:
+        summary = run_study(None if exists else plan, str(db), resume=name if exists else None, max_failures=campaign["max_failures"],
+                            progress=False, only=only)
+    except StudyFailed as exc:  # the runs are stored: collect shows them with the rest
+        print(f"pinlab: {exc}", file=sys.stderr)
+        return 0
+    print(f"pinlab: task {task} of study {name}: {plural(summary['runs'], 'run')} stored in {db} ({summary['new_runs']} new, "
+          f"{summary['failures']} failed)", file=sys.stderr)
+    return 0
+
+
+def _campaign_of(db: str, name: str):
+    from pinlab.study.store import Store
+
+    with Store.open(db, create=False) as store:
+        study = store.study(name)
+        if study is None:
+            names = ", ".join(s.name for s in store.studies()) or "none"
+            raise UsageError(f"no study named {name!r} in {db} (studies there: {names})")
+        slurm = study.parameters.get("slurm")
+        if not slurm:
+            raise UsageError(f"study {name} in {db} ran here, not on Slurm: nothing to collect (see pinlab report {name})")
+    return study, load_campaign(slurm["dir"]), Path(slurm["dir"])
+
+
+def collect(db: str, name: str) -> dict[str, Any]:
+    """Merge every task's runs of campaign ``name`` into the study in ``db``; repeatable: runs
+    already collected are skipped. Returns counts and the tasks still missing or incomplete."""
+    from pinlab.study.store import RUN_FIELDS, Store
+
+    study, campaign, directory = _campaign_of(db, name)
+    added = already = 0
+    missing: list[int] = []
+    incomplete: dict[int, tuple[int, int]] = {}
+    with Store.open(db, create=False) as store:
+        config_id = {c["position"]: c["id"] for c in store.configs(study.id)}
+        have = {(r["config_id"], r["run_index"], r["warmup"]) for r in store.runs_frame(name)}
+        for task, share in enumerate(campaign["tasks"]):
+            path = directory / f"task-{task}.db"
+            if not path.exists():
+                missing.append(task)
+                continue
+            with Store.open(path, create=False, readonly=True) as source:
+                if source.study(name) is None:
+                    missing.append(task)
+                    continue
+                rows = source.runs_frame(name, record=True)
+            for row in rows:
+                key = (config_id[row["position"]], row["run_index"], row["warmup"])
+                if key in have:
+                    already += 1
+                    continue
+                store.add_run(*key, **{f: row[f] for f in RUN_FIELDS})
+                have.add(key)
+                added += 1
+            if len(rows) < len(share):
+                incomplete[task] = (len(rows), len(share))
+        expected = sum(len(share) for share in campaign["tasks"])
+        if not missing and not incomplete and study.finished_at is None:
+            store.finish(study.id)
+    return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete,
+            "collected": len(have), "expected": expected}
+
+
+def _squeue(job_ids: list[str]) -> dict[str, str]:
+    """Array task id (``123_4``) -> state, for the tasks Slurm still has in its queue."""
+    exe = shutil.which("squeue")
+    if exe is None or not job_ids:
+        return {}
+    jobs = sorted({j.split("_")[0] for j in job_ids})
+    proc = subprocess.run([exe, "-h", "-r", "-j", ",".join(jobs), "-o", "%i|%T"], capture_output=True, text=True, check=False)
+    states = {}
+    for line in proc.stdout.splitlines():
+        if "|" in line:
+            job, state = line.strip().split("|", 1)
+            states[job] = state
+    return states
+
+
+def _sacct(job_ids: list[str]) -> dict[str, str]:
+    """Array task id -> final state, where Slurm keeps accounting (else nothing)."""
+    exe = shutil.which("sacct")
+    if exe is None or not job_ids:
+        return {}
+    jobs = sorted({j.split("_")[0] for j in job_ids})
+    proc = subprocess.run([exe, "-n", "-P", "-X", "-j", ",".join(jobs), "-o", "JobID,State"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {}
+    return {line.split("|")[0]: line.split("|")[1].split()[0] for line in proc.stdout.splitlines() if line.count("|") >= 1}
+
+
+def task_states(db: str, name: str) -> list[dict[str, Any]]:
+    """Each task: its job, its state (pending, running, done, failed), runs stored and expected."""
+    from pinlab.study.store import Store
+
+    study, campaign, directory = _campaign_of(db, name)
+    jobs = campaign.get("jobs", {})
+    queued = _squeue(list(jobs.values()))
+    accounted = _sacct(list(jobs.values())) if any(j not in queued for j in jobs.values()) else {}
+    out = []
+    for task, share in enumerate(campaign["tasks"]):
+        job = jobs.get(str(task), "")
+        stored = 0
+        path = directory / f"task-{task}.db"
+        if path.exists():
+            try:
+                with Store.open(path, create=False, readonly=True) as source:
+                    stored = len(source.runs_frame(name)) if source.study(name) else 0
+            except UsageError:
+                stored = 0
+        status_file = directory / f"task-{task}.status"
+        detail = ""
+        if job in queued:
+            state = "running" if queued[job] in ("RUNNING", "COMPLETING", "CONFIGURING") else "pending"
+            detail = queued[job]
+        elif status_file.exists():  # (a resubmitted task's old one is removed)
+            code = status_file.read_text().strip()
+            state, detail = ("done", "") if code == "0" and stored >= len(share) else ("failed", f"exit status {code}")
+        elif job in accounted:
+            slurm_state = accounted[job]
+            state = "done" if slurm_state == "COMPLETED" and stored >= len(share) else "failed"
+            detail = slurm_state
+        else:
+            state, detail = "failed", f"ended without finishing (see {directory / f'task-{task}.out'})"
+        out.append({"task": task, "job": job, "state": state, "detail": detail, "runs": stored, "expected": len(share)})
+    return out
+
+
+def resubmit(db: str, name: str, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """``--resume NAME`` of a campaign: resubmit its failed tasks (they keep the runs they stored)."""
+    study, campaign, directory = _campaign_of(db, name)
+    failed = [t["task"] for t in task_states(db, name) if t["state"] == "failed"]
+    if not failed:
+        return {"study": name, "resubmitted": [], "job": None}
+    slurm = campaign["parameters"]["slurm"]
+    for task in failed:
+        (directory / f"task-{task}.status").unlink(missing_ok=True)
+    job = sbatch([*slurm.get("sbatch_args", []), f"--array={','.join(map(str, failed))}", str(directory / JOB_SCRIPT)])
+    campaign.setdefault("jobs", {}).update({str(t): f"{job}_{t}" for t in failed})
+    _write_json(directory / CAMPAIGN, campaign)
+    return {"study": name, "resubmitted": failed, "job": job}

@@ -1,0 +1,219 @@
+"""Studies on a Slurm cluster: the split into array tasks, submission, the tasks' own databases,
+collection, status and resubmission; end to end on a real one-host Slurm cluster when one can be
+started here (root, Debian's packages), and with a stand-in sbatch otherwise."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+from pathlib import Path
+
+import pandas
+import pytest
+
+from pinlab.errors import UsageError
+from pinlab.report.data import node_summary
+from pinlab.study.engine import Program, StudyPlan
+from pinlab.study.slurm import SlurmOptions, filesystem_type, split_runs
+from tests.conftest import PINLAB, run_pinlab
+from tests.study import slurm_cluster
+
+WORKLOAD = "primes:--limit 20000"
+
+
+def plan(runs=4, warmup=1, **kw) -> StudyPlan:
+    return StudyPlan(name="p", programs=[Program("primes", ["x"])], strategies=["none", "compact"], threads=[1], runs=runs, warmup=warmup, **kw)
+
+
+def test_every_run_belongs_to_exactly_one_task_and_every_node_runs_every_configuration():
+    p = plan(runs=5, warmup=2)
+    shares = split_runs(p, 3, 2)
+    measured = [(c, r) for share in shares for c, r, w in share if not w]
+    assert sorted(measured) == sorted((c, r) for c in range(3) for r in range(5))
+    for k, share in enumerate(shares):
+        assert {c for c, r, w in share if not w} == {0, 1, 2}
+        assert all(r % 2 == k for c, r, w in share if not w)
+        assert share[:6] == [(c, k * 2 + w, True) for w in range(2) for c in range(3)]  # its own warm-ups first
+    warmups = [(c, r) for share in shares for c, r, w in share if w]
+    assert len(warmups) == len(set(warmups)) == 2 * 2 * 3
+
+
+def test_more_nodes_than_runs_and_adaptive_studies_are_refused():
+    with pytest.raises(UsageError, match="--nodes 5 is more than --runs 4"):
+        split_runs(plan(), 2, 5)
+    with pytest.raises(UsageError, match="a Slurm campaign needs a fixed --runs"):
+        split_runs(plan(runs="auto"), 2, 1)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(nodes=0), "--nodes must be at least 1"),
+    (dict(time="soon"), "--time 'soon' is not a Slurm time limit"),
+    (dict(partition="a b"), "--partition 'a b' is not a partition name"),
+    (dict(results="/nonexistent/dir"), "results directory '/nonexistent/dir' does not exist"),
+])
+def test_slurm_options_are_checked(tmp_path, options, message):
+    with pytest.raises(UsageError, match=message):
+        SlurmOptions(**{"results": str(tmp_path), **options}).validate()
+
+
+@pytest.mark.parametrize("limit", ["30", "1:30:00", "2-12", "2-12:30:00", "UNLIMITED", "10:00"])
+def test_slurm_time_limits(tmp_path, limit):
+    SlurmOptions(results=str(tmp_path), time=limit).validate()
+
+
+def test_filesystem_type_of_a_directory():
+    assert filesystem_type(Path("/proc/self")) == "proc"
+    assert filesystem_type(Path("/")) not in ("", "unknown")
+
+
+def test_nodes_of_different_hardware_are_warned_about():
+    frame = pandas.DataFrame({"node": ["a", "a", "b", "c"], "node_hardware": ["X, 64 cores", "X, 64 cores", "X, 64 cores", "Y, 128 cores"]})
+    nodes, warning = node_summary(frame)
+    assert [(n["node"], n["runs"]) for n in nodes] == [("a", 2), ("b", 1), ("c", 1)]
+    assert warning.startswith("the runs come from 2 kinds of node: X, 64 cores (a, b); Y, 128 cores (c)")
+    assert node_summary(frame[frame["node"] != "c"])[1] is None
+
+
+# ------------------------------------------------------------------ with a stand-in sbatch
+
+
+def fake_slurm(tmp_path: Path) -> dict[str, str]:
+    """An environment whose sbatch records its arguments and answers job ids 101, 102..., and
+    whose squeue and sacct know nothing (as a cluster without accounting, once jobs ended)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {
+        "sbatch": f'#!/bin/sh\necho "$@" >> {tmp_path}/sbatch.log\nn=$(wc -l < {tmp_path}/sbatch.log)\necho $((100 + n))\n',
+        "squeue": "#!/bin/sh\nexit 0\n",
+        "sacct": "#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n",
+    }
+    for name, text in scripts.items():
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def submit_args(db: Path, results: Path, *more: str) -> list[str]:
+    return ["study", "--backend", "slurm", "--db", str(db), "--results", str(results), "--name", "camp", "-s", "none,compact", "-n", "1",
+            "--runs", "4", "--warmup", "1", "--workload", WORKLOAD, *more]
+
+
+def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
+    env = fake_slurm(tmp_path)
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    result = run_pinlab(*submit_args(db, results, "--nodes", "2", "--partition", "batch", "--time", "10:00",
+                                     "--sbatch-arg=--account=proj"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "12 runs in 2 array tasks (one whole node each), Slurm job 101" in result.stderr  # 2 configs x (4 runs + a warm-up per task)
+    campaign_dir = results / "camp"
+    sbatch_line = (tmp_path / "sbatch.log").read_text().split()
+    assert sbatch_line == ["--parsable", "--account=proj", str(campaign_dir / "job.sh")]
+    script = (campaign_dir / "job.sh").read_text()
+    for line in ("#SBATCH --array=0-1", "#SBATCH --exclusive", "#SBATCH --nodes=1", "#SBATCH --partition=batch", "#SBATCH --time=10:00",
+                 f"#SBATCH --output={campaign_dir}/task-%a.out"):
+        assert line in script.splitlines()
+    campaign = json.loads((campaign_dir / "campaign.json").read_text())
+    assert campaign["jobs"] == {"0": "101_0", "1": "101_1"}
+    # nothing ran yet: both tasks have ended without a result as far as Slurm's tools tell
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert status.returncode == 0 and status.stdout.splitlines()[0] == "camp: 2 tasks: 0 pending, 0 running, 0 done, 2 failed", status.stdout
+    # a node runs task 0, as the job script would
+    task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0"}, capture_output=True, text=True)
+    assert task.returncode == 0, task.stderr
+    assert (campaign_dir / "task-0.status").read_text().strip() == "0"
+    collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
+    assert collected.returncode == 0, collected.stderr
+    assert "6 new runs collected" in collected.stderr and "6 of 12 runs in all" in collected.stderr
+    assert "1 task stored nothing yet: 1" in collected.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 6
+        assert conn.execute("SELECT finished_at FROM studies WHERE name = 'camp'").fetchone()[0] is None
+    again = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
+    assert "0 new runs collected into" in again.stderr and "(6 already there" in again.stderr
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert "1 done, 1 failed" in status.stdout.splitlines()[0]
+    # --resume resubmits the failed task only
+    resumed = run_pinlab("study", "--resume", "camp", "--db", str(db), env=env)
+    assert resumed.returncode == 0 and "resubmitted 1 task (1) as Slurm job 102" in resumed.stderr, resumed.stderr
+    assert (tmp_path / "sbatch.log").read_text().splitlines()[1].split() == ["--parsable", "--account=proj", "--array=1", str(campaign_dir / "job.sh")]
+    task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "1"}, capture_output=True, text=True)
+    assert task.returncode == 0, task.stderr
+    collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
+    assert "6 new runs collected" in collected.stderr and "12 of 12 runs in all" in collected.stderr and "warning" not in collected.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM runs WHERE warmup = 0").fetchone()[0] == 8
+        assert conn.execute("SELECT finished_at FROM studies WHERE name = 'camp'").fetchone()[0] is not None
+        tasks_runs = sum(sqlite3.connect(campaign_dir / f"task-{k}.db").execute("SELECT count(*) FROM runs").fetchone()[0] for k in (0, 1))
+        assert tasks_runs == 12
+    report = run_pinlab("report", "camp", "--db", str(db), "--json")
+    data = json.loads(report.stdout)
+    assert len(data["runs"]) == 8 and [n["runs"] for n in data["nodes"]] == [8]
+
+
+def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    env = fake_slurm(tmp_path)
+    (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified: nope' >&2\nexit 1\n")
+    failed = run_pinlab(*submit_args(db, results, "--partition", "nope"), env=env)
+    assert failed.returncode == 2 and failed.stderr.strip().splitlines()[-1] == "pinlab: error: sbatch failed: sbatch: error: invalid partition specified: nope"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM studies").fetchone()[0] == 0
+    (tmp_path / "bin" / "sbatch").unlink()
+    bare = {**env, "PATH": f"{tmp_path / 'bin'}:/nonexistent"}
+    missing = subprocess.run([str(PINLAB), *submit_args(db, results)[:], "--name", "camp2"], env=bare, capture_output=True, text=True)
+    assert missing.returncode == 2 and "sbatch not found" in missing.stderr, missing.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--collect", "nope"], "no study named 'nope'"),
+    (["--status", "local"], "study local in"),
+    (["--collect", "a", "--status", "b"], "give one of --collect NAME, --status NAME and --resume NAME"),
+    (["--nodes", "2", "--workload", WORKLOAD], "--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm"),
+])
+def test_campaign_commands_refuse_bad_input(tmp_path, args, message):
+    db = tmp_path / "main.db"
+    made = run_pinlab("study", "--db", str(db), "--name", "local", "-s", "none", "-n", "1", "--runs", "1", "--warmup", "0", "--workload", WORKLOAD, "-q")
+    assert made.returncode == 0, made.stderr
+    result = run_pinlab("study", "--db", str(db), *args)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# ------------------------------------------------------------------ on a real Slurm cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("slurm")
+    try:
+        started = slurm_cluster.start(root)
+    except slurm_cluster.Unavailable as why:
+        pytest.skip(f"no Slurm cluster here: {why}")
+    yield started
+    slurm_cluster.stop(started)
+
+
+def test_a_study_runs_through_slurm_and_is_collected_into_one_report(cluster, tmp_path):
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    submitted = run_pinlab(*submit_args(db, results, "--nodes", "2", "--time", "5"), env=cluster.env)
+    assert submitted.returncode == 0, submitted.stderr
+    assert slurm_cluster.wait_idle(cluster), "the campaign's jobs did not end within 3 minutes"
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=cluster.env)
+    assert status.stdout.splitlines()[0] == "camp: 2 tasks: 0 pending, 0 running, 2 done, 0 failed", (
+        status.stdout, *(p.read_text() for p in (results / "camp").glob("task-*.out")))
+    collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=cluster.env)
+    assert collected.returncode == 0 and "12 new runs collected" in collected.stderr, collected.stderr
+    report = json.loads(run_pinlab("report", "camp", "--db", str(db), "--json").stdout)
+    assert len(report["runs"]) == 8 and all(r["status"] == "ok" for r in report["runs"])
+    assert [n["node"] for n in report["nodes"]] == [cluster.node]
+    local = tmp_path / "local.db"
+    made = run_pinlab("study", "--db", str(local), "--name", "camp", "-s", "none,compact", "-n", "1", "--runs", "4", "--warmup", "1",
+                      "--workload", WORKLOAD, "-q")
+    assert made.returncode == 0, made.stderr
+    same = json.loads(run_pinlab("report", "camp", "--db", str(local), "--json").stdout)
+    assert [r["config"] for r in same["stats"]] == [r["config"] for r in report["stats"]]  # the same report as a local study

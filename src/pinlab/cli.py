@@ -118,6 +118,8 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
 
 def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
     """pinlab place --ranks R [--gpus]: the node's split, and each rank's placement with -s/-c."""
+    from pathlib import Path
+
     from pinlab.ranks.launch import domain_topology, node_split
     from pinlab.topology import load_topology
     from pinlab.topology.sources import load_node
@@ -127,7 +129,9 @@ def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
     if fmt not in ("list", "json"):
         raise UsageError(f"--ranks prints a table (-f list) or JSON (-f json), not {fmt!r}")
     if picture:
-        raise UsageError("--picture draws one placement: it is not drawn for --ranks yet; leave --picture out")
+        from pinlab.placement.picture import _check_target
+
+        _check_target(Path(picture))
     topo = load_node() if source in ("this", "") else load_topology(source)
     split, notices = node_split(topo, ranks, gpus)
     for notice in notices:
@@ -142,6 +146,10 @@ def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
                 placements.append(make_placement(domain_topology(topo, domain), **options))
             except UsageError as exc:
                 raise UsageError(f"rank {domain.rank} (CPUs {domain.how}): {exc}") from None
+    if picture:
+        from pinlab.placement.picture import draw_ranks
+
+        draw_ranks(split, picture, placements)
     if fmt == "json":
         import json
 

@@ -120,3 +120,18 @@ def test_place_ranks_gpus_table_json_and_errors(four_gpus, tmp_path):
     assert none.returncode == 0 and "hwloc shows no GPU" in none.stderr and "package 1" in none.stdout
     bad = run_pinlab("place", "--ranks", "2", "--gpus", "cuda0", "-t", plain)
     assert bad.returncode == 2 and "has no GPU 'cuda0' (GPUs: none)" in bad.stderr
+
+
+def test_the_picture_draws_each_rank_and_names_each_gpu_where_it_attaches(four_gpus, tmp_path):
+    svg = tmp_path / "ranks.svg"
+    result = run_pinlab("place", "--ranks", "3", "--gpus", "-t", four_gpus, "-s", "compact", "-n", "2", "--picture", str(svg))
+    assert result.returncode == 0, result.stderr
+    text = svg.read_text()
+    texts = [t.split(">", 1)[1].split("<", 1)[0] for t in text.split("<text")[1:]]
+    assert "3 local ranks on" in " ".join(texts) and "next to 4 GPUs" in " ".join(texts)
+    # the GPUs are named in their package's label; every PU of a domain says its rank
+    assert any("Package P#1" in t and "GPU cuda2 (84:00.0)" in t and "GPU cuda3 (85:00.0)" in t for t in texts), texts
+    assert texts.count("r0") + texts.count("r0:0") + texts.count("r0:1") == 8
+    assert "r2:0" in texts and "r2:1" in texts and "rank 2: CPUs 16-31, cuda2,cuda3" in texts
+    bad = run_pinlab("place", "--ranks", "2", "-t", four_gpus, "--picture", str(tmp_path / "x.gif"))
+    assert bad.returncode == 2 and "must end in .svg or .png" in bad.stderr

@@ -134,6 +134,9 @@ class Picture:
     legend: list[tuple[str, str, bool]]
     width: float = 0.0
     height: float = 0.0
+    #: Pictures of a node split among ranks: each PU's text and fill, instead of thread numbers.
+    pu_texts: dict[int, str] | None = None
+    pu_fills: dict[int, str] | None = None
 
 
 # -- public entry point ----------------------------------------------------------------------
@@ -464,12 +467,14 @@ def numa_bands(box: Box) -> list[tuple[TopoObject, float, float, float]]:
     return [(node, box.x + PAD, top + i * (NUMA_HEIGHT + GAP), inner) for i, node in enumerate(box.memory)]
 
 
-def _puformat_size(placement: Placement, threads_on: dict[int, list[int]]) -> tuple[float, float]:
-    """One size for every PU, wide enough for the longest CPU label and thread list."""
+def _puformat_size(placement: Placement, threads_on: dict[int, list[int]], texts: dict[int, str] | None = None) -> tuple[float, float]:
+    """One size for every PU, wide enough for the longest CPU label and thread list (or text)."""
     widest = PU_MIN_WIDTH
     for pu in placement.topology.pus:
         widest = max(widest, text_width(short_label(pu), FONT_PU) + 2 * PAD)
-        if pu.os_index in threads_on:
+        if texts is not None and pu.os_index in texts:
+            widest = max(widest, text_width(texts[pu.os_index], FONT_THREAD, bold=True) + 2 * PAD)
+        elif pu.os_index in threads_on:
             widest = max(widest, text_width(thread_text(threads_on[pu.os_index]), FONT_THREAD, bold=True) + 2 * PAD)
     height = PAD + FONT_PU * LINE + FONT_THREAD * LINE + PAD / 2
     return widest, height
@@ -579,7 +584,7 @@ class _Painter:
     def box(self, box: Box, picture: Picture) -> None:
         depth = box.objects[0].depth
         if box.is_pu:
-            self.pu(box, picture.threads_on)
+            self.pu(box, picture.threads_on, picture)
             return
         disallowed = not box.obj.allowed
         self.rect(box.x, box.y, box.width, box.height, DISALLOWED_FILL if disallowed else _fill_of(box.obj), zorder=depth)
@@ -591,19 +596,22 @@ class _Painter:
             self.rect(x, y, width, NUMA_HEIGHT, fill, hatch=None if node.allowed else DISALLOWED_HATCH, zorder=depth + 0.5)
             self.text(x + PAD, y + NUMA_HEIGHT / 2, short_label(node), FONT_NUMA, va="center_baseline", zorder=depth + 0.6)
 
-    def pu(self, box: Box, threads_on: dict[int, list[int]]) -> None:
+    def pu(self, box: Box, threads_on: dict[int, list[int]], picture: Picture | None = None) -> None:
         pu = box.objects[0]
         threads = threads_on.get(pu.os_index, [])
         if not pu.allowed:
             fill, hatch = DISALLOWED_FILL, DISALLOWED_HATCH
+        elif picture is not None and picture.pu_fills is not None:
+            fill, hatch = picture.pu_fills.get(pu.os_index, FILL["PU"]), None
         else:
             fill, hatch = (SHARED_FILL if len(threads) > 1 else USED_FILL) if threads else FILL["PU"], None
         z = 100
         self.rect(box.x, box.y, box.width, box.height, fill, hatch=hatch, zorder=z, lw=0.9 if threads else 0.6)
         center = box.x + box.width / 2
         self.text(center, box.y + PAD / 2, box.lines[0], FONT_PU, ha="center", zorder=z + 1, color="#222222")
-        if threads:
-            self.text(center, box.y + PAD / 2 + FONT_PU * LINE, thread_text(threads), FONT_THREAD, bold=True, ha="center", zorder=z + 1)
+        text = picture.pu_texts.get(pu.os_index) if picture is not None and picture.pu_texts is not None else (thread_text(threads) if threads else None)
+        if text:
+            self.text(center, box.y + PAD / 2 + FONT_PU * LINE, text, FONT_THREAD, bold=True, ha="center", zorder=z + 1)
 
     def legend(self, picture: Picture) -> None:
         x = MARGIN
@@ -613,3 +621,65 @@ class _Painter:
             self.rect(x, y, 12, size * 1.1, fill, hatch=DISALLOWED_HATCH if hatched else None, zorder=100)
             self.text(x + 12 + GAP, y + size * 0.55, text, size, va="center_baseline", zorder=100)
             x += 12 + GAP + text_width(text, size) + 3 * GAP
+
+
+# -- a node split among MPI ranks (pinlab place --ranks R --picture FILE) ----------------------
+#: One colour per rank, in turn (ColorBrewer's Set3, light enough for black text).
+RANK_FILLS = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f")
+
+
+def draw_ranks(split, path: str | Path, placements: list[Placement] | None = None) -> None:
+    """Draw a node split among ranks (:class:`pinlab.ranks.split.NodeSplit`): each rank's PUs in
+    its colour, marked ``r1`` (or ``r1:0,2`` with its threads' numbers when ``placements`` are
+    given), and each GPU named in the box of the object it attaches to (its locality)."""
+    target = Path(path)
+    fmt = _check_target(target)
+    topo = split.topology
+    texts: dict[int, str] = {}
+    fills: dict[int, str] = {}
+    for i, domain in enumerate(split.domains):
+        threads_of: dict[int, list[int]] = {}
+        if placements is not None and placements[i].cpus is not None:
+            for t, cpu in enumerate(placements[i].cpus):
+                threads_of.setdefault(cpu, []).append(t)
+        for cpu in domain.cpus:
+            fills[cpu] = RANK_FILLS[i % len(RANK_FILLS)]
+            texts[cpu] = f"r{domain.rank}" + (f":{thread_text(threads_of[cpu])}" if cpu in threads_of else "")
+    base = Placement(strategy="ranks", threads=len(split.domains), cpus=None, topology=topo)
+    pu_w, pu_h = _puformat_size(base, {}, texts)
+    root = build(topo.root)
+    _label_gpus(root, split)
+    measure(root, (pu_w, pu_h))
+    legend = [(f"rank {d.rank}: CPUs {_cpus_text(d.cpus)}" + (f", {','.join(g.name for g in d.gpus)}" if d.gpus else ""),
+               RANK_FILLS[i % len(RANK_FILLS)], False) for i, d in enumerate(split.domains)]
+    if split.unused:
+        legend.append(("no rank", FILL["PU"], False))
+    gpus = f", next to {plural(len(split.gpus), 'GPU')}" if split.gpus else ""
+    title = f"{plural(len(split.domains), 'local rank')} on {topo.name}{gpus}"
+    note = ("r<rank> in each PU of the rank's domain" + ("; after ':' the numbers of the rank's threads pinned there" if placements else "")
+            + ("; GPUs are named in the box of the object they attach to" if split.gpus else "") + ". P# = OS CPU number")
+    picture = Picture(root, title, note, {}, legend, pu_texts=texts, pu_fills=fills)
+    top = MARGIN + FONT_TITLE * LINE + FONT_NOTE * LINE + GAP
+    _place(root, MARGIN, top)
+    legend_w = sum(12 + GAP + text_width(text, FONT_NOTE) + 3 * GAP for text, _, _ in legend)
+    content_w = max(root.width, text_width(title, FONT_TITLE, bold=True), text_width(note, FONT_NOTE), legend_w)
+    picture.width = content_w + 2 * MARGIN
+    picture.height = top + root.height + 2 * GAP + FONT_NOTE * LINE + MARGIN
+    _render(picture, target, fmt)
+
+
+def _cpus_text(cpus) -> str:
+    from pinlab.topology.cpuset import format_cpulist
+
+    return format_cpulist(cpus)
+
+
+def _label_gpus(root: Box, split) -> None:
+    """Add ``GPU cuda0 (04:00.0)`` to the label of the outermost box whose object's allowed CPUs
+    are the GPU's locality (the package, group or NUMA node's parent its PCI bus hangs from)."""
+    allowed = split.topology.allowed_cpus
+    for gpu in split.gpus:
+        for box in root.walk():
+            if any((o.cpus & allowed) == gpu.cpus for o in box.objects):
+                box.labels.append(f"GPU {gpu.name} ({gpu.busid.removeprefix('0000:')})")
+                break

@@ -74,7 +74,9 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
 @click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
 @click.option("--ranks", type=int, help="Preview the node split among R MPI ranks (with -s/-n: each rank's threads inside its part).")
 @click.option("--gpus", is_flag=False, flag_value="all", help="With --ranks: ranks next to the GPUs (all, or a list: cuda0,cuda1 / rsmi2 / bus ids).")
-def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict, ranks, gpus) -> None:
+@click.option("--rank", "rank", default="auto", show_default=True,
+              help="On this machine, in an MPI rank context (auto: srun/mpirun's environment; off; or LOCAL/COUNT): the placement inside the rank's part of the node.")
+def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict, ranks, gpus, rank) -> None:
     """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
     from pinlab.placement import make_placement
     from pinlab.placement.exports import FORMATS, export
@@ -94,7 +96,8 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
             raise UsageError(f"picture file {picture!r} must end in .svg or .png")
         if not Path(picture).resolve().parent.is_dir():
             raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
-    topo = load_topology(source)
+    topo = _rank_domain(rank) if source.strip() in ("this", "") else None
+    topo = topo or load_topology(source)
     graph = _graph_option(graph_file, strict)
     placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
                                cpu_kind=cpu_kind, graph=graph, domains=domains, level=level)
@@ -114,6 +117,18 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
         from pinlab.placement.picture import draw
 
         draw(placement, picture)
+
+
+def _rank_domain(rank: str):
+    """pinlab place on this machine in a rank context: this machine with only the rank's domain
+    allowed (said on stderr), or None outside any."""
+    from pinlab.ranks.launch import this_rank
+
+    plan = this_rank(rank, None)
+    if plan is None:
+        return None
+    click.echo(f"pinlab: {plan.summary()}", err=True)
+    return plan.topology
 
 
 def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:

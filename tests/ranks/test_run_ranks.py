@@ -88,3 +88,15 @@ def test_memory_of_the_domain_and_gpus_without_gpus(tmp_path):
 def test_bad_rank_input_in_one_line(args, message):
     result = run_pinlab("run", *args, "--", "true", env={k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MPI_", "MV2_"))})
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("rank", range(RANKS))
+def test_place_on_this_machine_in_a_rank_context_places_inside_the_domain(rank):
+    domain = split_node(load_node(), RANKS).domains[rank]
+    env = {**os.environ, "MPI_LOCALRANKID": str(rank), "MPI_LOCALNRANKS": str(RANKS)}
+    result = run_pinlab("place", "-s", "scatter", "-n", str(len(domain.cpus)), "--smt", "-f", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads(result.stdout)["cpus"]) == domain.cpus
+    assert f"local rank {rank} of {RANKS} (MPICH (Hydra) (MPI_LOCALRANKID))" in result.stderr
+    other = run_pinlab("place", "-s", "scatter", "-n", "2", "-t", "clovertown", "-f", "json", env=env)  # another machine: no rank context
+    assert other.returncode == 0 and "local rank" not in other.stderr

@@ -140,11 +140,11 @@ def _gpu_of(pci: ET.Element, local: tuple | None, topo: Topology) -> Gpu | None:
             visit(child)
 
     visit(pci)
-    if not indexes:
-        vendor = _pci_gpu_vendor(pci.get("pci_type", ""))
-        if vendor is None:
-            return None
-        indexes[vendor] = -1  # numbered below, in PCI order among the vendor's GPUs
+    vendor = _pci_gpu_vendor(pci.get("pci_type", ""))
+    if not indexes and vendor is None:
+        return None
+    if vendor is not None and vendor not in indexes and not (vendor == "NVML" and "CUDA" in indexes):
+        indexes[vendor] = -1  # no OS device of the vendor's library (hwloc without its plugin): numbered below, in PCI order
     cpus, nodes = local if local is not None else (topo.root.cpus, frozenset(topo.node_by_os))
     model = infos.get("GPUModel") or infos.get("CoProcModel") or pci.get("name", "") or next(
         (i.get("value", "") for i in pci.findall("info") if i.get("name") == "PCIDevice"), "")

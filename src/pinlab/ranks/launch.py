@@ -53,9 +53,13 @@ def node_split(topo: Topology, ranks: int, gpus: str | None) -> tuple[NodeSplit,
     chosen = None
     if gpus is not None:
         found = find_gpus(topo)
-        if not found and gpus.strip().lower() == "all":
+        every = gpus.strip().lower() == "all"
+        if not found and every:
             notices.append(f"--gpus: hwloc shows no GPU on {topo.name} (no CUDA, NVML, ROCm SMI, Level Zero or OpenCL device): "
                            "the node is split by its CPUs only")
+        elif every and not any(g.cpus for g in found):
+            notices.append(f"--gpus: none of the {len(found)} GPUs of {topo.name} is local to the CPUs this process may use "
+                           f"({format_cpulist(topo.allowed_cpus)}): the ranks get no GPU and the CPUs are split alone")
         else:
             chosen = select_gpus(found, gpus, topo.name)
     split = split_node(topo, ranks, chosen)

@@ -691,6 +691,8 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
                        f"(see pinlab study --status {collect})", err=True)
         for task, (got, expected) in sorted(done["incomplete"].items()):
             click.echo(f"pinlab: warning: task {task} has {got} of its {expected} runs", err=True)
+        for task, why in sorted(done["damaged"].items()):
+            click.echo(f"pinlab: warning: task {task}'s database cannot be read, its runs are not collected: {why}", err=True)
         return 0
     if status_of:
         states = slurm.task_states(db, status_of)

@@ -132,6 +132,13 @@ def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 6
         assert conn.execute("SELECT finished_at FROM studies WHERE name = 'camp'").fetchone()[0] is None
+    # a task file that is not a database (a node wrote garbage): named, the rest kept as it was
+    (campaign_dir / "task-1.db").write_bytes(b"not a database")
+    damaged = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
+    assert damaged.returncode == 0 and "task 1's database cannot be read, its runs are not collected" in damaged.stderr, damaged.stderr
+    (campaign_dir / "task-1.db").unlink()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 6
     again = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
     assert "0 new runs collected into" in again.stderr and "(6 already there" in again.stderr
     status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)

@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -254,6 +255,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
     added = already = 0
     missing: list[int] = []
     incomplete: dict[int, tuple[int, int]] = {}
+    damaged: dict[int, str] = {}
     with Store.open(db, create=False) as store:
         config_id = {c["position"]: c["id"] for c in store.configs(study.id)}
         have = {(r["config_id"], r["run_index"], r["warmup"]) for r in store.runs_frame(name)}
@@ -262,11 +264,15 @@ def collect(db: str, name: str) -> dict[str, Any]:
             if not path.exists():
                 missing.append(task)
                 continue
-            with Store.open(path, create=False, readonly=True) as source:
-                if source.study(name) is None:
-                    missing.append(task)
-                    continue
-                rows = source.runs_frame(name, record=True)
+            try:
+                with Store.open(path, create=False, readonly=True) as source:
+                    if source.study(name) is None:
+                        missing.append(task)
+                        continue
+                    rows = source.runs_frame(name, record=True)
+            except (UsageError, sqlite3.Error) as exc:  # a damaged task file: the others are merged all the same
+                damaged[task] = str(exc)
+                continue
             for row in rows:
                 key = (config_id[row["position"]], row["run_index"], row["warmup"])
                 if key in have:
@@ -278,9 +284,9 @@ def collect(db: str, name: str) -> dict[str, Any]:
             if len(rows) < len(share):
                 incomplete[task] = (len(rows), len(share))
         expected = sum(len(share) for share in campaign["tasks"])
-        if not missing and not incomplete and study.finished_at is None:
+        if not missing and not incomplete and not damaged and study.finished_at is None:
             store.finish(study.id)
-    return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete,
+    return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete, "damaged": damaged,
             "collected": len(have), "expected": expected}
 
 

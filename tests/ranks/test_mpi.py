@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pinlab.ranks.split import split_node
+from pinlab.topology.cpuset import parse_cpulist
 from pinlab.topology.sources import load_node
 from tests.conftest import PINLAB
 
@@ -36,13 +37,6 @@ def rows(text: str) -> list[dict]:
     return [dict(f.split("=", 1) for f in line.split()) for line in text.splitlines() if line.startswith("rank=")]
 
 
-def cpus(text: str) -> set[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
-
 
 @needs_mpi
 @pytest.mark.parametrize("binding", ["none", "core"])
@@ -57,7 +51,7 @@ def test_every_ranks_threads_run_pinned_inside_its_domain(hybrid_probe, binding)
         mine = [r for r in found if int(r["rank"]) == rank]  # one node: the local rank is the rank
         assert len(mine) == threads
         assert {int(r["cpu"]) for r in mine} <= domains[rank].cpus, (rank, mine, domains[rank])
-        assert all(len(cpus(r["mask"])) == 1 for r in mine)  # pinned, one CPU each
+        assert all(len(set(parse_cpulist(r["mask"]))) == 1 for r in mine)  # pinned, one CPU each
         assert len({int(r["cpu"]) for r in mine}) == threads
 
 
@@ -67,4 +61,4 @@ def test_without_a_strategy_each_rank_is_kept_on_its_domain(hybrid_probe):
     result = mpirun("--bind-to", "none", str(PINLAB), "run", "-q", "--", hybrid_probe, env_extra={"OMP_NUM_THREADS": "2"})
     assert result.returncode == 0, result.stderr
     for r in rows(result.stdout):
-        assert cpus(r["mask"]) == domains[int(r["rank"])].cpus, r
+        assert set(parse_cpulist(r["mask"])) == domains[int(r["rank"])].cpus, r

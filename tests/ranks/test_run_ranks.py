@@ -9,6 +9,7 @@ import pytest
 from pinlab.native import native_path
 from pinlab.ranks.gpus import find_gpus
 from pinlab.ranks.split import split_node
+from pinlab.topology.cpuset import parse_cpulist
 from pinlab.topology.sources import load_node
 from tests.conftest import run_pinlab
 
@@ -20,13 +21,6 @@ def _rows(text: str) -> list[dict]:
     return [dict(field.split("=", 1) for field in line.split()) for line in text.splitlines() if line.startswith("thread=")]
 
 
-def _cpus(text: str) -> set[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
-
 
 @pytest.mark.parametrize("rank", range(RANKS))
 def test_each_ranks_threads_run_inside_its_domain(rank, tmp_path):
@@ -37,11 +31,11 @@ def test_each_ranks_threads_run_inside_its_domain(rank, tmp_path):
                         "--", PROBE, "--threads", str(threads - 1))
     assert result.returncode == 0, result.stderr
     rows = _rows(result.stdout)
-    assert len(rows) == threads and all(int(r["cpu"]) in domain.cpus and _cpus(r["mask"]) <= domain.cpus for r in rows), (rows, domain)
+    assert len(rows) == threads and all(int(r["cpu"]) in domain.cpus and set(parse_cpulist(r["mask"])) <= domain.cpus for r in rows), (rows, domain)
     assert len({int(r["cpu"]) for r in rows}) == threads  # one CPU each: the strategy ran inside the domain
     data = json.loads(record.read_text())
     assert data["options"]["rank"]["local_rank"] == rank and data["options"]["rank"]["local_size"] == RANKS
-    assert _cpus(data["options"]["rank"]["domain"]["cpus"]) == domain.cpus
+    assert set(parse_cpulist(data["options"]["rank"]["domain"]["cpus"])) == domain.cpus
 
 
 def test_without_a_strategy_the_program_is_kept_on_its_domain(tmp_path):
@@ -49,7 +43,7 @@ def test_without_a_strategy_the_program_is_kept_on_its_domain(tmp_path):
     result = run_pinlab("run", "--", PROBE, "--threads", "2", env=env)
     domain = split_node(load_node(), RANKS).domains[RANKS - 1]
     assert result.returncode == 0, result.stderr
-    assert all(_cpus(r["mask"]) == domain.cpus for r in _rows(result.stdout))
+    assert all(set(parse_cpulist(r["mask"])) == domain.cpus for r in _rows(result.stdout))
     assert f"pinlab: local rank {RANKS - 1} of {RANKS} (Open MPI (OMPI_COMM_WORLD_LOCAL_RANK))" in result.stderr
 
 
@@ -59,7 +53,7 @@ def test_a_launchers_binding_is_replaced_by_the_ranks_domain():
     domain = split_node(load_node(), RANKS).domains[RANKS - 1]
     result = run_pinlab("run", "-q", "--rank", f"{RANKS - 1}/{RANKS}", "--", PROBE, "--threads", "1", prefix=["taskset", "-c", str(first)])
     assert result.returncode == 0, result.stderr
-    assert all(_cpus(r["mask"]) == domain.cpus for r in _rows(result.stdout))
+    assert all(set(parse_cpulist(r["mask"])) == domain.cpus for r in _rows(result.stdout))
 
 
 def test_memory_of_the_domain_and_gpus_without_gpus(tmp_path):
@@ -68,7 +62,7 @@ def test_memory_of_the_domain_and_gpus_without_gpus(tmp_path):
     assert result.returncode == 0, result.stderr
     rows = _rows(result.stdout)
     assert rows and all(r["policy"] == "2"  # MPOL_BIND
-                         and _cpus(r["nodes"]) == domain.nodes for r in rows), rows
+                         and set(parse_cpulist(r["nodes"])) == domain.nodes for r in rows), rows
     result = run_pinlab("run", "--rank", f"0/{RANKS}", "--gpus", "--", "true")
     assert result.returncode == 0, result.stderr
     if find_gpus(load_node()):

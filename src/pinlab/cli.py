@@ -615,7 +615,7 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
                 raise UsageError(f"--resume {resume}: no Slurm campaign of that name in {db}")
             return _submit(db, results_dir, nodes, partition, time_limit, sbatch_args, graph_file, domains,
                            _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric,
-                                       metric_better, timeout, cpu_kind, sample_ms, max_failures, seed, workloads, program))
+                                       metric_better, timeout, cpu_kind, sample_ms, max_failures, seed, workloads, program, on_nodes=True))
         if results_dir or sbatch_args or partition or time_limit or nodes != 1:
             raise UsageError("--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm")
         if resume:
@@ -691,6 +691,9 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
                        f"(see pinlab study --status {collect})", err=True)
         for task, (got, expected) in sorted(done["incomplete"].items()):
             click.echo(f"pinlab: warning: task {task} has {got} of its {expected} runs", err=True)
+        if done["waiting"]:
+            click.echo(f"pinlab: warning: {plural(len(done['waiting']), 'task')} still queued or running, not read yet: "
+                       f"{', '.join(map(str, done['waiting']))} (collect again when they end)", err=True)
         for task, why in sorted(done["damaged"].items()):
             click.echo(f"pinlab: warning: task {task}'s database cannot be read, its runs are not collected: {why}", err=True)
         return 0
@@ -722,7 +725,7 @@ def study_task(directory, task) -> int:
 
 
 def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, counters, order, warmup, mem, corun, metric, metric_better, timeout,
-                cpu_kind, sample_ms, max_failures, seed, workloads, program):
+                cpu_kind, sample_ms, max_failures, seed, workloads, program, on_nodes: bool = False):
     """The options of `pinlab study` as one StudyPlan (StudyPlan.validate checks it before anything runs)."""
     import datetime
     import os
@@ -745,13 +748,19 @@ def _study_plan(name, strategies, threads, runs, max_runs, min_runs, alpha, coun
         except ValueError:
             raise UsageError(f"--sample-ms must be auto or a number of milliseconds (got {sample_ms!r})") from None
     usable = []
-    if counters is not None:
+    if counters is not None and on_nodes:  # each node counts what it can (checked there, run by run)
+        from pinlab.measure.counters import parse_events
+
+        usable = [e.name for e in parse_events(counters)]
+    elif counters is not None:
         from pinlab.measure.counters import parse_events, probe
 
         found = probe(parse_events(counters))
         usable = [e.name for e in found.usable]
         for notice in found.notices:
             click.echo(f"pinlab: notice: {notice}", err=True)
+    if threads is None and on_nodes:
+        raise UsageError("--backend slurm: give the thread counts with -n (this machine's CPU count says nothing of the nodes')")
     if threads is None:
         threads = str(len(os.sched_getaffinity(0)))
     plan = StudyPlan(name=name or datetime.datetime.now().strftime("study-%Y%m%d-%H%M%S"), programs=programs,

@@ -135,3 +135,28 @@ def test_the_picture_draws_each_rank_and_names_each_gpu_where_it_attaches(four_g
     assert "r2:0" in texts and "r2:1" in texts and "rank 2: CPUs 16-31, cuda2,cuda3" in texts
     bad = run_pinlab("place", "--ranks", "2", "-t", four_gpus, "--picture", str(tmp_path / "x.gif"))
     assert bad.returncode == 2 and "must end in .svg or .png" in bad.stderr
+
+
+@pytest.mark.parametrize("gpus_per_package, ranks", [((1, 1, 5), 3), ((3, 1), 7), ((1, 1, 5), 12)])
+def test_ranks_are_shared_among_unequal_gpu_domains_within_their_room(tmp_path, gpus_per_package, ranks):
+    """Every GPU domain gets at least one rank and never more than its CPUs; the rest go where
+    the GPUs are (regressions: a domain left with no rank, and a fitting count refused)."""
+    gpus = [("nvidia", p, f"0000:{16 * p + i:02x}:00.0") for p, n in enumerate(gpus_per_package) for i in range(n)]
+    xml = add_gpus(synthetic_xml(f"pack:{len(gpus_per_package)} [numa] core:4 pu:1"), gpus)
+    topo = load_topology(write(tmp_path, "unequal", xml))
+    split = split_node(topo, ranks, find_gpus(topo))
+    per_package = [sum(1 for d in split.domains if d.cpus <= p.cpus) for p in topo.packages]
+    assert sum(per_package) == ranks and all(1 <= n <= 4 for n in per_package), per_package
+    heaviest = max(range(len(gpus_per_package)), key=lambda i: gpus_per_package[i])
+    assert per_package[heaviest] == max(per_package)
+
+
+def test_a_job_already_narrowed_to_some_gpus_keeps_naming_physical_ones(four_gpus):
+    """Under CUDA_VISIBLE_DEVICES=5,7 hwloc's cuda0 and cuda1 are physical GPUs 5 and 7: the
+    ranks' variables say so; NVML's and ROCm SMI's numbers are physical already."""
+    from pinlab.ranks.gpus import visible_devices
+
+    gpus = find_gpus(load_topology(four_gpus))
+    assert visible_devices(gpus[1:2], {"CUDA_VISIBLE_DEVICES": "5,7"}) == {"CUDA_VISIBLE_DEVICES": "7"}
+    assert visible_devices(gpus[:2], {"CUDA_VISIBLE_DEVICES": ""}) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert visible_devices(gpus[:2]) == {"CUDA_VISIBLE_DEVICES": "0,1"}

@@ -63,10 +63,13 @@ def test_more_ranks_than_cpus_is_refused():
         split_node(topo, len(topo.pus) + 1)
 
 
-def test_only_allowed_cpus_are_split():
+def test_only_allowed_cpus_are_split_and_evenly():
     topo = with_allowed(load_topology("dunnington-96"), range(12, 72))  # half of node 0, nodes 1-2
     split = split_node(topo, 3)
-    assert [d.cpus for d in split.domains] == [frozenset(range(12, 24)), frozenset(range(24, 48)), frozenset(range(48, 72))]
+    # whole nodes would give 12, 24 and 24 cores: even blocks of 20 instead
+    assert [d.cpus for d in split.domains] == [frozenset(range(12, 32)), frozenset(range(32, 52)), frozenset(range(52, 72))]
+    split = split_node(with_allowed(load_topology("dunnington-96"), range(24, 72)), 2)  # nodes 1-2 whole: one each
+    assert [d.how for d in split.domains] == ["NUMA node 1", "NUMA node 2"]
 
 
 @settings(max_examples=60, deadline=None)
@@ -114,3 +117,18 @@ def test_place_ranks_prints_the_table_and_json(tmp_path):
 def test_place_ranks_refuses_bad_input_in_one_line(args, message):
     result = run_pinlab("place", *args)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_numa_nodes_that_share_their_cpus_count_once():
+    """A DDR node and an HBM node over the same cores (flat-mode HBM): one part, not two."""
+    topo = load_topology("synthetic:pack:2 [numa] [numa] core:4 pu:2")
+    split = split_node(topo, 4)
+    assert [sorted(d.cpus) for d in split.domains] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+
+
+def test_objects_left_unequal_by_the_allowed_set_give_way_to_even_blocks_of_cores():
+    topo = load_topology("synthetic:pack:2 [numa] core:4 pu:2")  # PUs 0-7 on node 0, 8-15 on node 1
+    split = split_node(with_allowed(topo, [0, 2, 4, 6, 8]), 2)  # 4 cores of node 0, 1 of node 1
+    assert [sorted(d.cpus) for d in split.domains] == [[0, 2, 4], [6, 8]]
+    split = split_node(with_allowed(topo, [0, 1, 2, 3, 4, 5, 8, 9]), 4)  # 3 cores and 1
+    assert [len({topo.core_of(topo.pu(c)).logical_index for c in d.cpus}) for d in split.domains] == [1, 1, 1, 1]

@@ -114,7 +114,7 @@ def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
     assert sbatch_line == ["--parsable", "--account=proj", str(campaign_dir / "job.sh")]
     script = (campaign_dir / "job.sh").read_text()
     for line in ("#SBATCH --array=0-1", "#SBATCH --exclusive", "#SBATCH --nodes=1", "#SBATCH --partition=batch", "#SBATCH --time=10:00",
-                 f"#SBATCH --output={campaign_dir}/task-%a.out"):
+                 f'#SBATCH --output="{campaign_dir}/task-%a.out"'):
         assert line in script.splitlines()
     campaign = json.loads((campaign_dir / "campaign.json").read_text())
     assert campaign["jobs"] == {"0": "101_0", "1": "101_1"}
@@ -170,9 +170,13 @@ def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     assert failed.returncode == 2 and failed.stderr.strip().splitlines()[-1] == "pinlab: error: sbatch failed: sbatch: error: invalid partition specified: nope"
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM studies").fetchone()[0] == 0
+    assert not (results / "camp").exists()  # nothing left: the same name can be submitted again
+    (tmp_path / "bin" / "sbatch").write_text(f"#!/bin/sh\necho 7\n")
+    again = run_pinlab(*submit_args(db, results), env=env)
+    assert again.returncode == 0 and "Slurm job 7" in again.stderr, again.stderr
     (tmp_path / "bin" / "sbatch").unlink()
     bare = {**env, "PATH": f"{tmp_path / 'bin'}:/nonexistent"}
-    missing = subprocess.run([str(PINLAB), *submit_args(db, results)[:], "--name", "camp2"], env=bare, capture_output=True, text=True)
+    missing = subprocess.run([str(PINLAB), *submit_args(db, results), "--name", "camp2"], env=bare, capture_output=True, text=True)
     assert missing.returncode == 2 and "sbatch not found" in missing.stderr, missing.stderr
 
 
@@ -181,6 +185,7 @@ def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     (["--status", "local"], "study local in"),
     (["--collect", "a", "--status", "b"], "give one of --collect NAME, --status NAME and --resume NAME"),
     (["--nodes", "2", "--workload", WORKLOAD], "--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm"),
+    (["--backend", "slurm", "--name", "x", "--workload", WORKLOAD], "--backend slurm: give the thread counts with -n"),
 ])
 def test_campaign_commands_refuse_bad_input(tmp_path, args, message):
     db = tmp_path / "main.db"
@@ -205,7 +210,7 @@ def cluster(tmp_path_factory):
 
 
 def test_a_study_runs_through_slurm_and_is_collected_into_one_report(cluster, tmp_path):
-    db, results = tmp_path / "main.db", tmp_path / "results"
+    db, results = tmp_path / "main.db", tmp_path / "shared results"  # a blank in the path: sbatch must get it whole
     results.mkdir()
     submitted = run_pinlab(*submit_args(db, results, "--nodes", "2", "--time", "5"), env=cluster.env)
     assert submitted.returncode == 0, submitted.stderr
@@ -224,3 +229,25 @@ def test_a_study_runs_through_slurm_and_is_collected_into_one_report(cluster, tm
     assert made.returncode == 0, made.stderr
     same = json.loads(run_pinlab("report", "camp", "--db", str(local), "--json").stdout)
     assert [r["config"] for r in same["stats"]] == [r["config"] for r in report["stats"]]  # the same report as a local study
+
+
+def test_tasks_slurm_still_runs_are_never_taken_for_failed(tmp_path):
+    """squeue failing (a busy controller) makes states unknown and --resume refuses; sacct's
+    RUNNING and PENDING are running and pending; --collect leaves such tasks' files alone."""
+    env = fake_slurm(tmp_path)
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    assert run_pinlab(*submit_args(db, results, "--nodes", "2"), env=env).returncode == 0
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'squeue: error: Socket timed out on send/recv operation' >&2\nexit 1\n")
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert status.stdout.splitlines()[0] == "camp: 2 tasks: 0 pending, 0 running, 0 done, 0 failed", status.stdout
+    assert status.stdout.count("unknown") == 2
+    resumed = run_pinlab("study", "--resume", "camp", "--db", str(db), env=env)
+    assert resumed.returncode == 2 and "cannot tell which tasks of camp have ended" in resumed.stderr
+    assert len((tmp_path / "sbatch.log").read_text().splitlines()) == 1  # nothing resubmitted
+    (bin_dir / "sacct").write_text("#!/bin/sh\nprintf '101_0|RUNNING\\n101_1|PENDING\\n'\n")
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert status.stdout.splitlines()[0] == "camp: 2 tasks: 1 pending, 1 running, 0 done, 0 failed", status.stdout
+    collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
+    assert "2 tasks still queued or running, not read yet: 0, 1" in collected.stderr, collected.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pinlab.topology.cpuset import format_cpulist, parse_hwloc_bitmap
@@ -152,13 +153,19 @@ def _gpu_of(pci: ET.Element, local: tuple | None, topo: Topology) -> Gpu | None:
                model=model, infos=infos)
 
 
-def visible_devices(gpus: list[Gpu]) -> dict[str, str]:
-    """The variables that make exactly ``gpus`` visible to a rank, for each vendor among them."""
+def visible_devices(gpus: list[Gpu], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that make exactly ``gpus`` visible to a rank, for each vendor among them.
+
+    CUDA's and Level Zero's numbers are relative to the devices visible where hwloc looked: when
+    the environment already narrows them (``inherited``: a scheduler set CUDA_VISIBLE_DEVICES=2,3
+    for the job), hwloc's cuda0 is the job's first device, physical GPU 2, and that is what the
+    rank's variable must name. NVML's and ROCm SMI's numbers are physical."""
+    inherited = inherited or {}
     env: dict[str, str] = {}
     nvidia = [g for g in gpus if "CUDA" in g.indexes or "NVML" in g.indexes]
     if nvidia:
         if all("CUDA" in g.indexes for g in nvidia):
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g.indexes["CUDA"]) for g in nvidia)
+            env["CUDA_VISIBLE_DEVICES"] = _through(inherited.get("CUDA_VISIBLE_DEVICES"), [g.indexes["CUDA"] for g in nvidia])
         else:  # NVML numbers GPUs in PCI order: make CUDA number them the same way
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g.indexes["NVML"]) for g in nvidia)
@@ -167,8 +174,14 @@ def visible_devices(gpus: list[Gpu]) -> dict[str, str]:
         env["ROCR_VISIBLE_DEVICES"] = ",".join(str(g.indexes["RSMI"]) for g in amd)
     intel = [g for g in gpus if "LevelZero" in g.indexes]
     if intel:
-        env["ZE_AFFINITY_MASK"] = ",".join(str(g.indexes["LevelZero"]) for g in intel)
+        env["ZE_AFFINITY_MASK"] = _through(inherited.get("ZE_AFFINITY_MASK"), [g.indexes["LevelZero"] for g in intel])
     return env
+
+
+def _through(visible: str | None, indexes: list[int]) -> str:
+    """``indexes`` (relative to the devices ``visible`` lets through) as entries of ``visible``."""
+    entries = [e.strip() for e in visible.split(",")] if visible and visible.strip() else []
+    return ",".join(entries[i] if i < len(entries) else str(i) for i in indexes)
 
 
 def select_gpus(gpus: list[Gpu], text: str | None, where: str) -> list[Gpu]:

@@ -43,7 +43,10 @@ class RankPlan:
         return text
 
     def env(self, base: Mapping[str, str]) -> dict[str, str]:
-        return {**base, **self.domain.env}
+        """``base`` (the environment pinlab was given) with the rank's GPU variables."""
+        from pinlab.ranks.gpus import visible_devices
+
+        return {**base, **(visible_devices(self.domain.gpus, base) if self.domain.gpus else {})}
 
 
 def node_split(topo: Topology, ranks: int, gpus: str | None) -> tuple[NodeSplit, list[str]]:

@@ -88,8 +88,8 @@ def split_cpus(topo: Topology, cpus: frozenset[int], ranks: int) -> list[tuple[f
     if ranks == 1:
         return [(cpus, _describe(topo, cpus))]
     for level in _shared_levels(topo):
-        objects = [o.cpus & cpus for o in topo.objects(level) if o.cpus & cpus]
-        if len(objects) < 2:
+        objects = _partition(topo, level, cpus)
+        if objects is None or len(objects) < 2:
             continue
         count = len(objects)
         if count % ranks == 0:
@@ -99,6 +99,23 @@ def split_cpus(topo: Topology, cpus: frozenset[int], ranks: int) -> list[tuple[f
         if ranks % count == 0 and all(len(_units(topo, o, ranks // count)) >= ranks // count for o in objects):
             return [part for o in objects for part in split_cpus(topo, o, ranks // count)]
     return _blocks(topo, cpus, ranks)
+
+
+def _partition(topo: Topology, level: str, cpus: frozenset[int]) -> list[frozenset[int]] | None:
+    """The parts of ``cpus`` in the objects of ``level``, in order, when they cut it into pieces
+    of equal size (in cores): None otherwise. NUMA nodes that share their CPUs (a DDR node and
+    an HBM node of the same cores) count once; parts of unequal size (a restricted allowed set
+    that leaves 4 cores of one node and 1 of the other) would give ranks unequal shares, and
+    contiguous blocks of cores do better."""
+    parts: list[frozenset[int]] = []
+    for obj in topo.objects(level):
+        part = obj.cpus & cpus
+        if part and part not in parts:
+            parts.append(part)
+    if sum(len(p) for p in parts) != len(cpus):
+        return None  # overlapping objects: not a partition
+    sizes = {len(_units(topo, p, 1)) for p in parts}
+    return parts if len(sizes) == 1 else None
 
 
 def _shared_levels(topo: Topology) -> list[str]:
@@ -225,20 +242,16 @@ def _split_with_gpus(topo: Topology, ranks: int, gpus: list[Gpu]) -> NodeSplit:
 
 
 def _shares(ranks: int, weights: list[int], room: list[int]) -> list[int]:
-    """``ranks`` shared among domains in proportion to ``weights`` (their GPUs), each at least
-    one, none more than its ``room`` (CPUs); largest remainders first, earlier domains on ties."""
+    """``ranks`` shared among domains in proportion to ``weights`` (their GPUs): each at least
+    one, none more than its ``room`` (CPUs); each next rank goes to the domain furthest below its
+    proportional share that has room, the earlier on ties. ``ranks`` is at least the number of
+    domains."""
+    if ranks > sum(room):
+        raise UsageError(f"{ranks} ranks do not fit next to the GPUs: their CPUs hold {sum(room)}")
     total = sum(weights)
-    counts = [max(1, ranks * w // total) for w in weights]
-    while sum(counts) > ranks:
-        i = max(range(len(counts)), key=lambda i: (counts[i] - ranks * weights[i] / total, i))
-        counts[i] -= 1
-    while sum(counts) < ranks:
+    counts = [1] * len(weights)
+    for _ in range(ranks - len(counts)):
         open_ = [i for i in range(len(counts)) if counts[i] < room[i]]
-        if not open_:
-            raise UsageError(f"{ranks} ranks do not fit next to the GPUs: their CPUs hold {sum(room)}")
         i = max(open_, key=lambda i: (ranks * weights[i] / total - counts[i], -i))
         counts[i] += 1
-    for i, c in enumerate(counts):
-        if c > room[i]:
-            raise UsageError(f"{ranks} ranks do not fit next to the GPUs: their CPUs hold {sum(room)}")
     return counts

@@ -117,8 +117,11 @@ def _pinlab_command() -> str:
 
 def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions) -> str:
     d = shlex.quote(str(campaign_dir))
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote('pinlab-' + name)}", f"#SBATCH --array=0-{tasks - 1}",
-             "#SBATCH --nodes=1", "#SBATCH --exclusive", f"#SBATCH --output={campaign_dir}/task-%a.out"]
+    if any(c in str(campaign_dir) for c in '"\n'):
+        raise UsageError(f"results directory {str(campaign_dir)!r} has a double quote or a newline in its path, which sbatch cannot take: choose another")
+    job_name = re.sub(r"[^\w.-]", "_", f"pinlab-{name}")  # sbatch splits #SBATCH lines at blanks; only double quotes group
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}",
+             "#SBATCH --nodes=1", "#SBATCH --exclusive", f'#SBATCH --output="{campaign_dir}/task-%a.out"']
     if options.partition:
         lines.append(f"#SBATCH --partition={options.partition}")
     if options.time:
@@ -194,9 +197,18 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
                 "max_failures": plan.max_failures, "tasks": [[list(run) for run in share] for share in shares], "jobs": {}, "submitted_at": time.time()}
     _write_json(campaign_dir / CAMPAIGN, campaign)
     script = campaign_dir / JOB_SCRIPT
-    script.write_text(job_script(campaign_dir, plan.name, options.nodes, options))
-    script.chmod(0o755)
-    job = sbatch([*options.sbatch_args, str(script)])
+    try:
+        script.write_text(job_script(campaign_dir, plan.name, options.nodes, options))
+        script.chmod(0o755)
+        job = sbatch([*options.sbatch_args, str(script)])
+    except BaseException:  # nothing was submitted: leave nothing behind, so the same name can be tried again
+        for leftover in (campaign_dir / CAMPAIGN, script):
+            leftover.unlink(missing_ok=True)
+        try:
+            campaign_dir.rmdir()
+        except OSError:
+            pass
+        raise
     campaign["jobs"] = {str(k): f"{job}_{k}" for k in range(options.nodes)}
     _write_json(campaign_dir / CAMPAIGN, campaign)
     with Store.open(db, create=True) as store:
@@ -252,6 +264,9 @@ def collect(db: str, name: str) -> dict[str, Any]:
     from pinlab.study.store import RUN_FIELDS, Store
 
     study, campaign, directory = _campaign_of(db, name)
+    # a task still queued or running is not read: its file is being written on another node,
+    # and SQLite's journal is not coherent across the machines of a network file system
+    waiting = [t["task"] for t in task_states(db, name) if t["state"] in ("pending", "running", "unknown")]
     added = already = 0
     missing: list[int] = []
     incomplete: dict[int, tuple[int, int]] = {}
@@ -261,6 +276,8 @@ def collect(db: str, name: str) -> dict[str, Any]:
         have = {(r["config_id"], r["run_index"], r["warmup"]) for r in store.runs_frame(name)}
         for task, share in enumerate(campaign["tasks"]):
             path = directory / f"task-{task}.db"
+            if task in waiting:
+                continue
             if not path.exists():
                 missing.append(task)
                 continue
@@ -284,19 +301,26 @@ def collect(db: str, name: str) -> dict[str, Any]:
             if len(rows) < len(share):
                 incomplete[task] = (len(rows), len(share))
         expected = sum(len(share) for share in campaign["tasks"])
-        if not missing and not incomplete and not damaged and study.finished_at is None:
+        if not missing and not incomplete and not damaged and not waiting and study.finished_at is None:
             store.finish(study.id)
-    return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete, "damaged": damaged,
+    return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete, "damaged": damaged, "waiting": waiting,
             "collected": len(have), "expected": expected}
 
 
-def _squeue(job_ids: list[str]) -> dict[str, str]:
-    """Array task id (``123_4``) -> state, for the tasks Slurm still has in its queue."""
+def _squeue(job_ids: list[str]) -> dict[str, str] | None:
+    """Array task id (``123_4``) -> state, for the tasks Slurm still has in its queue; None when
+    squeue cannot be asked (missing, or failing: the controller is busy or down), so that no
+    task is taken for ended when it may be running."""
     exe = shutil.which("squeue")
-    if exe is None or not job_ids:
+    if exe is None:
+        return None
+    if not job_ids:
         return {}
     jobs = sorted({j.split("_")[0] for j in job_ids})
     proc = subprocess.run([exe, "-h", "-r", "-j", ",".join(jobs), "-o", "%i|%T"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        # squeue answers "Invalid job id specified" once every job has left the queue
+        return {} if "invalid job id" in proc.stderr.lower() else None
     states = {}
     for line in proc.stdout.splitlines():
         if "|" in line:
@@ -306,7 +330,7 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
 
 
 def _sacct(job_ids: list[str]) -> dict[str, str]:
-    """Array task id -> final state, where Slurm keeps accounting (else nothing)."""
+    """Array task id -> state, where Slurm keeps accounting (else nothing)."""
     exe = shutil.which("sacct")
     if exe is None or not job_ids:
         return {}
@@ -317,37 +341,49 @@ def _sacct(job_ids: list[str]) -> dict[str, str]:
     return {line.split("|")[0]: line.split("|")[1].split()[0] for line in proc.stdout.splitlines() if line.count("|") >= 1}
 
 
-def task_states(db: str, name: str) -> list[dict[str, Any]]:
-    """Each task: its job, its state (pending, running, done, failed), runs stored and expected."""
+_WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED", "STOPPED", "RESIZING", "CONFIGURING"})
+_RUNNING = frozenset({"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"})
+
+
+def _stored_runs(path: Path, name: str) -> int:
     from pinlab.study.store import Store
 
+    if not path.exists():
+        return 0
+    try:
+        with Store.open(path, create=False, readonly=True) as source:
+            return len(source.runs_frame(name)) if source.study(name) else 0
+    except (UsageError, sqlite3.Error):
+        return 0
+
+
+def task_states(db: str, name: str) -> list[dict[str, Any]]:
+    """Each task: its job, its state, runs stored and expected. The state is ``done`` or
+    ``failed`` once the task has ended (its status file, else Slurm's accounting, else its absence
+    from the queue), ``pending`` or ``running`` while Slurm has it, and ``unknown`` when squeue
+    cannot be asked."""
     study, campaign, directory = _campaign_of(db, name)
     jobs = campaign.get("jobs", {})
     queued = _squeue(list(jobs.values()))
-    accounted = _sacct(list(jobs.values())) if any(j not in queued for j in jobs.values()) else {}
+    accounted = _sacct(list(jobs.values()))
     out = []
     for task, share in enumerate(campaign["tasks"]):
         job = jobs.get(str(task), "")
-        stored = 0
-        path = directory / f"task-{task}.db"
-        if path.exists():
-            try:
-                with Store.open(path, create=False, readonly=True) as source:
-                    stored = len(source.runs_frame(name)) if source.study(name) else 0
-            except UsageError:
-                stored = 0
+        stored = _stored_runs(directory / f"task-{task}.db", name)
         status_file = directory / f"task-{task}.status"
-        detail = ""
-        if job in queued:
-            state = "running" if queued[job] in ("RUNNING", "COMPLETING", "CONFIGURING") else "pending"
-            detail = queued[job]
-        elif status_file.exists():  # (a resubmitted task's old one is removed)
+        slurm_state = (queued or {}).get(job) or accounted.get(job, "")
+        if status_file.exists():  # written by the job script as the task ends (a resubmitted task's old one is removed)
             code = status_file.read_text().strip()
             state, detail = ("done", "") if code == "0" and stored >= len(share) else ("failed", f"exit status {code}")
-        elif job in accounted:
-            slurm_state = accounted[job]
+        elif slurm_state in _WAITING:
+            state, detail = "pending", slurm_state
+        elif slurm_state in _RUNNING:
+            state, detail = "running", slurm_state
+        elif slurm_state:  # ended in Slurm's accounting
             state = "done" if slurm_state == "COMPLETED" and stored >= len(share) else "failed"
             detail = slurm_state
+        elif queued is None:
+            state, detail = "unknown", "squeue cannot be asked: the task may still be queued or running"
         else:
             state, detail = "failed", f"ended without finishing (see {directory / f'task-{task}.out'})"
         out.append({"task": task, "job": job, "state": state, "detail": detail, "runs": stored, "expected": len(share)})
@@ -357,7 +393,10 @@ def task_states(db: str, name: str) -> list[dict[str, Any]]:
 def resubmit(db: str, name: str, say: Callable[[str], None] = print) -> dict[str, Any]:
     """``--resume NAME`` of a campaign: resubmit its failed tasks (they keep the runs they stored)."""
     study, campaign, directory = _campaign_of(db, name)
-    failed = [t["task"] for t in task_states(db, name) if t["state"] == "failed"]
+    states = task_states(db, name)
+    if any(t["state"] == "unknown" for t in states):
+        raise UsageError(f"cannot tell which tasks of {name} have ended (squeue cannot be asked): nothing resubmitted; try again")
+    failed = [t["task"] for t in states if t["state"] == "failed"]
     if not failed:
         return {"study": name, "resubmitted": [], "job": None}
     slurm = campaign["parameters"]["slurm"]

@@ -149,9 +149,10 @@ IMBALANCED_CASES = {
 BALANCE_CASES = {
     "2s2n": {"cpus": "0,0,1,0,1,2,3", "workers": "1.5:8 1.5:8 1.5:8 1.5:8 0.2:8 0.2:8", "small": "1.5:1 1.5:1 1.5:1 1.5:1 0.2:1 0.2:1",
              "first": {"attached": (0, 1, [2, 3]), "threads_only": (0, 1, [2, 3]), "accessed": (0, 1, [2, 3])}},
-    # without attached data nodes 0 and 1 weigh the same: the lower number is robbed
+    # without attached data nodes 0 and 1 weigh the same: the one with more waiting is robbed (which
+    # one depends on how the host ran the guest's CPUs: either, then its last created busy worker)
     "2s4n": {"cpus": "0,0,0,1,1,2,3", "workers": "1.5:16 1.5:16 1.5:2 1.5:2 0.2:2 1.5:2", "small": "1.5:1 1.5:1 1.5:1 1.5:1 0.2:1 1.5:1",
-             "first": {"attached": (1, 2, [3]), "threads_only": (0, 2, [1]), "accessed": (0, 2, [1])}},
+             "first": {"attached": (1, 2, [3]), "threads_only": [(0, 2, [1]), (1, 2, [3])], "accessed": [(0, 2, [1]), (1, 2, [3])]}},
 }
 
 
@@ -282,7 +283,8 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
     page = 4096
     case = BALANCE_CASES[shape["name"]]
     for mode in ("attached", "threads_only", "accessed"):
-        victim, thief, stolen_workers = case["first"][mode]
+        plans = case["first"][mode] if isinstance(case["first"][mode], list) else [case["first"][mode]]
+        thief = plans[0][1]
         lines = parts[mode].splitlines()
         assert lines[-1] == "rc 0", parts[mode]
         workers = {w["worker"]: w for w in mem_expect.parse(parts[mode])}
@@ -320,7 +322,8 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
         if first["to_node"] != thief or first["at"] > 1.5:
             continue  # the timing went otherwise (see above): the invariants were checked
         # as planned: the short workers' node went idle first and robbed the expected node
-        assert first["from_node"] == victim, (mode, steals)
+        assert first["from_node"] in [victim for victim, _, _ in plans], (mode, steals)
+        stolen_workers = next(stolen for victim, _, stolen in plans if victim == first["from_node"])
         expected = [workers[i]["tid"] for i in stolen_workers]
         if mode == "accessed":
             # the tracer's faults make threads wait now and then: at the steal, fewer of the four

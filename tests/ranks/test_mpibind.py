@@ -136,3 +136,24 @@ def test_the_gpus_hwloc_shows_on_the_real_nodes():
     assert [d["env"] for d in data["domains"]] == [{"ROCR_VISIBLE_DEVICES": str(i)} for i in range(4)]
     assert [d["nodes"] for d in data["domains"]] == [[1], [2], [5], [7]]
     assert "CPUs 0-5,18-29,36-41,48-53,66-77,84-89 are local to no GPU" in corona.stderr
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8, 16])
+def test_two_more_real_gpu_nodes(ranks):
+    """g4dn.metal (2 x 24-core Xeon, 8 T4, four per package) and Tioga (64-core EPYC in 4 NUMA
+    nodes, 8 MI250X dies that hwloc attaches to the whole machine): every rank's CPUs are local
+    to its GPUs, every GPU is used, and shared GPUs go to neighbouring ranks."""
+    for name, stack, variable in (("g4dnmetal", "CUDA", "CUDA_VISIBLE_DEVICES"), ("hpe-tioga", "RSMI", "ROCR_VISIBLE_DEVICES")):
+        topo = load_topology(str(DATA / f"{name}.xml"))
+        split, notices = node_split(topo, ranks, "all")
+        assert len(split.gpus) == 8 and not notices and not split.unused
+        numbers = [[g.indexes[stack] for g in d.gpus] for d in split.domains]
+        assert sorted({n for ns in numbers for n in ns}) == list(range(8))
+        assert [n for ns in numbers for n in ns] == sorted(n for ns in numbers for n in ns)  # in order along the ranks
+        for d, ns in zip(split.domains, numbers):
+            assert d.env == {variable: ",".join(map(str, ns))}
+            assert d.cpus <= frozenset().union(*(g.cpus for g in d.gpus))
+        if name == "g4dnmetal" and ranks >= 2:
+            for d in split.domains:  # four T4 per package: a rank's GPUs are on its package
+                package = next(p for p in topo.packages if d.cpus <= p.cpus)
+                assert all(g.cpus == package.cpus for g in d.gpus)

@@ -157,3 +157,14 @@ def test_two_more_real_gpu_nodes(ranks):
             for d in split.domains:  # four T4 per package: a rank's GPUs are on its package
                 package = next(p for p in topo.packages if d.cpus <= p.cpus)
                 assert all(g.cpus == package.cpus for g in d.gpus)
+
+
+def test_an_hwloc_1_file_whose_gpus_show_only_as_display_devices():
+    """CORAL EA (POWER8, hwloc 1.11): its 4 P100 appear only as DRM devices (card1-4), so
+    mpibind's test suite expects no GPU at all; pinlab knows them by their PCI class and vendor
+    and numbers them in PCI order, as NVML does."""
+    topo = load_topology(str(DATA / "coral-ea-hwloc1.xml"))
+    split, notices = node_split(topo, 4, "all")
+    assert [g.busid for g in split.gpus] == ["0002:01:00.0", "0003:01:00.0", "0006:01:00.0", "0007:01:00.0"]
+    assert [d.env for d in split.domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(i)} for i in range(4)]
+    assert [sorted(d.nodes) for d in split.domains] == [[0], [0], [1], [1]]

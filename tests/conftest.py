@@ -31,3 +31,17 @@ def with_allowed(topo: Topology, cpus) -> Topology:
 
 def this_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0))
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A one-host Slurm cluster (tests/study/slurm_cluster.py), started once for the session;
+    the tests that need it skip, saying why, where it cannot start."""
+    from tests.study import slurm_cluster
+
+    try:
+        cluster = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
+    except slurm_cluster.Unavailable as why:
+        pytest.skip(f"no Slurm cluster here: {why}")
+    yield cluster
+    slurm_cluster.stop(cluster)

@@ -15,7 +15,6 @@ from pinlab.ranks.context import detect, parse_rank, slurm_tasks_on_node
     ({"PMI_LOCAL_RANK": "2", "PMI_LOCAL_SIZE": "3", "PMI_RANK": "7"}, (2, 3, 7, None, "PMI")),
     ({"SLURM_LOCALID": "2", "SLURM_NODEID": "2", "SLURM_STEP_TASKS_PER_NODE": "4(x2),3", "SLURM_PROCID": "10", "SLURM_STEP_NUM_TASKS": "11"},
      (2, 3, 10, 11, "Slurm")),
-    ({"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"}, (1, 2, None, None, "Slurm")),
     # under srun with Open MPI both are set: the MPI library's own variables win
     ({"SLURM_LOCALID": "0", "SLURM_STEP_TASKS_PER_NODE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
      (1, 2, None, None, "Open MPI")),
@@ -28,6 +27,9 @@ def test_each_launcher_is_read(env, expected):
 
 def test_outside_any_launcher_there_is_no_rank_context():
     assert detect({"PATH": "/bin", "OMP_NUM_THREADS": "4"}) is None
+    # a Slurm batch script (seen on the test cluster): SLURM_LOCALID and the job's tasks per
+    # node, but no step layout: one process, not a rank
+    assert detect({"SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NTASKS": "2", "SLURM_PROCID": "0", "SLURM_TASKS_PER_NODE": "2"}) is None
     assert parse_rank("auto", {}) is None and parse_rank("off", {"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}) is None
 
 
@@ -40,7 +42,6 @@ def test_slurm_layouts(layout, node, tasks):
     ({"OMPI_COMM_WORLD_LOCAL_RANK": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, "local rank 4 is not below the local rank count 4; the launcher's environment is inconsistent"),
     ({"OMPI_COMM_WORLD_LOCAL_RANK": "x", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, "OMPI_COMM_WORLD_LOCAL_RANK='x' is not a number"),
     ({"MPI_LOCALRANKID": "0"}, "MPI_LOCALRANKID is set but not MPI_LOCALNRANKS"),
-    ({"SLURM_LOCALID": "0"}, "neither SLURM_STEP_TASKS_PER_NODE nor SLURM_NTASKS_PER_NODE"),
     ({"SLURM_LOCALID": "0", "SLURM_NODEID": "3", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}, "node 3 is not in the layout '2(x2)'"),
     ({"SLURM_LOCALID": "0", "SLURM_STEP_TASKS_PER_NODE": "two"}, "cannot read the tasks per node 'two'"),
     ({"PMI_LOCAL_RANK": "0", "PMI_LOCAL_SIZE": "0"}, "0 local ranks; there must be at least one"),

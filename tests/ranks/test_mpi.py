@@ -62,3 +62,29 @@ def test_without_a_strategy_each_rank_is_kept_on_its_domain(hybrid_probe):
     assert result.returncode == 0, result.stderr
     for r in rows(result.stdout):
         assert set(parse_cpulist(r["mask"])) == domains[int(r["rank"])].cpus, r
+
+
+def test_srun_ranks_run_inside_their_domains(slurm, tmp_path):
+    """srun on the test cluster starts RANKS tasks of pinlab run: each reads its local rank from
+    Slurm's step variables and pins its threads inside its part of the node."""
+    from tests.study import slurm_cluster
+    from pinlab.native import native_path
+
+    domains = split_node(load_node(), RANKS).domains
+    threads = min(len(d.cpus) for d in domains)
+    out = tmp_path / "out.txt"
+    script = tmp_path / "job.sh"
+    run = f"{PINLAB} run -q -s compact -n {threads} --smt -- {native_path('pinlab-threads-probe')} --threads {threads - 1}"
+    script.write_text(f"#!/bin/bash\n#SBATCH --ntasks={RANKS}\n#SBATCH --output={out}\n"
+                      f"srun --cpu-bind=none -n {RANKS} bash -c '{run} | sed \"s/^/rank=$SLURM_PROCID /\"'\n")
+    submitted = subprocess.run(["sbatch", str(script)], env=slurm.env, capture_output=True, text=True)
+    assert submitted.returncode == 0, submitted.stderr
+    assert slurm_cluster.wait_idle(slurm, 120)
+    lines = [dict(f.split("=", 1) for f in line.split()) for line in out.read_text().splitlines() if line.startswith("rank=")]
+    assert len(lines) == RANKS * threads, out.read_text()
+    by_rank: dict[int, set[int]] = {}
+    for line in lines:
+        by_rank.setdefault(int(line["rank"]), set()).add(int(line["cpu"]))
+    assert sorted(by_rank) == list(range(RANKS))
+    for rank, used in by_rank.items():
+        assert used <= domains[rank].cpus and len(used) == threads, (rank, used, domains[rank])

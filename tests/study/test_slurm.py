@@ -198,18 +198,8 @@ def test_campaign_commands_refuse_bad_input(tmp_path, args, message):
 # ------------------------------------------------------------------ on a real Slurm cluster
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    root = tmp_path_factory.mktemp("slurm")
-    try:
-        started = slurm_cluster.start(root)
-    except slurm_cluster.Unavailable as why:
-        pytest.skip(f"no Slurm cluster here: {why}")
-    yield started
-    slurm_cluster.stop(started)
-
-
-def test_a_study_runs_through_slurm_and_is_collected_into_one_report(cluster, tmp_path):
+def test_a_study_runs_through_slurm_and_is_collected_into_one_report(slurm, tmp_path):
+    cluster = slurm
     db, results = tmp_path / "main.db", tmp_path / "shared results"  # a blank in the path: sbatch must get it whole
     results.mkdir()
     submitted = run_pinlab(*submit_args(db, results, "--nodes", "2", "--time", "5"), env=cluster.env)

@@ -3,9 +3,9 @@
 Every MPI launcher tells each process its rank among those on the same node, but each in its
 own words. The MPI library's own variables come first (they describe the job the program will
 see), Slurm's last: under ``srun`` with Open MPI or MPICH both are set, and agree. Slurm gives
-the number of tasks on this node only through the step's layout (``SLURM_STEP_TASKS_PER_NODE``,
-e.g. ``4(x2),3``, indexed by ``SLURM_NODEID``); ``SLURM_NTASKS_PER_NODE`` is set only when the
-user asked for it.
+the number of tasks on this node through the step's layout (``SLURM_STEP_TASKS_PER_NODE``,
+e.g. ``4(x2),3``, indexed by ``SLURM_NODEID``), which only srun's tasks have: a batch script
+has SLURM_LOCALID too, but it is not a rank.
 """
 from __future__ import annotations
 
@@ -72,16 +72,15 @@ def slurm_tasks_on_node(layout: str, node_id: int) -> int:
 
 
 def _slurm(env: Mapping[str, str]) -> RankContext | None:
+    """The context of a task srun started. A batch script also has SLURM_LOCALID (0) and the
+    job's tasks per node, but it is one process, not a rank: only srun's steps carry the step's
+    layout (``SLURM_STEP_TASKS_PER_NODE``), so without it there is no rank context."""
     local = _int(env, "SLURM_LOCALID", "Slurm")
-    if local is None:
+    layout = env.get("SLURM_STEP_TASKS_PER_NODE")
+    if local is None or not layout:
         return None
     node_id = _int(env, "SLURM_NODEID", "Slurm") or 0
-    layout = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
-    size = slurm_tasks_on_node(layout, node_id) if layout else _int(env, "SLURM_NTASKS_PER_NODE", "Slurm")
-    if size is None:
-        raise UsageError("rank context from Slurm: SLURM_LOCALID is set but neither SLURM_STEP_TASKS_PER_NODE nor "
-                         "SLURM_NTASKS_PER_NODE says how many tasks share the node; run the program with srun")
-    return RankContext(local, size, "Slurm (SLURM_LOCALID)", _int(env, "SLURM_PROCID", "Slurm"),
+    return RankContext(local, slurm_tasks_on_node(layout, node_id), "Slurm (SLURM_LOCALID)", _int(env, "SLURM_PROCID", "Slurm"),
                        _int(env, "SLURM_STEP_NUM_TASKS", "Slurm") or _int(env, "SLURM_NTASKS", "Slurm"))
 
 

@@ -135,7 +135,7 @@ def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
     """pinlab place --ranks R [--gpus]: the node's split, and each rank's placement with -s/-c."""
     from pathlib import Path
 
-    from pinlab.ranks.launch import domain_topology, node_split
+    from pinlab.ranks.launch import domain_placement, domain_topology, node_split
     from pinlab.topology import load_topology
     from pinlab.topology.sources import load_node
 
@@ -153,14 +153,7 @@ def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
         click.echo(f"pinlab: notice: {notice}", err=True)
     placements = None
     if options["strategy"] is not None or options["cpus"] is not None:
-        from pinlab.placement import make_placement
-
-        placements = []
-        for domain in split.domains:
-            try:
-                placements.append(make_placement(domain_topology(topo, domain), **options))
-            except UsageError as exc:
-                raise UsageError(f"rank {domain.rank} (CPUs {domain.how}): {exc}") from None
+        placements = [domain_placement(domain_topology(topo, d), d, ranks, options) for d in split.domains]
     if picture:
         from pinlab.placement.picture import draw_ranks
 
@@ -305,21 +298,14 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
 def _rank_placement(rank_plan, options: dict, plan_file, mem):
     """In a rank context: the placement of -s/-c inside the rank's domain (None: the program
     stays on the domain's CPUs, unpinned within), and --mem for that domain."""
-    from pinlab.ranks.launch import rank_memory
-    from pinlab.topology.cpuset import format_cpulist
+    from pinlab.ranks.launch import domain_placement, rank_memory
 
     if plan_file is not None:
         raise UsageError("--plan gives fixed CPUs for the whole node: in a rank context give -s STRATEGY or -c CPUS, "
                          "placed inside the rank's part of the node (or --rank off)")
     placement = None
     if options["strategy"] is not None or options["cpus"] is not None:
-        from pinlab.placement import make_placement
-
-        domain = rank_plan.domain
-        try:
-            placement = make_placement(rank_plan.topology, **options)
-        except UsageError as exc:
-            raise UsageError(f"rank {domain.rank} of {len(rank_plan.split.domains)} (CPUs {format_cpulist(domain.cpus)}, {domain.how}): {exc}") from None
+        placement = domain_placement(rank_plan.topology, rank_plan.domain, len(rank_plan.split.domains), options)
     elif options["cpu_kind"] is not None:
         raise UsageError("--cpu-kind narrows a strategy: add -s STRATEGY (e.g. -s compact)")
     return placement, rank_memory(mem, rank_plan.domain)

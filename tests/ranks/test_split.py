@@ -112,7 +112,7 @@ def test_place_ranks_prints_the_table_and_json(tmp_path):
     (["--ranks", "0", "-t", "dunnington-96"], "the number of ranks must be at least 1"),
     (["--gpus", "-t", "dunnington-96"], "give the number of ranks with --ranks R"),
     (["--ranks", "2", "-t", "dunnington-96", "-f", "omp"], "--ranks prints a table (-f list) or JSON (-f json)"),
-    (["--ranks", "4", "-t", "dunnington-96", "-s", "compact", "-n", "25"], "rank 0 (CPUs NUMA node 0):"),
+    (["--ranks", "4", "-t", "dunnington-96", "-s", "compact", "-n", "25"], "rank 0 of 4 (CPUs 0-23, NUMA node 0):"),
 ])
 def test_place_ranks_refuses_bad_input_in_one_line(args, message):
     result = run_pinlab("place", *args)

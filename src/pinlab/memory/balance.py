@@ -161,30 +161,31 @@ class Balancer:
         from pinlab.memory.migrate import ProcessEnded, errno_name, move_page_list, move_pages
 
         why: Counter = Counter()
+
+        def attempt(move, pages: int) -> tuple[int, int]:
+            """(moved, left) of ``move()``; a move the kernel refuses whole leaves all ``pages``."""
+            try:
+                return move()
+            except ProcessEnded:
+                raise
+            except OSError as exc:
+                why[errno_name(exc.errno)] += pages
+                return 0, pages
+
+        page = os.sysconf("SC_PAGE_SIZE")
         try:
             for region in regions:
-                try:
-                    moved, left = move_pages(self.pid, region.start, region.size, steal.to_node, why=why)
-                except ProcessEnded:
-                    raise
-                except OSError as exc:
-                    moved, left = 0, -(-region.size // os.sysconf("SC_PAGE_SIZE"))
-                    why[errno_name(exc.errno)] += left
+                moved, left = attempt(lambda: move_pages(self.pid, region.start, region.size, steal.to_node, why=why), -(-region.size // page))
                 steal.pages_moved += moved
                 steal.pages_left += left
-            without = [tid for tid in steal.tids if not any(r.tid == tid for r in regions)]
+            owners = {r.tid for r in regions}
+            without = [tid for tid in steal.tids if tid not in owners]
             if without and self.tracker is not None:
-                pages = self.tracker.majority_pages(without)
-                addresses = sorted(a for tid in without for a in pages[tid])
+                owned = self.tracker.majority_pages(without)
+                addresses = sorted(a for tid in without for a in owned[tid])
                 steal.accessed_pages = len(addresses)
                 with self.tracker.paused():
-                    try:
-                        moved, left = move_page_list(self.pid, addresses, steal.to_node, why=why)
-                    except ProcessEnded:
-                        raise
-                    except OSError as exc:
-                        moved, left = 0, len(addresses)
-                        why[errno_name(exc.errno)] += left
+                    moved, left = attempt(lambda: move_page_list(self.pid, addresses, steal.to_node, why=why), len(addresses))
                 steal.pages_moved += moved
                 steal.pages_left += left
         except ProcessEnded as ended:

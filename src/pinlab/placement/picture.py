@@ -500,14 +500,18 @@ def layout(placement: Placement) -> Picture:
         note = "bold: thread numbers (0 = main thread) in the PU each is pinned to; P# = OS CPU number"
         if any(len(t) > MAX_THREADS_SHOWN for t in threads_on.values()):
             note += '; "+N": N more threads'
-    picture = Picture(root, title_of(placement), note, threads_on, legend)
+    return _placed(Picture(root, title_of(placement), note, threads_on, legend))
 
+
+def _placed(picture: Picture) -> Picture:
+    """``picture`` with its measured box tree placed under the title and note, and its size set
+    around the boxes, the texts and the legend."""
     top = MARGIN + FONT_TITLE * LINE + FONT_NOTE * LINE + GAP
-    _place(root, MARGIN, top)
-    legend_w = sum(12 + GAP + text_width(text, FONT_NOTE) + 3 * GAP for text, _, _ in legend)
-    content_w = max(root.width, text_width(picture.title, FONT_TITLE, bold=True), text_width(note, FONT_NOTE), legend_w)
+    _place(picture.root, MARGIN, top)
+    legend_w = sum(12 + GAP + text_width(text, FONT_NOTE) + 3 * GAP for text, _, _ in picture.legend)
+    content_w = max(picture.root.width, text_width(picture.title, FONT_TITLE, bold=True), text_width(picture.note, FONT_NOTE), legend_w)
     picture.width = content_w + 2 * MARGIN
-    picture.height = top + root.height + 2 * GAP + FONT_NOTE * LINE + MARGIN
+    picture.height = top + picture.root.height + 2 * GAP + FONT_NOTE * LINE + MARGIN
     return picture
 
 
@@ -658,14 +662,7 @@ def draw_ranks(split, path: str | Path, placements: list[Placement] | None = Non
     title = f"{plural(len(split.domains), 'local rank')} on {topo.name}{gpus}"
     note = ("r<rank> in each PU of the rank's domain" + ("; after ':' the numbers of the rank's threads pinned there" if placements else "")
             + ("; GPUs are named in the box of the object they attach to" if split.gpus else "") + ". P# = OS CPU number")
-    picture = Picture(root, title, note, {}, legend, pu_texts=texts, pu_fills=fills)
-    top = MARGIN + FONT_TITLE * LINE + FONT_NOTE * LINE + GAP
-    _place(root, MARGIN, top)
-    legend_w = sum(12 + GAP + text_width(text, FONT_NOTE) + 3 * GAP for text, _, _ in legend)
-    content_w = max(root.width, text_width(title, FONT_TITLE, bold=True), text_width(note, FONT_NOTE), legend_w)
-    picture.width = content_w + 2 * MARGIN
-    picture.height = top + root.height + 2 * GAP + FONT_NOTE * LINE + MARGIN
-    _render(picture, target, fmt)
+    _render(_placed(Picture(root, title, note, {}, legend, pu_texts=texts, pu_fills=fills)), target, fmt)
 
 
 def _cpus_text(cpus) -> str:

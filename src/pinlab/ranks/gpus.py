@@ -77,7 +77,7 @@ def find_gpus(topo: Topology) -> list[Gpu]:
     machine = root.find("object")
     if machine is None:
         return []
-    _walk(machine, None, None, gpus, topo)
+    _walk(machine, None, gpus, topo)
     for stack in _BY_PCI_ORDER:
         unnumbered = sorted((g for g in gpus if g.indexes.get(stack) == -1), key=lambda g: g.busid)
         if unnumbered:  # hwloc had no plugin for the vendor's library: its devices' PCI order is NVML's and ROCm SMI's
@@ -108,17 +108,15 @@ def _locality(el: ET.Element) -> tuple[frozenset[int], frozenset[int]]:
     return (parse_hwloc_bitmap(cpuset) if cpuset else frozenset(), parse_hwloc_bitmap(nodeset) if nodeset else frozenset())
 
 
-def _walk(el: ET.Element, local: tuple | None, pci: ET.Element | None, gpus: list[Gpu], topo: Topology) -> None:
-    kind = el.get("type", "")
-    if kind not in _IO_TYPES:
+def _walk(el: ET.Element, local: tuple | None, gpus: list[Gpu], topo: Topology) -> None:
+    if el.get("type", "") not in _IO_TYPES:
         local = _locality(el)
-    if kind == "PCIDev":
-        pci = el
+    elif el.get("type") == "PCIDev":
         gpu = _gpu_of(el, local, topo)
         if gpu is not None:
             gpus.append(gpu)
     for child in el.findall("object"):
-        _walk(child, local, pci, gpus, topo)
+        _walk(child, local, gpus, topo)
 
 
 def _gpu_of(pci: ET.Element, local: tuple | None, topo: Topology) -> Gpu | None:

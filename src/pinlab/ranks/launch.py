@@ -79,6 +79,17 @@ def domain_topology(topo: Topology, domain: RankDomain) -> Topology:
     return parse_xml(topo.xml, source=topo.source, narrow_cpus=domain.cpus, narrow_nodes=nodes)
 
 
+def domain_placement(topology: Topology, domain: RankDomain, ranks: int, options: dict):
+    """The placement ``options`` (make_placement's) ask for inside ``domain`` (``topology``: the
+    node with only the domain allowed); a placement that does not fit says which rank it is."""
+    from pinlab.placement import make_placement
+
+    try:
+        return make_placement(topology, **options)
+    except UsageError as exc:
+        raise UsageError(f"rank {domain.rank} of {ranks} (CPUs {format_cpulist(domain.cpus)}, {domain.how}): {exc}") from None
+
+
 def plan_rank(context: RankContext, topo: Topology, gpus: str | None) -> RankPlan:
     split, notices = node_split(topo, context.local_size, gpus)
     domain = split.domains[context.local_rank]

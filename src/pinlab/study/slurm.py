@@ -266,7 +266,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
     study, campaign, directory = _campaign_of(db, name)
     # a task still queued or running is not read: its file is being written on another node,
     # and SQLite's journal is not coherent across the machines of a network file system
-    waiting = [t["task"] for t in task_states(db, name) if t["state"] in ("pending", "running", "unknown")]
+    waiting = [t["task"] for t in task_states(db, name, count=False) if t["state"] in ("pending", "running", "unknown")]
     added = already = 0
     missing: list[int] = []
     incomplete: dict[int, tuple[int, int]] = {}
@@ -357,11 +357,12 @@ def _stored_runs(path: Path, name: str) -> int:
         return 0
 
 
-def task_states(db: str, name: str) -> list[dict[str, Any]]:
+def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
     """Each task: its job, its state, runs stored and expected. The state is ``done`` or
     ``failed`` once the task has ended (its status file, else Slurm's accounting, else its absence
     from the queue), ``pending`` or ``running`` while Slurm has it, and ``unknown`` when squeue
-    cannot be asked."""
+    cannot be asked. ``count=False`` reads no task file (``runs`` is None): whether a task still
+    runs needs none, and ``done`` then means only that it ended well."""
     study, campaign, directory = _campaign_of(db, name)
     jobs = campaign.get("jobs", {})
     queued = _squeue(list(jobs.values()))
@@ -369,18 +370,19 @@ def task_states(db: str, name: str) -> list[dict[str, Any]]:
     out = []
     for task, share in enumerate(campaign["tasks"]):
         job = jobs.get(str(task), "")
-        stored = _stored_runs(directory / f"task-{task}.db", name)
+        stored = _stored_runs(directory / f"task-{task}.db", name) if count else None
+        complete = stored is None or stored >= len(share)
         status_file = directory / f"task-{task}.status"
         slurm_state = (queued or {}).get(job) or accounted.get(job, "")
         if status_file.exists():  # written by the job script as the task ends (a resubmitted task's old one is removed)
             code = status_file.read_text().strip()
-            state, detail = ("done", "") if code == "0" and stored >= len(share) else ("failed", f"exit status {code}")
+            state, detail = ("done", "") if code == "0" and complete else ("failed", f"exit status {code}")
         elif slurm_state in _WAITING:
             state, detail = "pending", slurm_state
         elif slurm_state in _RUNNING:
             state, detail = "running", slurm_state
         elif slurm_state:  # ended in Slurm's accounting
-            state = "done" if slurm_state == "COMPLETED" and stored >= len(share) else "failed"
+            state = "done" if slurm_state == "COMPLETED" and complete else "failed"
             detail = slurm_state
         elif queued is None:
             state, detail = "unknown", "squeue cannot be asked: the task may still be queued or running"

@@ -159,6 +159,11 @@ def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
     report = run_pinlab("report", "camp", "--db", str(db), "--json")
     data = json.loads(report.stdout)
     assert len(data["runs"]) == 8 and [n["runs"] for n in data["nodes"]] == [8]
+    node = data["nodes"][0]["node"]
+    by_node = run_pinlab("report", "camp", "--db", str(db), "--by-node")
+    assert by_node.returncode == 0, by_node.stderr
+    rows = [line for line in by_node.stdout.splitlines() if f" {node} " in line and "primes x1" in line]
+    assert len(rows) == 2 and all(line.split("│")[4].strip() == "4" for line in rows), by_node.stdout  # 4 runs of each configuration there
 
 
 def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):

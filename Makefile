@@ -7,7 +7,7 @@ STAMP := $(VENV)/.pinlab-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native -type f -not -name '*.pyc' 2>/dev/null)
 DEMO_DIR ?= demo-output
 
-.PHONY: install system-packages test demo bench clean
+.PHONY: install system-packages test test-busy demo bench clean
 
 install: system-packages $(STAMP)
 
@@ -27,6 +27,12 @@ $(STAMP): $(PY) $(SOURCES)
 
 test: install
 	$(PY) -m pytest -q
+
+# The whole suite beside co-runners on every CPU (tools/with-load: 8 per CPU, half of them bursty),
+# as on a shared CI host: every test must hold there too. BUSY_PER_CPU sets how many.
+BUSY_PER_CPU ?= 8
+test-busy: install
+	tools/with-load --per-cpu $(BUSY_PER_CPU) -- $(PY) -m pytest -q
 
 demo: install
 	@mkdir -p $(DEMO_DIR)

@@ -72,12 +72,16 @@ def test_an_openmp_workload_has_a_main_thread_and_workers():
                                 "--threads", "2", "--limit", "12M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def team():
+            # The worker is in /proc before its creation is recorded (the new thread records itself
+            # first thing, which on a busy machine may come later): wait for the record, not the tid.
             for pid in pinlab_processes():
-                if os.readlink(f"/proc/{pid}/exe") == os.path.realpath(primes) and len(process_threads(pid)) == 2:
-                    return pid
+                if os.readlink(f"/proc/{pid}/exe") == os.path.realpath(primes):
+                    threads = process_threads(pid)
+                    if len(threads) == 2 and all(t.role != "unknown" for t in threads):
+                        return threads
             return None
 
-        threads = process_threads(wait_for(team, "the OpenMP team"))
+        threads = wait_for(team, "the OpenMP team")
         assert [(t.role, t.index, t.mask) for t in threads] == [("main", 0, frozenset({plan[0]})), ("worker", 1, frozenset({plan[1]}))]
     finally:
         out, err = process.communicate(timeout=120)

@@ -98,10 +98,19 @@ def test_an_idle_cpu_group_steals_a_thread_of_the_overloaded_one(balance_check, 
     first = record.balance[0]
     assert (first["from_node"], first["to_node"]) == (0, 1)
     assert first["tids"] == [workers[3]["tid"]] and first["cpus"] == [b], (first, workers)
-    # later, when the stolen one has finished, the second CPU may steal again: every stolen worker
-    # ended on it, every other long one where it was
-    stolen = {tid for steal in record.balance for tid in steal["tids"]}
-    assert all(w["end_cpu"] == (b if w["tid"] in stolen else a) for i, w in workers.items() if i < 4), (record.balance, workers)
+    # Later steals may follow, either way (on a busy machine the workers' pace varies: the first CPU
+    # may fall idle and steal back). Each long worker ends on the CPU of the last steal that took it,
+    # or where it was planned. A steal decided in the last moments may come as the worker passes its
+    # last barrier and reads its CPU (the last worker is still counted busy): such a worker may be
+    # read on either CPU.
+    cpu_of_node = {0: a, 1: b}
+    last_steal = {tid: steal for steal in record.balance for tid in steal["tids"]}
+    assert first["at"] < record.wall_seconds - 1.0  # the first steal comes long before the end
+    for i, w in workers.items():
+        steal = last_steal.get(w["tid"])
+        if i < 4 and (steal is None or steal["at"] < record.wall_seconds - 1.0):
+            expected = a if steal is None else cpu_of_node[steal["to_node"]]
+            assert w["end_cpu"] == expected, (i, record.wall_seconds, record.balance, workers)
     assert first["at"] > 0.1 and "4 busy threads on 1 CPU" in first["why"]
     if attach:
         # 4 MiB attached; "node 1" is a CPU of this machine's only node: the pages cannot go there

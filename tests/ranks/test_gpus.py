@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +10,7 @@ from pinlab.errors import UsageError
 from pinlab.ranks.gpus import find_gpus, select_gpus
 from pinlab.ranks.split import split_node
 from pinlab.topology import load_topology
+from pinlab.topology.cpuset import parse_cpulist
 from tests.conftest import run_pinlab, with_allowed
 from tests.ranks.gpu_machines import add_gpus, synthetic_xml, write
 
@@ -160,3 +162,30 @@ def test_a_job_already_narrowed_to_some_gpus_keeps_naming_physical_ones(four_gpu
     assert visible_devices(gpus[1:2], {"CUDA_VISIBLE_DEVICES": "5,7"}) == {"CUDA_VISIBLE_DEVICES": "7"}
     assert visible_devices(gpus[:2], {"CUDA_VISIBLE_DEVICES": ""}) == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert visible_devices(gpus[:2]) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+DATA = Path(__file__).with_name("data")
+
+
+def test_a_servers_onboard_vga_is_not_a_gpu():
+    """hwloc's IBM x3950 M2 has only an ATI ES1000 (an AMD VGA controller, 1002:515e): no GPU, and
+    --gpus all splits the whole node by its CPUs, with no ROCm variable."""
+    topo = load_topology(str(DATA / "96em64t-4n4d3ca2co-pci.xml"))
+    assert find_gpus(topo) == []
+    result = run_pinlab("place", "-t", str(DATA / "96em64t-4n4d3ca2co-pci.xml"), "--ranks", "2", "--gpus", "all", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    split = json.loads(result.stdout)
+    assert split["gpus"] == [] and split["unused_cpus"] == ""
+    assert [len(parse_cpulist(d["cpus"])) for d in split["domains"]] == [48, 48]
+    assert all(d["env"] == {} for d in split["domains"])
+    assert "hwloc shows no GPU" in result.stderr
+
+
+def test_mirage004s_teslas_are_its_gpus_and_its_onboard_vga_is_not():
+    topo = load_topology(str(DATA / "24em64t-2n6c2t-pci.xml"))
+    gpus = find_gpus(topo)
+    assert [(g.name, g.busid) for g in gpus] == [("nvml0", "0000:06:00.0"), ("nvml1", "0000:11:00.0"), ("nvml2", "0000:14:00.0")]
+    split = split_node(topo, 2, gpus)
+    assert [d.cpus for d in split.domains] == [p.cpus for p in topo.packages]
+    assert [d.env for d in split.domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
+                                              {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}]

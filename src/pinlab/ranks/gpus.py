@@ -4,7 +4,8 @@ hwloc shows a GPU as a PCI device (``PCIDev``, with its bus id) holding one OS d
 software stack that sees it: ``cudaN`` (CUDA runtime), ``nvmlN`` (NVIDIA's management library),
 ``rsmiN`` (AMD ROCm SMI), ``zeN`` (Intel Level Zero), ``openclNdM`` (OpenCL), plus display
 devices (``cardN``, ``renderDN``) that say nothing about compute. A PCI device is a GPU here when
-it holds at least one compute OS device. Its locality is the CPU set (and NUMA nodes) of the
+it holds at least one compute OS device, or is an NVIDIA or AMD display controller by its PCI
+class and vendor that is not a server board's console chip (by vendor:device). Its locality is the CPU set (and NUMA nodes) of the
 nearest object above it that is not an I/O object: the package, NUMA node's group or L3 region
 whose CPUs sit next to the GPU's PCI bus.
 
@@ -93,13 +94,21 @@ def find_gpus(topo: Topology) -> list[Gpu]:
 # NVIDIA's and AMD's. Intel's are left out: most are a desktop's integrated graphics.
 _PCI_GPU_VENDORS = {"10de": "NVML", "1002": "RSMI"}
 _BY_PCI_ORDER = ("NVML", "RSMI")
+# The class alone does not tell them apart: AMD's Vega 20 Instinct cards say VGA (0300), as do the
+# small display chips soldered on servers' boards for their console, which no compute stack
+# drives. Those chips are known by vendor:device: ATI's ES1000 (515e, 5969), Rage XL (4752) and
+# Radeon 7000/VE (5159).
+_DISPLAY_ONLY = frozenset({"1002:515e", "1002:5969", "1002:4752", "1002:5159"})
 
 
 def _pci_gpu_vendor(pci_type: str) -> str | None:
     """The stack that numbers a PCI device in PCI order, if it is an NVIDIA or AMD GPU by its
-    class and vendor (hwloc's ``pci_type``: ``"0302 [10de:20b0] [10de:134f] a1"``)."""
-    match = re.match(r"\s*(03[0-9a-f]{2})\s*\[([0-9a-f]{4}):", pci_type.lower())
-    return _PCI_GPU_VENDORS.get(match.group(2)) if match else None
+    class and vendor (hwloc's ``pci_type``: ``"0302 [10de:20b0] [10de:134f] a1"``) and not one
+    of the display-only chips by its vendor:device."""
+    match = re.match(r"\s*(03[0-9a-f]{2})\s*\[([0-9a-f]{4}):([0-9a-f]{4})\]", pci_type.lower())
+    if match is None or f"{match.group(2)}:{match.group(3)}" in _DISPLAY_ONLY:
+        return None
+    return _PCI_GPU_VENDORS.get(match.group(2))
 
 
 def _locality(el: ET.Element) -> tuple[frozenset[int], frozenset[int]]:

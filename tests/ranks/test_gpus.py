@@ -189,3 +189,19 @@ def test_mirage004s_teslas_are_its_gpus_and_its_onboard_vga_is_not():
     assert [d.cpus for d in split.domains] == [p.cpus for p in topo.packages]
     assert [d.env for d in split.domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
                                               {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}]
+
+
+def test_nvidia_gpus_named_by_cuda_beside_some_it_does_not_name_are_numbered_in_pci_order(tmp_path):
+    """hwloc's CUDA plugin saw one GPU (the others hidden from it) and it had no NVML plugin:
+    cuda0 at bus 04, two bare NVIDIA 3D controllers at 84 and 85. The ranks' variables name
+    them in PCI order (NVML's numbers): 0, 1 and 2, each GPU once."""
+    xml = add_gpus(synthetic_xml(TWO_SOCKETS), [("nvidia-cuda", 0, "0000:04:00.0"), ("nvidia-bare", 1, "0000:84:00.0"),
+                                                ("nvidia-bare", 1, "0000:85:00.0")])
+    topo = load_topology(write(tmp_path, "cuda-and-bare", xml))
+    gpus = find_gpus(topo)
+    assert [g.indexes.get("NVML") for g in gpus] == [0, 1, 2]
+    assert [d.env for d in split_node(topo, 2, gpus).domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
+                                                                 {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}]
+    assert split_node(topo, 1, gpus).domains[0].env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1,2"}
+    result = run_pinlab("place", "-t", write(tmp_path, "cuda-and-bare", xml), "--ranks", "1", "--gpus", "all")
+    assert result.returncode == 0 and "CUDA_VISIBLE_DEVICES=0,1,2" in result.stdout, result.stderr

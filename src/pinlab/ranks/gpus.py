@@ -46,6 +46,9 @@ class Gpu:
     nodes: frozenset[int]  # NUMA nodes of that locality
     model: str = ""
     infos: dict[str, str] = field(default_factory=dict)
+    # NVIDIA: the node's CUDA numbers do not cover all its NVIDIA GPUs, so every rank names
+    # them by NVML's (PCI order), the same way on the whole node
+    pci_order: bool = False
 
     @property
     def vendor(self) -> str:
@@ -80,11 +83,7 @@ def find_gpus(topo: Topology) -> list[Gpu]:
         return []
     _walk(machine, None, gpus, topo)
     for stack in _BY_PCI_ORDER:
-        unnumbered = sorted((g for g in gpus if g.indexes.get(stack) == -1), key=lambda g: g.busid)
-        if unnumbered:  # hwloc had no plugin for the vendor's library: its devices' PCI order is NVML's and ROCm SMI's
-            numbered = sorted((g for g in gpus if stack in g.indexes), key=lambda g: g.busid)
-            for index, gpu in enumerate(numbered):
-                gpu.indexes[stack] = index
+        _number_in_pci_order(gpus, stack)
     gpus.sort(key=lambda g: (min(g.cpus, default=1 << 30), g.busid))
     return gpus
 
@@ -109,6 +108,22 @@ def _pci_gpu_vendor(pci_type: str) -> str | None:
     if match is None or f"{match.group(2)}:{match.group(3)}" in _DISPLAY_ONLY:
         return None
     return _PCI_GPU_VENDORS.get(match.group(2))
+
+
+def _number_in_pci_order(gpus: list[Gpu], stack: str) -> None:
+    """Give the vendor's GPUs that hwloc numbered for no library of the vendor's (no plugin for
+    it; -1) the index NVML or ROCm SMI has for them: their place in PCI order among all the
+    vendor's GPUs. An NVIDIA GPU named by CUDA only needs one too when another NVIDIA GPU has no
+    CUDA index, since the rank's variables then name NVIDIA GPUs by NVML's numbers."""
+    family = [g for g in gpus if stack in g.indexes or (stack == "NVML" and "CUDA" in g.indexes)]
+    missing = [g for g in family if g.indexes.get(stack, -1) == -1]
+    if stack == "NVML" and all("CUDA" in g.indexes for g in family):
+        missing = [g for g in missing if stack in g.indexes]
+    mixed = stack == "NVML" and any("CUDA" not in g.indexes for g in family)
+    for index, gpu in enumerate(sorted(family, key=lambda g: g.busid)):
+        if gpu in missing:
+            gpu.indexes[stack] = index
+        gpu.pci_order = gpu.pci_order or mixed
 
 
 def _locality(el: ET.Element) -> tuple[frozenset[int], frozenset[int]]:
@@ -171,7 +186,7 @@ def visible_devices(gpus: list[Gpu], inherited: Mapping[str, str] | None = None)
     env: dict[str, str] = {}
     nvidia = [g for g in gpus if "CUDA" in g.indexes or "NVML" in g.indexes]
     if nvidia:
-        if all("CUDA" in g.indexes for g in nvidia):
+        if all("CUDA" in g.indexes and not g.pci_order for g in nvidia):
             env["CUDA_VISIBLE_DEVICES"] = _through(inherited.get("CUDA_VISIBLE_DEVICES"), [g.indexes["CUDA"] for g in nvidia])
         else:  # NVML numbers GPUs in PCI order: make CUDA number them the same way
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"

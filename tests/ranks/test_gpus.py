@@ -205,3 +205,21 @@ def test_nvidia_gpus_named_by_cuda_beside_some_it_does_not_name_are_numbered_in_
     assert split_node(topo, 1, gpus).domains[0].env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1,2"}
     result = run_pinlab("place", "-t", write(tmp_path, "cuda-and-bare", xml), "--ranks", "1", "--gpus", "all")
     assert result.returncode == 0 and "CUDA_VISIBLE_DEVICES=0,1,2" in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("text, word, gpu", [("cuda0,cuda0", "cuda0", "cuda0 (0000:04:00.0)"), ("cuda1,0000:05:00.0", "0000:05:00.0", "cuda1 (0000:05:00.0)"),
+                                             ("nvml2,2", "2", "cuda2 (0000:84:00.0)")])
+def test_a_gpu_named_twice_is_refused(four_gpus, text, word, gpu):
+    result = run_pinlab("place", "--ranks", "2", "--gpus", text, "-t", four_gpus)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"pinlab: error: --gpus {text}: {word} names {gpu} a second time; name each GPU once"
+
+
+def test_cpus_away_from_the_chosen_gpus_are_said_to_be_so(four_gpus):
+    """--gpus cuda0,cuda1 (both on package 0): package 1's CPUs are near cuda2 and cuda3, which
+    were not chosen; the notice says that, not that they are near no GPU."""
+    result = run_pinlab("place", "--ranks", "2", "--gpus", "cuda0,cuda1", "-t", four_gpus)
+    assert result.returncode == 0, result.stderr
+    assert "pinlab: notice: CPUs 16-31 are local to none of the chosen GPUs (cuda0,cuda1): no rank runs there" in result.stderr
+    every = run_pinlab("place", "--ranks", "2", "--gpus", "all", "-t", four_gpus)
+    assert every.returncode == 0 and "local to" not in every.stderr

@@ -209,7 +209,7 @@ def _through(visible: str | None, indexes: list[int]) -> str:
 def select_gpus(gpus: list[Gpu], text: str | None, where: str) -> list[Gpu]:
     """``--gpus``: ``all`` (every GPU hwloc found), or a comma list of GPUs by name (``cuda1``,
     ``nvml0``, ``rsmi3``, ``ze0``), by number (that of its name) or by PCI bus id. A GPU the node
-    does not have is refused with the list of those it has."""
+    does not have is refused with the list of those it has, a GPU named twice as such."""
     from pinlab.errors import UsageError
 
     if text is None or text.strip().lower() == "all":
@@ -229,8 +229,9 @@ def select_gpus(gpus: list[Gpu], text: str | None, where: str) -> list[Gpu]:
                 break
         if found is None:
             raise UsageError(f"--gpus {text}: {where} has no GPU {word!r} (GPUs: {have})")
-        if found not in chosen:
-            chosen.append(found)
+        if found in chosen:
+            raise UsageError(f"--gpus {text}: {word} names {found.name} ({found.busid}) a second time; name each GPU once")
+        chosen.append(found)
     if not chosen:
         raise UsageError(f"--gpus {text!r}: name at least one GPU, or all (GPUs of {where}: {have})")
     return chosen

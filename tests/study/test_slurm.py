@@ -76,6 +76,24 @@ def test_nodes_of_different_hardware_are_warned_about():
     assert node_summary(frame[frame["node"] != "c"])[1] is None
 
 
+def test_one_host_whose_memory_figure_moved_is_one_kind_of_node():
+    frame = pandas.DataFrame({"node": ["a", "a", "a", "b"], "node_hardware": ["X, 8 GiB", "X, 8 GiB", "X, 9 GiB", "X, 8 GiB"]})
+    assert node_summary(frame)[1] is None
+    frame.loc[3, "node_hardware"] = "Y, 8 GiB"
+    assert node_summary(frame)[1].startswith("the runs come from 2 kinds of node: X, 8 GiB (a); Y, 8 GiB (b)")
+
+
+@pytest.mark.skipif(not Path("/sys/devices/system/memory/block_size_bytes").exists(), reason="no memory blocks in sysfs")
+def test_a_nodes_hardware_line_counts_its_memory_blocks_not_its_memtotal():
+    """MemTotal moves (a VM's balloon, the kernel's reservations); the memory blocks online do not."""
+    from pinlab.study.engine import node_identity
+
+    root = Path("/sys/devices/system/memory")
+    online = sum((d / "state").read_text().strip() == "online" for d in root.glob("memory[0-9]*"))
+    installed = online * int((root / "block_size_bytes").read_text(), 16)
+    assert node_identity()["hardware"].endswith(f", {round(installed / 2**30)} GiB")
+
+
 # ------------------------------------------------------------------ with a stand-in sbatch
 
 

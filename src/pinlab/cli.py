@@ -680,6 +680,8 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
         if done["waiting"]:
             click.echo(f"pinlab: warning: {plural(len(done['waiting']), 'task')} still queued or running, not read yet: "
                        f"{', '.join(map(str, done['waiting']))} (collect again when they end)", err=True)
+        for warning in done["warnings"]:
+            click.echo(f"pinlab: warning: {warning}", err=True)
         for task, why in sorted(done["damaged"].items()):
             click.echo(f"pinlab: warning: task {task}'s database cannot be read, its runs are not collected: {why}", err=True)
         return 0

@@ -14,7 +14,7 @@ Task K does, on its node, a warm-up round of every configuration, then the measu
 index is K modulo the number of tasks, for every configuration, in the study's order: every
 node runs every configuration equally often, so a node's own speed cannot favour one placement.
 ``pinlab study --collect NAME`` merges the task databases into the study of the main database
-(``--db``): a run is identified by (configuration, run index, warm-up), which exactly one task
+(``--db``), with the warnings each task's checks of its node gave (named by node): a run is identified by (configuration, run index, warm-up), which exactly one task
 owns, so collecting again adds only what is new and never counts a run twice. ``--status NAME``
 tells each task's state from ``squeue``, ``sacct`` when Slurm keeps accounting, and the task's
 own files; ``--resume NAME`` resubmits the tasks that failed (a resubmitted task keeps the runs
@@ -271,6 +271,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
     missing: list[int] = []
     incomplete: dict[int, tuple[int, int]] = {}
     damaged: dict[int, str] = {}
+    node_warnings: list[str] = []  # each task's checks of its node (ASLR, a VM, busy CPUs...), said of that node
     with Store.open(db, create=False) as store:
         config_id = {c["position"]: c["id"] for c in store.configs(study.id)}
         have = {(r["config_id"], r["run_index"], r["warmup"]) for r in store.runs_frame(name)}
@@ -287,6 +288,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
                         missing.append(task)
                         continue
                     rows = source.runs_frame(name, record=True)
+                    task_study = source.study(name)
             except (UsageError, sqlite3.Error) as exc:  # a damaged task file: the others are merged all the same
                 damaged[task] = str(exc)
                 continue
@@ -300,11 +302,15 @@ def collect(db: str, name: str) -> dict[str, Any]:
                 added += 1
             if len(rows) < len(share):
                 incomplete[task] = (len(rows), len(share))
+            host = task_study.machine.get("hostname") or f"task {task}"
+            node_warnings += [f"node {host}: {w}" for w in task_study.warnings]
+        new_warnings = [w for w in dict.fromkeys(node_warnings) if w not in study.warnings]
+        store.add_warnings(study.id, new_warnings)
         expected = sum(len(share) for share in campaign["tasks"])
         if not missing and not incomplete and not damaged and not waiting and study.finished_at is None:
             store.finish(study.id)
     return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete, "damaged": damaged, "waiting": waiting,
-            "collected": len(have), "expected": expected}
+            "collected": len(have), "expected": expected, "warnings": new_warnings}
 
 
 def _squeue(job_ids: list[str]) -> dict[str, str] | None:

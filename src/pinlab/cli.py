@@ -691,7 +691,7 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
         click.echo(f"{status_of}: {len(states)} tasks: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         click.echo(f"{'task':>4}  {'job':12}  {'state':8}  {'runs':>9}  detail")
         for t in states:
-            click.echo(f"{t['task']:>4}  {t['job']:12}  {t['state']:8}  {t['runs']:>4}/{t['expected']:<4}  {t['detail']}".rstrip())
+            click.echo(f"{t['task']:>4}  {t['job']:12}  {t['state']:8}  {'?' if t['runs'] is None else t['runs']:>4}/{t['expected']:<4}  {t['detail']}".rstrip())
         return 0
     done = slurm.resubmit(db, resume)
     if not done["resubmitted"]:

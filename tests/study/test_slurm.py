@@ -213,6 +213,39 @@ def test_each_tasks_node_warnings_are_collected_with_its_runs(tmp_path):
         assert json.loads(conn.execute("SELECT warnings FROM studies WHERE name = 'camp'").fetchone()[0]) == expected
 
 
+def test_a_task_whose_database_cannot_be_read_is_said_so_and_not_resubmitted_blindly(tmp_path):
+    """Task 0 ended well (status 0), then its file was overwritten: --status says it cannot be read
+    (not "exit status 0" with 0 runs), --resume refuses in one line and submits nothing, and the
+    task itself, run on it, says what to do with a task's file (not "give another --db path")."""
+    env = fake_slurm(tmp_path)
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    assert run_pinlab(*submit_args(db, results, "--nodes", "2"), env=env).returncode == 0
+    campaign_dir = results / "camp"
+    task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0"}, capture_output=True, text=True)
+    assert task.returncode == 0 and (campaign_dir / "task-0.status").read_text().strip() == "0", task.stderr
+    (campaign_dir / "task-0.db").write_bytes(b"garbage from a node" * 10)
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert status.returncode == 0 and status.stdout.splitlines()[0] == "camp: 2 tasks: 0 pending, 0 running, 0 done, 2 failed", status.stdout
+    line = status.stdout.splitlines()[2].split(None, 4)
+    assert line[:4] == ["0", "101_0", "failed", "?/6"], status.stdout
+    assert line[4] == (f"its database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): "
+                       "move it aside, then --resume runs the task again")
+    assert status.stdout.splitlines()[3].endswith(f"ended without finishing (see {campaign_dir / 'task-1.out'})")
+    resumed = run_pinlab("study", "--resume", "camp", "--db", str(db), env=env)
+    assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert "1 task of camp cannot read its database (task 0: " in resumed.stderr and resumed.stderr.rstrip().endswith("nothing resubmitted")
+    assert len((tmp_path / "sbatch.log").read_text().splitlines()) == 1
+    again = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0"}, capture_output=True, text=True)
+    assert again.returncode == 2 and "give another --db" not in again.stderr
+    assert f"task 0's database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): " \
+           f"move {campaign_dir / 'task-0.db'} aside (its runs are then run again) and resubmit the task with `pinlab study --resume camp --db {db}`" \
+           in again.stderr, again.stderr
+    (campaign_dir / "task-0.db").unlink()
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert status.stdout.splitlines()[2].endswith(f"exit status 2 (see {campaign_dir / 'task-0.out'})"), status.stdout
+
+
 def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     db, results = tmp_path / "main.db", tmp_path / "results"
     results.mkdir()

@@ -230,8 +230,11 @@ def run_task(directory: str, task: int) -> int:
     parameters = {k: v for k, v in campaign["parameters"].items() if k != "slurm"}
     plan = plan_from_parameters(name, parameters, campaign["seed"], campaign["max_failures"])
     db = Path(directory) / f"task-{task}.db"
-    with Store.open(db, create=True) as store:
-        exists = store.study(name) is not None
+    try:
+        with Store.open(db, create=True) as store:
+            exists = store.study(name) is not None
+    except UsageError as exc:
+        raise UsageError(f"task {task}'s database cannot be read ({unreadable_reason(exc)}): {_move_aside(db, name, campaign['db'])}") from None
     only = [(c, r, bool(w)) for c, r, w in tasks[task]]
     try:
         summary = run_study(None if exists else plan, str(db), resume=name if exists else None, max_failures=campaign["max_failures"],
@@ -290,7 +293,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
                     rows = source.runs_frame(name, record=True)
                     task_study = source.study(name)
             except (UsageError, sqlite3.Error) as exc:  # a damaged task file: the others are merged all the same
-                damaged[task] = str(exc)
+                damaged[task] = unreadable_reason(exc)
                 continue
             for row in rows:
                 key = (config_id[row["position"]], row["run_index"], row["warmup"])
@@ -351,7 +354,8 @@ _WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RES
 _RUNNING = frozenset({"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"})
 
 
-def _stored_runs(path: Path, name: str) -> int:
+def _stored_runs(path: Path, name: str) -> int | str:
+    """The runs a task's database holds, or why it cannot be read."""
     from pinlab.study.store import Store
 
     if not path.exists():
@@ -359,8 +363,22 @@ def _stored_runs(path: Path, name: str) -> int:
     try:
         with Store.open(path, create=False, readonly=True) as source:
             return len(source.runs_frame(name)) if source.study(name) else 0
-    except (UsageError, sqlite3.Error):
-        return 0
+    except (UsageError, sqlite3.Error) as exc:
+        return unreadable_reason(exc)
+
+
+def unreadable_reason(exc: Exception) -> str:
+    """Why a task's database cannot be read, without the advice meant for a study's own --db
+    (a task's file is not one the user names)."""
+    text = str(exc)
+    for advice in (": give another --db path", "; give another --db path", "; nothing was written", ": run a study into it first", "; check "):
+        text = text.split(advice)[0]
+    return text
+
+
+def _move_aside(path: Path, name: str, db: str) -> str:
+    return (f"move {path} aside (its runs are then run again) and resubmit the task with "
+            f"`pinlab study --resume {name} --db {shlex.quote(db)}`")
 
 
 def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
@@ -377,12 +395,16 @@ def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
     for task, share in enumerate(campaign["tasks"]):
         job = jobs.get(str(task), "")
         stored = _stored_runs(directory / f"task-{task}.db", name) if count else None
-        complete = stored is None or stored >= len(share)
+        unreadable = stored if isinstance(stored, str) else None
+        complete = stored is None or (unreadable is None and stored >= len(share))
         status_file = directory / f"task-{task}.status"
+        output = directory / f"task-{task}.out"
         slurm_state = (queued or {}).get(job) or accounted.get(job, "")
-        if status_file.exists():  # written by the job script as the task ends (a resubmitted task's old one is removed)
+        if unreadable is not None and slurm_state not in _WAITING | _RUNNING:
+            state, detail = "failed", f"its database cannot be read ({unreadable}): move it aside, then --resume runs the task again"
+        elif status_file.exists():  # written by the job script as the task ends (a resubmitted task's old one is removed)
             code = status_file.read_text().strip()
-            state, detail = ("done", "") if code == "0" and complete else ("failed", f"exit status {code}")
+            state, detail = ("done", "") if code == "0" and complete else ("failed", f"exit status {code} (see {output})")
         elif slurm_state in _WAITING:
             state, detail = "pending", slurm_state
         elif slurm_state in _RUNNING:
@@ -393,8 +415,9 @@ def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
         elif queued is None:
             state, detail = "unknown", "squeue cannot be asked: the task may still be queued or running"
         else:
-            state, detail = "failed", f"ended without finishing (see {directory / f'task-{task}.out'})"
-        out.append({"task": task, "job": job, "state": state, "detail": detail, "runs": stored, "expected": len(share)})
+            state, detail = "failed", f"ended without finishing (see {output})"
+        out.append({"task": task, "job": job, "state": state, "detail": detail, "runs": None if unreadable else stored, "expected": len(share),
+                    "unreadable": unreadable})
     return out
 
 
@@ -404,6 +427,11 @@ def resubmit(db: str, name: str, say: Callable[[str], None] = print) -> dict[str
     states = task_states(db, name)
     if any(t["state"] == "unknown" for t in states):
         raise UsageError(f"cannot tell which tasks of {name} have ended (squeue cannot be asked): nothing resubmitted; try again")
+    unreadable = [t for t in states if t["state"] == "failed" and t["unreadable"]]
+    if unreadable:  # resubmitted, the task would meet the same file and fail again
+        listed = "; ".join(f"task {t['task']}: {t['unreadable']}" for t in unreadable)
+        raise UsageError(f"{plural(len(unreadable), 'task')} of {name} cannot read {'its' if len(unreadable) == 1 else 'their'} database ({listed}): "
+                         f"move {'it' if len(unreadable) == 1 else 'them'} aside (the runs are then run again) and --resume again; nothing resubmitted")
     failed = [t["task"] for t in states if t["state"] == "failed"]
     if not failed:
         return {"study": name, "resubmitted": [], "job": None}

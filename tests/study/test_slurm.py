@@ -200,6 +200,10 @@ def test_each_tasks_node_warnings_are_collected_with_its_runs(tmp_path):
     with sqlite3.connect(campaign_dir / "task-0.db") as conn:
         machine, stored = conn.execute("SELECT machine, warnings FROM studies").fetchone()
     host, task_warnings = json.loads(machine)["hostname"], json.loads(stored)
+    # the task left its file whole, in rollback-journal mode, with no -wal/-shm beside it
+    assert sorted(p.name for p in campaign_dir.glob("task-0.db*")) == ["task-0.db"]
+    with sqlite3.connect(f"file:{campaign_dir / 'task-0.db'}?mode=ro", uri=True) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     assert any("OMP_NUM_THREADS" in w for w in task_warnings)
     collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
     assert collected.returncode == 0, collected.stderr
@@ -252,10 +256,14 @@ def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     env = fake_slurm(tmp_path)
     (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified: nope' >&2\nexit 1\n")
     failed = run_pinlab(*submit_args(db, results, "--partition", "nope"), env=env)
-    assert failed.returncode == 2 and failed.stderr.strip().splitlines()[-1] == "pinlab: error: sbatch failed: sbatch: error: invalid partition specified: nope"
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT count(*) FROM studies").fetchone()[0] == 0
-    assert not (results / "camp").exists()  # nothing left: the same name can be submitted again
+    # one line, though the results directory is on a local file system (told only of a campaign that stands)
+    assert failed.returncode == 2 and failed.stderr.strip() == "pinlab: error: sbatch failed: sbatch: error: invalid partition specified: nope"
+    assert not db.exists() and not (results / "camp").exists()  # nothing left: the same name can be submitted again
+    quoted = tmp_path / 'say "hi"'
+    quoted.mkdir()
+    refused = run_pinlab(*submit_args(db, quoted), env=env)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1 and "has a double quote" in refused.stderr, refused.stderr
+    assert not db.exists() and list(quoted.iterdir()) == []
     (tmp_path / "bin" / "sbatch").write_text(f"#!/bin/sh\necho 7\n")
     again = run_pinlab(*submit_args(db, results), env=env)
     assert again.returncode == 0 and "Slurm job 7" in again.stderr, again.stderr
@@ -263,12 +271,20 @@ def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     bare = {**env, "PATH": f"{tmp_path / 'bin'}:/nonexistent"}
     missing = subprocess.run([str(PINLAB), *submit_args(db, results), "--name", "camp2"], env=bare, capture_output=True, text=True)
     assert missing.returncode == 2 and "sbatch not found" in missing.stderr, missing.stderr
+    # told first, before the other checks: here a results directory that does not exist
+    fresh = tmp_path / "fresh.db"
+    first = subprocess.run([str(PINLAB), *submit_args(fresh, tmp_path / "nowhere")], env=bare, capture_output=True, text=True)
+    assert first.returncode == 2 and first.stderr.startswith("pinlab: error: sbatch not found") and not fresh.exists(), first.stderr
 
 
 @pytest.mark.parametrize("args, message", [
     (["--collect", "nope"], "no study named 'nope'"),
     (["--status", "local"], "study local in"),
     (["--collect", "a", "--status", "b"], "give one of --collect NAME, --status NAME and --resume NAME"),
+    (["--collect", ""], "pinlab: error: --collect needs the campaign's name: pinlab study --collect NAME --db FILE"),
+    (["--status", " "], "pinlab: error: --status needs the campaign's name: pinlab study --status NAME --db FILE"),
+    (["--status", "local"], "study local in {db} ran here, not on Slurm: --status is for a Slurm campaign's tasks (see pinlab report local)"),
+    (["--status", "local", "-s", "compact", "--nodes", "2"], "--status acts on a stored campaign with its own settings: leave --strategies, --nodes out"),
     (["--nodes", "2", "--workload", WORKLOAD], "--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm"),
     (["--backend", "slurm", "--name", "x", "--workload", WORKLOAD], "--backend slurm: give the thread counts with -n"),
 ])
@@ -277,7 +293,7 @@ def test_campaign_commands_refuse_bad_input(tmp_path, args, message):
     made = run_pinlab("study", "--db", str(db), "--name", "local", "-s", "none", "-n", "1", "--runs", "1", "--warmup", "0", "--workload", WORKLOAD, "-q")
     assert made.returncode == 0, made.stderr
     result = run_pinlab("study", "--db", str(db), *args)
-    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.returncode == 2 and message.format(db=db) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 # ------------------------------------------------------------------ on a real Slurm cluster

@@ -115,10 +115,14 @@ def _pinlab_command() -> str:
     return str(Path(found).absolute())
 
 
-def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions) -> str:
-    d = shlex.quote(str(campaign_dir))
+def _check_path(campaign_dir: Path) -> None:
     if any(c in str(campaign_dir) for c in '"\n'):
         raise UsageError(f"results directory {str(campaign_dir)!r} has a double quote or a newline in its path, which sbatch cannot take: choose another")
+
+
+def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions) -> str:
+    d = shlex.quote(str(campaign_dir))
+    _check_path(campaign_dir)
     job_name = re.sub(r"[^\w.-]", "_", f"pinlab-{name}")  # sbatch splits #SBATCH lines at blanks; only double quotes group
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}",
              "#SBATCH --nodes=1", "#SBATCH --exclusive", f'#SBATCH --output="{campaign_dir}/task-%a.out"']
@@ -136,11 +140,16 @@ def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions)
     return "\n".join(lines) + "\n"
 
 
-def sbatch(args: list[str], env: dict[str, str] | None = None) -> str:
-    """Submit with ``sbatch --parsable ARGS``; the job id. Slurm's own message when it refuses."""
+def _sbatch_command() -> str:
     exe = shutil.which("sbatch")
     if exe is None:
         raise UsageError("sbatch not found: run on a machine with Slurm's client commands (module load slurm?), or use the local backend")
+    return exe
+
+
+def sbatch(args: list[str], env: dict[str, str] | None = None) -> str:
+    """Submit with ``sbatch --parsable ARGS``; the job id. Slurm's own message when it refuses."""
+    exe = _sbatch_command()
     proc = subprocess.run([exe, "--parsable", *args], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         message = " ".join(line.strip() for line in proc.stderr.splitlines() if line.strip()) or f"exit status {proc.returncode}"
@@ -172,21 +181,19 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
     from pinlab.study.engine import machine_description
     from pinlab.study.store import Store
 
+    _sbatch_command()  # before anything slower: without Slurm's commands nothing else matters
     plan.validate(fits=False)  # each node checks that the placements fit it as its task starts
     options.validate()
     configs = plan.configs()
     shares = split_runs(plan, len(configs), options.nodes)
-    with Store.open(db, create=True) as store:
-        if store.study(plan.name) is not None:
-            raise UsageError(f"a study named {plan.name} already exists in {db}: choose another --name")
     results = Path(options.results).resolve()
     campaign_dir = results / plan.name
+    _check_path(campaign_dir)
+    _check_db(db, plan.name)  # the database itself is created only once the job is submitted
     if (campaign_dir / CAMPAIGN).exists():
         raise UsageError(f"{campaign_dir} already holds a campaign: choose another --name or another results directory")
     fstype = filesystem_type(results)
-    if fstype not in SHARED_FILESYSTEMS:
-        say(f"pinlab: warning: results directory {results} is on a {fstype} file system, which only this machine may see: "
-            "every node must see it at the same path (NFS, Lustre, GPFS, BeeGFS...)")
+    local_fs = fstype not in SHARED_FILESYSTEMS
     try:
         campaign_dir.mkdir(exist_ok=True)
     except OSError as exc:
@@ -213,14 +220,37 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
     _write_json(campaign_dir / CAMPAIGN, campaign)
     with Store.open(db, create=True) as store:
         store.create_study(plan.name, parameters, configs, plan.seed, machine_description(), __version__, new=True)
+    if local_fs:  # said once the campaign stands: a refused one is told in its one line alone
+        say(f"pinlab: warning: results directory {results} is on a {fstype} file system, which only this machine may see: "
+            "every node must see it at the same path (NFS, Lustre, GPFS, BeeGFS...)")
     return {"study": plan.name, "job": job, "tasks": options.nodes, "dir": str(campaign_dir),
             "runs": sum(len(s) for s in shares)}
+
+
+def _check_db(db: str, name: str) -> None:
+    """Refuse a --db that could not take the study, without creating or changing it."""
+    from pinlab.study.store import Store
+
+    path = Path(os.path.abspath(db))
+    if path.exists() and not path.is_dir() and path.stat().st_size > 0:
+        with Store.open(path, create=False, readonly=True) as store:
+            if store.study(name) is not None:
+                raise UsageError(f"a study named {name} already exists in {db}: choose another --name")
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"the study database {path} is not writable: choose another --db")
+        return
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a study database: give a file path such as {path / 'study.db'}")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot create the study database {path}: directory {path.parent} does not exist; create it or choose another path")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot create the study database {path}: directory {path.parent} is not writable; choose another path")
 
 
 def run_task(directory: str, task: int) -> int:
     """``pinlab study-task DIR K``, on a node: task K's runs into ``DIR/task-K.db``."""
     from pinlab.study.engine import StudyFailed, plan_from_parameters, run_study
-    from pinlab.study.store import Store
+    from pinlab.study.store import Store, leave_in_rollback_journal
 
     campaign = load_campaign(directory)
     tasks = campaign["tasks"]
@@ -242,12 +272,17 @@ def run_task(directory: str, task: int) -> int:
     except StudyFailed as exc:  # the runs are stored: collect shows them with the rest
         print(f"pinlab: {exc}", file=sys.stderr)
         return 0
+    finally:  # however the task ends, its file is left whole, without -wal/-shm beside it
+        try:
+            leave_in_rollback_journal(db)
+        except sqlite3.Error as exc:
+            print(f"pinlab: warning: {db} stays in write-ahead-log mode ({exc}): collect it from a machine that sees its -wal file", file=sys.stderr)
     print(f"pinlab: task {task} of study {name}: {plural(summary['runs'], 'run')} stored in {db} ({summary['new_runs']} new, "
           f"{summary['failures']} failed)", file=sys.stderr)
     return 0
 
 
-def _campaign_of(db: str, name: str):
+def _campaign_of(db: str, name: str, option: str = "--collect"):
     from pinlab.study.store import Store
 
     with Store.open(db, create=False) as store:
@@ -257,7 +292,7 @@ def _campaign_of(db: str, name: str):
             raise UsageError(f"no study named {name!r} in {db} (studies there: {names})")
         slurm = study.parameters.get("slurm")
         if not slurm:
-            raise UsageError(f"study {name} in {db} ran here, not on Slurm: nothing to collect (see pinlab report {name})")
+            raise UsageError(f"study {name} in {db} ran here, not on Slurm: {option} is for a Slurm campaign's tasks (see pinlab report {name})")
     return study, load_campaign(slurm["dir"]), Path(slurm["dir"])
 
 
@@ -381,13 +416,13 @@ def _move_aside(path: Path, name: str, db: str) -> str:
             f"`pinlab study --resume {name} --db {shlex.quote(db)}`")
 
 
-def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
+def task_states(db: str, name: str, count: bool = True, option: str = "--status") -> list[dict[str, Any]]:
     """Each task: its job, its state, runs stored and expected. The state is ``done`` or
     ``failed`` once the task has ended (its status file, else Slurm's accounting, else its absence
     from the queue), ``pending`` or ``running`` while Slurm has it, and ``unknown`` when squeue
     cannot be asked. ``count=False`` reads no task file (``runs`` is None): whether a task still
     runs needs none, and ``done`` then means only that it ended well."""
-    study, campaign, directory = _campaign_of(db, name)
+    study, campaign, directory = _campaign_of(db, name, option)
     jobs = campaign.get("jobs", {})
     queued = _squeue(list(jobs.values()))
     accounted = _sacct(list(jobs.values()))
@@ -424,7 +459,7 @@ def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
 def resubmit(db: str, name: str, say: Callable[[str], None] = print) -> dict[str, Any]:
     """``--resume NAME`` of a campaign: resubmit its failed tasks (they keep the runs they stored)."""
     study, campaign, directory = _campaign_of(db, name)
-    states = task_states(db, name)
+    states = task_states(db, name, option="--resume")
     if any(t["state"] == "unknown" for t in states):
         raise UsageError(f"cannot tell which tasks of {name} have ended (squeue cannot be asked): nothing resubmitted; try again")
     unreadable = [t for t in states if t["state"] == "failed" and t["unreadable"]]

@@ -342,3 +342,46 @@ def test_tasks_slurm_still_runs_are_never_taken_for_failed(tmp_path):
     assert status.stdout.splitlines()[0] == "camp: 2 tasks: 1 pending, 1 running, 0 done, 0 failed", status.stdout
     collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
     assert "2 tasks still queued or running, not read yet: 0, 1" in collected.stderr, collected.stderr
+
+
+def test_a_cancelled_task_says_so_and_its_resubmission_keeps_the_first_output(slurm, tmp_path):
+    """scancel of a task mid-run: its task-K.out says it was stopped, how many runs it stored and
+    how to resubmit it on Slurm (no traceback, no local --resume advice); the resubmitted task
+    adds its output to the same file, so the first attempt's end stays readable."""
+    import time
+
+    cluster = slurm
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    submitted = run_pinlab("study", "--backend", "slurm", "--db", str(db), "--results", str(results), "--name", "slow", "-s", "none", "-n", "1",
+                           "--runs", "6", "--warmup", "0", "--time", "5", "--", "sleep", "1.5", env=cluster.env)
+    assert submitted.returncode == 0, submitted.stderr
+    campaign_dir = results / "slow"
+    job = json.loads((campaign_dir / "campaign.json").read_text())["jobs"]["0"]
+    deadline = time.monotonic() + 120
+    stored = 0
+    while time.monotonic() < deadline and not stored:  # cancelled once it has stored a run: the trigger is the store, not a clock
+        time.sleep(0.3)
+        if (campaign_dir / "task-0.db").exists():
+            try:
+                with sqlite3.connect(f"file:{campaign_dir / 'task-0.db'}?mode=ro", uri=True) as conn:
+                    stored = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+            except sqlite3.Error:
+                pass
+    assert stored, "task 0 stored no run within 2 minutes"
+    subprocess.run(["scancel", job], env=cluster.env, check=True)
+    assert slurm_cluster.wait_idle(cluster), "the cancelled task did not end"
+    first = (campaign_dir / "task-0.out").read_text()
+    assert "Traceback" not in first and "continue with --resume" not in first, first
+    assert "pinlab: task 0 of study slow stopped by signal 15 (scancel, its time limit or its node going down); " in first, first
+    assert f"of its 6 stored: resubmit it with `pinlab study --resume slow --db {db}` (it keeps them and does the rest)" in first
+    status = run_pinlab("study", "--status", "slow", "--db", str(db), env=cluster.env)
+    assert status.stdout.splitlines()[0] == "slow: 1 tasks: 0 pending, 0 running, 0 done, 1 failed", status.stdout
+    resumed = run_pinlab("study", "--resume", "slow", "--db", str(db), env=cluster.env)
+    assert resumed.returncode == 0 and "resubmitted 1 task (0)" in resumed.stderr, resumed.stderr
+    assert slurm_cluster.wait_idle(cluster), "the resubmitted task did not end"
+    both = (campaign_dir / "task-0.out").read_text()
+    assert both.startswith(first) and "pinlab: task 0 of study slow: 6 runs stored in" in both[len(first):], both
+    assert both.count("pinlab: task 0, Slurm job ") == 2
+    collected = run_pinlab("study", "--collect", "slow", "--db", str(db), env=cluster.env)
+    assert collected.returncode == 0 and "6 of 6 runs in all" in collected.stderr, collected.stderr

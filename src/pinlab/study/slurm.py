@@ -7,8 +7,8 @@ The campaign lives in a directory of the shared results directory, ``RESULTS/NAM
 - ``job.sh``: the batch script (one array task = one whole node, ``--exclusive``, so a run never
   shares a node with another run of the campaign);
 - ``task-K.db``: the runs of task K, written only by that task (so no two nodes ever write one
-  SQLite file, which network file systems do not lock reliably), with ``task-K.out`` (its output)
-  and ``task-K.status`` (its exit status, written when it ends).
+  SQLite file, which network file systems do not lock reliably), with ``task-K.out`` (its output,
+  each attempt's appended after the last's) and ``task-K.status`` (its exit status, written when it ends).
 
 Task K does, on its node, a warm-up round of every configuration, then the measured runs whose
 index is K modulo the number of tasks, for every configuration, in the study's order: every
@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -125,13 +126,15 @@ def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions)
     _check_path(campaign_dir)
     job_name = re.sub(r"[^\w.-]", "_", f"pinlab-{name}")  # sbatch splits #SBATCH lines at blanks; only double quotes group
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}",
-             "#SBATCH --nodes=1", "#SBATCH --exclusive", f'#SBATCH --output="{campaign_dir}/task-%a.out"']
+             "#SBATCH --nodes=1", "#SBATCH --exclusive", f'#SBATCH --output="{campaign_dir}/task-%a.out"',
+             "#SBATCH --open-mode=append"]  # a resubmitted task adds to its output: the first attempt's end stays readable
     if options.partition:
         lines.append(f"#SBATCH --partition={options.partition}")
     if options.time:
         lines.append(f"#SBATCH --time={options.time}")
     lines += [
         "# one task = one whole node; its runs go to task-$SLURM_ARRAY_TASK_ID.db, its exit status to .status",
+        'echo "pinlab: task $SLURM_ARRAY_TASK_ID, Slurm job ${SLURM_JOB_ID:-?}, on $(hostname), starts at $(date -u +%Y-%m-%dT%H:%M:%SZ)"',
         f"{shlex.quote(_pinlab_command())} study-task {d} \"$SLURM_ARRAY_TASK_ID\"",
         "rc=$?",
         f"echo $rc > {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp && mv {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp {d}/task-\"$SLURM_ARRAY_TASK_ID\".status",
@@ -247,9 +250,21 @@ def _check_db(db: str, name: str) -> None:
         raise UsageError(f"cannot create the study database {path}: directory {path.parent} is not writable; choose another path")
 
 
+class TaskStopped(Exception):
+    """A task was sent SIGTERM or SIGHUP between two runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _stopped(signum, frame) -> None:
+    raise TaskStopped(signum)
+
+
 def run_task(directory: str, task: int) -> int:
     """``pinlab study-task DIR K``, on a node: task K's runs into ``DIR/task-K.db``."""
-    from pinlab.study.engine import StudyFailed, plan_from_parameters, run_study
+    from pinlab.study.engine import StudyFailed, StudyInterrupted, plan_from_parameters, run_study
     from pinlab.study.store import Store, leave_in_rollback_journal
 
     campaign = load_campaign(directory)
@@ -266,13 +281,25 @@ def run_task(directory: str, task: int) -> int:
     except UsageError as exc:
         raise UsageError(f"task {task}'s database cannot be read ({unreadable_reason(exc)}): {_move_aside(db, name, campaign['db'])}") from None
     only = [(c, r, bool(w)) for c, r, w in tasks[task]]
+    # scancel, the time limit and a node's shutdown send SIGTERM to every process of the task: during
+    # a run the launcher takes it (StudyInterrupted after that run), between runs this handler does
+    previous = {signum: signal.signal(signum, _stopped) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
         summary = run_study(None if exists else plan, str(db), resume=name if exists else None, max_failures=campaign["max_failures"],
                             progress=False, only=only)
     except StudyFailed as exc:  # the runs are stored: collect shows them with the rest
         print(f"pinlab: {exc}", file=sys.stderr)
         return 0
+    except (StudyInterrupted, TaskStopped, KeyboardInterrupt) as exc:  # scancel, the time limit, a node going down
+        signum = getattr(exc, "signum", signal.SIGINT)
+        stored = _stored_runs(db, name)
+        print(f"pinlab: task {task} of study {name} stopped by signal {signum} (scancel, its time limit or its node going down); "
+              f"{plural(stored, 'run') if isinstance(stored, int) else 'its runs'} of its {len(only)} stored: resubmit it with "
+              f"`pinlab study --resume {name} --db {shlex.quote(campaign['db'])}` (it keeps them and does the rest)", file=sys.stderr)
+        return 128 + signum
     finally:  # however the task ends, its file is left whole, without -wal/-shm beside it
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         try:
             leave_in_rollback_journal(db)
         except sqlite3.Error as exc:

@@ -593,7 +593,7 @@ def study(name, db, strategies, threads, runs, max_runs, min_runs, alpha, counte
     """
     from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, run_study
 
-    if collect or status_of or (resume and _is_campaign(db, resume)):
+    if collect is not None or status_of is not None or (resume and _is_campaign(db, resume)):
         return _campaign_command(db, collect, status_of, resume, program or workloads)
     try:
         if backend == "slurm":
@@ -664,10 +664,18 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
     """--collect, --status and --resume of a Slurm campaign."""
     from pinlab.study import slurm
 
-    if sum(1 for x in (collect, status_of, resume) if x) > 1:
+    if sum(1 for x in (collect, status_of, resume) if x is not None) > 1:
         raise UsageError("give one of --collect NAME, --status NAME and --resume NAME")
+    option = "--collect" if collect is not None else "--status" if status_of is not None else "--resume"
+    if not (collect or status_of or resume or "").strip():
+        raise UsageError(f"{option} needs the campaign's name: pinlab study {option} NAME --db FILE")
     if extra:
         raise UsageError("--collect, --status and --resume act on a stored campaign: give no program or --workload")
+    ctx = click.get_current_context()
+    ignored = [p.opts[0] for p in ctx.command.params if p.name not in ("db", "collect", "status_of", "resume", "backend", "quiet", "program", "workloads")
+               and ctx.get_parameter_source(p.name) not in (None, click.core.ParameterSource.DEFAULT)]
+    if ignored:
+        raise UsageError(f"{option} acts on a stored campaign with its own settings: leave {', '.join(ignored)} out")
     if collect:
         done = slurm.collect(db, collect)
         click.echo(f"pinlab: study {collect}: {plural(done['added'], 'new run')} collected into {db} "
@@ -680,6 +688,8 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
         if done["waiting"]:
             click.echo(f"pinlab: warning: {plural(len(done['waiting']), 'task')} still queued or running, not read yet: "
                        f"{', '.join(map(str, done['waiting']))} (collect again when they end)", err=True)
+        for warning in done["warnings"]:
+            click.echo(f"pinlab: warning: {warning}", err=True)
         for task, why in sorted(done["damaged"].items()):
             click.echo(f"pinlab: warning: task {task}'s database cannot be read, its runs are not collected: {why}", err=True)
         return 0
@@ -689,7 +699,7 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
         click.echo(f"{status_of}: {len(states)} tasks: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         click.echo(f"{'task':>4}  {'job':12}  {'state':8}  {'runs':>9}  detail")
         for t in states:
-            click.echo(f"{t['task']:>4}  {t['job']:12}  {t['state']:8}  {t['runs']:>4}/{t['expected']:<4}  {t['detail']}".rstrip())
+            click.echo(f"{t['task']:>4}  {t['job']:12}  {t['state']:8}  {'?' if t['runs'] is None else t['runs']:>4}/{t['expected']:<4}  {t['detail']}".rstrip())
         return 0
     done = slurm.resubmit(db, resume)
     if not done["resubmitted"]:

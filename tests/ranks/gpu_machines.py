@@ -12,6 +12,7 @@ from pathlib import Path
 STACK_OSDEVS = {
     "nvidia": lambda i: [("cuda%d" % i, "CUDA", "5"), ("nvml%d" % i, "NVML", "1"), ("opencl0d%d" % i, "OpenCL", "5"), ("card%d" % (i + 1), None, "1")],
     "nvidia-nvml": lambda i: [("nvml%d" % i, "NVML", "1")],
+    "nvidia-cuda": lambda i: [("cuda%d" % i, "CUDA", "5")],  # hwloc with the CUDA plugin but not NVML's
     "amd": lambda i: [("rsmi%d" % i, "RSMI", "1"), ("opencl0d%d" % i, "OpenCL", "5"), ("card%d" % (i + 1), None, "1")],
     "intel": lambda i: [("ze%d" % i, "LevelZero", "5"), ("opencl0d%d" % i, "OpenCL", "5")],
     "display": lambda i: [("card0", None, "1")],  # a BMC's VGA: no compute stack
@@ -20,6 +21,7 @@ STACK_OSDEVS = {
 
 
 PCI_TYPES = {"nvidia": "0302 [10de:20b0] [10de:134f] a1", "nvidia-nvml": "0302 [10de:20b0] [10de:134f] a1",
+             "nvidia-cuda": "0302 [10de:20b0] [10de:134f] a1",
              "nvidia-bare": "0302 [10de:2330] [10de:16c1] a1", "amd": "0380 [1002:740c] [1002:0b0c] 01",
              "intel": "0380 [8086:0bd5] [8086:0000] 2f", "display": "0300 [1a03:2000] [1a03:2000] 41"}
 

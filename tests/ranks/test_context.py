@@ -40,6 +40,7 @@ def test_slurm_layouts(layout, node, tasks):
 
 @pytest.mark.parametrize("env, message", [
     ({"OMPI_COMM_WORLD_LOCAL_RANK": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, "local rank 4 is not below the local rank count 4; the launcher's environment is inconsistent"),
+    ({"OMPI_COMM_WORLD_LOCAL_RANK": "-1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}, "local rank -1 is negative; the launcher's environment is inconsistent"),
     ({"OMPI_COMM_WORLD_LOCAL_RANK": "x", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, "OMPI_COMM_WORLD_LOCAL_RANK='x' is not a number"),
     ({"MPI_LOCALRANKID": "0"}, "MPI_LOCALRANKID is set but not MPI_LOCALNRANKS"),
     ({"SLURM_LOCALID": "0", "SLURM_NODEID": "3", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}, "node 3 is not in the layout '2(x2)'"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +10,7 @@ from pinlab.errors import UsageError
 from pinlab.ranks.gpus import find_gpus, select_gpus
 from pinlab.ranks.split import split_node
 from pinlab.topology import load_topology
+from pinlab.topology.cpuset import parse_cpulist
 from tests.conftest import run_pinlab, with_allowed
 from tests.ranks.gpu_machines import add_gpus, synthetic_xml, write
 
@@ -160,3 +162,64 @@ def test_a_job_already_narrowed_to_some_gpus_keeps_naming_physical_ones(four_gpu
     assert visible_devices(gpus[1:2], {"CUDA_VISIBLE_DEVICES": "5,7"}) == {"CUDA_VISIBLE_DEVICES": "7"}
     assert visible_devices(gpus[:2], {"CUDA_VISIBLE_DEVICES": ""}) == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert visible_devices(gpus[:2]) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+DATA = Path(__file__).with_name("data")
+
+
+def test_a_servers_onboard_vga_is_not_a_gpu():
+    """hwloc's IBM x3950 M2 has only an ATI ES1000 (an AMD VGA controller, 1002:515e): no GPU, and
+    --gpus all splits the whole node by its CPUs, with no ROCm variable."""
+    topo = load_topology(str(DATA / "96em64t-4n4d3ca2co-pci.xml"))
+    assert find_gpus(topo) == []
+    result = run_pinlab("place", "-t", str(DATA / "96em64t-4n4d3ca2co-pci.xml"), "--ranks", "2", "--gpus", "all", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    split = json.loads(result.stdout)
+    assert split["gpus"] == [] and split["unused_cpus"] == ""
+    assert [len(parse_cpulist(d["cpus"])) for d in split["domains"]] == [48, 48]
+    assert all(d["env"] == {} for d in split["domains"])
+    assert "hwloc shows no GPU" in result.stderr
+
+
+def test_mirage004s_teslas_are_its_gpus_and_its_onboard_vga_is_not():
+    topo = load_topology(str(DATA / "24em64t-2n6c2t-pci.xml"))
+    gpus = find_gpus(topo)
+    assert [(g.name, g.busid) for g in gpus] == [("nvml0", "0000:06:00.0"), ("nvml1", "0000:11:00.0"), ("nvml2", "0000:14:00.0")]
+    split = split_node(topo, 2, gpus)
+    assert [d.cpus for d in split.domains] == [p.cpus for p in topo.packages]
+    assert [d.env for d in split.domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
+                                              {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}]
+
+
+def test_nvidia_gpus_named_by_cuda_beside_some_it_does_not_name_are_numbered_in_pci_order(tmp_path):
+    """hwloc's CUDA plugin saw one GPU (the others hidden from it) and it had no NVML plugin:
+    cuda0 at bus 04, two bare NVIDIA 3D controllers at 84 and 85. The ranks' variables name
+    them in PCI order (NVML's numbers): 0, 1 and 2, each GPU once."""
+    xml = add_gpus(synthetic_xml(TWO_SOCKETS), [("nvidia-cuda", 0, "0000:04:00.0"), ("nvidia-bare", 1, "0000:84:00.0"),
+                                                ("nvidia-bare", 1, "0000:85:00.0")])
+    topo = load_topology(write(tmp_path, "cuda-and-bare", xml))
+    gpus = find_gpus(topo)
+    assert [g.indexes.get("NVML") for g in gpus] == [0, 1, 2]
+    assert [d.env for d in split_node(topo, 2, gpus).domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
+                                                                 {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}]
+    assert split_node(topo, 1, gpus).domains[0].env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1,2"}
+    result = run_pinlab("place", "-t", write(tmp_path, "cuda-and-bare", xml), "--ranks", "1", "--gpus", "all")
+    assert result.returncode == 0 and "CUDA_VISIBLE_DEVICES=0,1,2" in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("text, word, gpu", [("cuda0,cuda0", "cuda0", "cuda0 (0000:04:00.0)"), ("cuda1,0000:05:00.0", "0000:05:00.0", "cuda1 (0000:05:00.0)"),
+                                             ("nvml2,2", "2", "cuda2 (0000:84:00.0)")])
+def test_a_gpu_named_twice_is_refused(four_gpus, text, word, gpu):
+    result = run_pinlab("place", "--ranks", "2", "--gpus", text, "-t", four_gpus)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"pinlab: error: --gpus {text}: {word} names {gpu} a second time; name each GPU once"
+
+
+def test_cpus_away_from_the_chosen_gpus_are_said_to_be_so(four_gpus):
+    """--gpus cuda0,cuda1 (both on package 0): package 1's CPUs are near cuda2 and cuda3, which
+    were not chosen; the notice says that, not that they are near no GPU."""
+    result = run_pinlab("place", "--ranks", "2", "--gpus", "cuda0,cuda1", "-t", four_gpus)
+    assert result.returncode == 0, result.stderr
+    assert "pinlab: notice: CPUs 16-31 are local to none of the chosen GPUs (cuda0,cuda1): no rank runs there" in result.stderr
+    every = run_pinlab("place", "--ranks", "2", "--gpus", "all", "-t", four_gpus)
+    assert every.returncode == 0 and "local to" not in every.stderr

@@ -76,6 +76,24 @@ def test_nodes_of_different_hardware_are_warned_about():
     assert node_summary(frame[frame["node"] != "c"])[1] is None
 
 
+def test_one_host_whose_memory_figure_moved_is_one_kind_of_node():
+    frame = pandas.DataFrame({"node": ["a", "a", "a", "b"], "node_hardware": ["X, 8 GiB", "X, 8 GiB", "X, 9 GiB", "X, 8 GiB"]})
+    assert node_summary(frame)[1] is None
+    frame.loc[3, "node_hardware"] = "Y, 8 GiB"
+    assert node_summary(frame)[1].startswith("the runs come from 2 kinds of node: X, 8 GiB (a); Y, 8 GiB (b)")
+
+
+@pytest.mark.skipif(not Path("/sys/devices/system/memory/block_size_bytes").exists(), reason="no memory blocks in sysfs")
+def test_a_nodes_hardware_line_counts_its_memory_blocks_not_its_memtotal():
+    """MemTotal moves (a VM's balloon, the kernel's reservations); the memory blocks online do not."""
+    from pinlab.study.engine import node_identity
+
+    root = Path("/sys/devices/system/memory")
+    online = sum((d / "state").read_text().strip() == "online" for d in root.glob("memory[0-9]*"))
+    installed = online * int((root / "block_size_bytes").read_text(), 16)
+    assert node_identity()["hardware"].endswith(f", {round(installed / 2**30)} GiB")
+
+
 # ------------------------------------------------------------------ with a stand-in sbatch
 
 
@@ -150,7 +168,8 @@ def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
     task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "1"}, capture_output=True, text=True)
     assert task.returncode == 0, task.stderr
     collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
-    assert "6 new runs collected" in collected.stderr and "12 of 12 runs in all" in collected.stderr and "warning" not in collected.stderr
+    assert "6 new runs collected" in collected.stderr and "12 of 12 runs in all" in collected.stderr
+    assert not [line for line in collected.stderr.splitlines() if "warning" in line and not line.startswith("pinlab: warning: node ")]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM runs WHERE warmup = 0").fetchone()[0] == 8
         assert conn.execute("SELECT finished_at FROM studies WHERE name = 'camp'").fetchone()[0] is not None
@@ -166,16 +185,85 @@ def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
     assert len(rows) == 2 and all(line.split("│")[4].strip() == "4" for line in rows), by_node.stdout  # 4 runs of each configuration there
 
 
+def test_each_tasks_node_warnings_are_collected_with_its_runs(tmp_path):
+    """A task's checks of its node (ASLR, a VM, busy CPUs) and of its environment (here an
+    OMP_NUM_THREADS that disagrees with the plans) are stored with its runs; --collect brings
+    them into the study, each said of its node, once however often it is collected."""
+    env = fake_slurm(tmp_path)
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    assert run_pinlab(*submit_args(db, results, "--nodes", "2"), env=env).returncode == 0
+    campaign_dir = results / "camp"
+    task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0", "OMP_NUM_THREADS": "3"},
+                          capture_output=True, text=True)
+    assert task.returncode == 0, task.stderr
+    with sqlite3.connect(campaign_dir / "task-0.db") as conn:
+        machine, stored = conn.execute("SELECT machine, warnings FROM studies").fetchone()
+    host, task_warnings = json.loads(machine)["hostname"], json.loads(stored)
+    # the task left its file whole, in rollback-journal mode, with no -wal/-shm beside it
+    assert sorted(p.name for p in campaign_dir.glob("task-0.db*")) == ["task-0.db"]
+    with sqlite3.connect(f"file:{campaign_dir / 'task-0.db'}?mode=ro", uri=True) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert any("OMP_NUM_THREADS" in w for w in task_warnings)
+    collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
+    assert collected.returncode == 0, collected.stderr
+    expected = [f"node {host}: {w}" for w in task_warnings]
+    assert [line for line in collected.stderr.splitlines() if line.startswith("pinlab: warning: node ")] == [f"pinlab: warning: {w}" for w in expected]
+    report = json.loads(run_pinlab("report", "camp", "--db", str(db), "--json").stdout)
+    assert [w for w in report["warnings"] if w.startswith("node ")] == expected
+    again = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
+    assert "warning: node" not in again.stderr
+    with sqlite3.connect(db) as conn:
+        assert json.loads(conn.execute("SELECT warnings FROM studies WHERE name = 'camp'").fetchone()[0]) == expected
+
+
+def test_a_task_whose_database_cannot_be_read_is_said_so_and_not_resubmitted_blindly(tmp_path):
+    """Task 0 ended well (status 0), then its file was overwritten: --status says it cannot be read
+    (not "exit status 0" with 0 runs), --resume refuses in one line and submits nothing, and the
+    task itself, run on it, says what to do with a task's file (not "give another --db path")."""
+    env = fake_slurm(tmp_path)
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    assert run_pinlab(*submit_args(db, results, "--nodes", "2"), env=env).returncode == 0
+    campaign_dir = results / "camp"
+    task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0"}, capture_output=True, text=True)
+    assert task.returncode == 0 and (campaign_dir / "task-0.status").read_text().strip() == "0", task.stderr
+    (campaign_dir / "task-0.db").write_bytes(b"garbage from a node" * 10)
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert status.returncode == 0 and status.stdout.splitlines()[0] == "camp: 2 tasks: 0 pending, 0 running, 0 done, 2 failed", status.stdout
+    line = status.stdout.splitlines()[2].split(None, 4)
+    assert line[:4] == ["0", "101_0", "failed", "?/6"], status.stdout
+    assert line[4] == (f"its database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): "
+                       "move it aside, then --resume runs the task again")
+    assert status.stdout.splitlines()[3].endswith(f"ended without finishing (see {campaign_dir / 'task-1.out'})")
+    resumed = run_pinlab("study", "--resume", "camp", "--db", str(db), env=env)
+    assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert "1 task of camp cannot read its database (task 0: " in resumed.stderr and resumed.stderr.rstrip().endswith("nothing resubmitted")
+    assert len((tmp_path / "sbatch.log").read_text().splitlines()) == 1
+    again = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0"}, capture_output=True, text=True)
+    assert again.returncode == 2 and "give another --db" not in again.stderr
+    assert f"task 0's database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): " \
+           f"move {campaign_dir / 'task-0.db'} aside (its runs are then run again) and resubmit the task with `pinlab study --resume camp --db {db}`" \
+           in again.stderr, again.stderr
+    (campaign_dir / "task-0.db").unlink()
+    status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
+    assert status.stdout.splitlines()[2].endswith(f"exit status 2 (see {campaign_dir / 'task-0.out'})"), status.stdout
+
+
 def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     db, results = tmp_path / "main.db", tmp_path / "results"
     results.mkdir()
     env = fake_slurm(tmp_path)
     (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified: nope' >&2\nexit 1\n")
     failed = run_pinlab(*submit_args(db, results, "--partition", "nope"), env=env)
-    assert failed.returncode == 2 and failed.stderr.strip().splitlines()[-1] == "pinlab: error: sbatch failed: sbatch: error: invalid partition specified: nope"
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT count(*) FROM studies").fetchone()[0] == 0
-    assert not (results / "camp").exists()  # nothing left: the same name can be submitted again
+    # one line, though the results directory is on a local file system (told only of a campaign that stands)
+    assert failed.returncode == 2 and failed.stderr.strip() == "pinlab: error: sbatch failed: sbatch: error: invalid partition specified: nope"
+    assert not db.exists() and not (results / "camp").exists()  # nothing left: the same name can be submitted again
+    quoted = tmp_path / 'say "hi"'
+    quoted.mkdir()
+    refused = run_pinlab(*submit_args(db, quoted), env=env)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1 and "has a double quote" in refused.stderr, refused.stderr
+    assert not db.exists() and list(quoted.iterdir()) == []
     (tmp_path / "bin" / "sbatch").write_text(f"#!/bin/sh\necho 7\n")
     again = run_pinlab(*submit_args(db, results), env=env)
     assert again.returncode == 0 and "Slurm job 7" in again.stderr, again.stderr
@@ -183,12 +271,20 @@ def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     bare = {**env, "PATH": f"{tmp_path / 'bin'}:/nonexistent"}
     missing = subprocess.run([str(PINLAB), *submit_args(db, results), "--name", "camp2"], env=bare, capture_output=True, text=True)
     assert missing.returncode == 2 and "sbatch not found" in missing.stderr, missing.stderr
+    # told first, before the other checks: here a results directory that does not exist
+    fresh = tmp_path / "fresh.db"
+    first = subprocess.run([str(PINLAB), *submit_args(fresh, tmp_path / "nowhere")], env=bare, capture_output=True, text=True)
+    assert first.returncode == 2 and first.stderr.startswith("pinlab: error: sbatch not found") and not fresh.exists(), first.stderr
 
 
 @pytest.mark.parametrize("args, message", [
     (["--collect", "nope"], "no study named 'nope'"),
     (["--status", "local"], "study local in"),
     (["--collect", "a", "--status", "b"], "give one of --collect NAME, --status NAME and --resume NAME"),
+    (["--collect", ""], "pinlab: error: --collect needs the campaign's name: pinlab study --collect NAME --db FILE"),
+    (["--status", " "], "pinlab: error: --status needs the campaign's name: pinlab study --status NAME --db FILE"),
+    (["--status", "local"], "study local in {db} ran here, not on Slurm: --status is for a Slurm campaign's tasks (see pinlab report local)"),
+    (["--status", "local", "-s", "compact", "--nodes", "2"], "--status acts on a stored campaign with its own settings: leave --strategies, --nodes out"),
     (["--nodes", "2", "--workload", WORKLOAD], "--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm"),
     (["--backend", "slurm", "--name", "x", "--workload", WORKLOAD], "--backend slurm: give the thread counts with -n"),
 ])
@@ -197,7 +293,7 @@ def test_campaign_commands_refuse_bad_input(tmp_path, args, message):
     made = run_pinlab("study", "--db", str(db), "--name", "local", "-s", "none", "-n", "1", "--runs", "1", "--warmup", "0", "--workload", WORKLOAD, "-q")
     assert made.returncode == 0, made.stderr
     result = run_pinlab("study", "--db", str(db), *args)
-    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.returncode == 2 and message.format(db=db) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 # ------------------------------------------------------------------ on a real Slurm cluster
@@ -246,3 +342,46 @@ def test_tasks_slurm_still_runs_are_never_taken_for_failed(tmp_path):
     assert status.stdout.splitlines()[0] == "camp: 2 tasks: 1 pending, 1 running, 0 done, 0 failed", status.stdout
     collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
     assert "2 tasks still queued or running, not read yet: 0, 1" in collected.stderr, collected.stderr
+
+
+def test_a_cancelled_task_says_so_and_its_resubmission_keeps_the_first_output(slurm, tmp_path):
+    """scancel of a task mid-run: its task-K.out says it was stopped, how many runs it stored and
+    how to resubmit it on Slurm (no traceback, no local --resume advice); the resubmitted task
+    adds its output to the same file, so the first attempt's end stays readable."""
+    import time
+
+    cluster = slurm
+    db, results = tmp_path / "main.db", tmp_path / "results"
+    results.mkdir()
+    submitted = run_pinlab("study", "--backend", "slurm", "--db", str(db), "--results", str(results), "--name", "slow", "-s", "none", "-n", "1",
+                           "--runs", "6", "--warmup", "0", "--time", "5", "--", "sleep", "1.5", env=cluster.env)
+    assert submitted.returncode == 0, submitted.stderr
+    campaign_dir = results / "slow"
+    job = json.loads((campaign_dir / "campaign.json").read_text())["jobs"]["0"]
+    deadline = time.monotonic() + 120
+    stored = 0
+    while time.monotonic() < deadline and not stored:  # cancelled once it has stored a run: the trigger is the store, not a clock
+        time.sleep(0.3)
+        if (campaign_dir / "task-0.db").exists():
+            try:
+                with sqlite3.connect(f"file:{campaign_dir / 'task-0.db'}?mode=ro", uri=True) as conn:
+                    stored = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+            except sqlite3.Error:
+                pass
+    assert stored, "task 0 stored no run within 2 minutes"
+    subprocess.run(["scancel", job], env=cluster.env, check=True)
+    assert slurm_cluster.wait_idle(cluster), "the cancelled task did not end"
+    first = (campaign_dir / "task-0.out").read_text()
+    assert "Traceback" not in first and "continue with --resume" not in first, first
+    assert "pinlab: task 0 of study slow stopped by signal 15 (scancel, its time limit or its node going down); " in first, first
+    assert f"of its 6 stored: resubmit it with `pinlab study --resume slow --db {db}` (it keeps them and does the rest)" in first
+    status = run_pinlab("study", "--status", "slow", "--db", str(db), env=cluster.env)
+    assert status.stdout.splitlines()[0] == "slow: 1 tasks: 0 pending, 0 running, 0 done, 1 failed", status.stdout
+    resumed = run_pinlab("study", "--resume", "slow", "--db", str(db), env=cluster.env)
+    assert resumed.returncode == 0 and "resubmitted 1 task (0)" in resumed.stderr, resumed.stderr
+    assert slurm_cluster.wait_idle(cluster), "the resubmitted task did not end"
+    both = (campaign_dir / "task-0.out").read_text()
+    assert both.startswith(first) and "pinlab: task 0 of study slow: 6 runs stored in" in both[len(first):], both
+    assert both.count("pinlab: task 0, Slurm job ") == 2
+    collected = run_pinlab("study", "--collect", "slow", "--db", str(db), env=cluster.env)
+    assert collected.returncode == 0 and "6 of 6 runs in all" in collected.stderr, collected.stderr

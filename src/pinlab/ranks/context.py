@@ -41,8 +41,8 @@ class RankContext:
             raise UsageError(f"rank context from {self.source}: {self.local_size} local ranks; there must be at least one")
         if not 0 <= self.local_rank < self.local_size:
             fix = "give LOCAL from 0 to COUNT-1" if self.source == "--rank" else "the launcher's environment is inconsistent"
-            raise UsageError(f"rank context from {self.source}: local rank {self.local_rank} is not below the local rank count "
-                             f"{self.local_size}; {fix}")
+            where = "is negative" if self.local_rank < 0 else f"is not below the local rank count {self.local_size}"
+            raise UsageError(f"rank context from {self.source}: local rank {self.local_rank} {where}; {fix}")
 
     def to_json(self) -> dict:
         return {"local_rank": self.local_rank, "local_size": self.local_size, "rank": self.rank, "size": self.size, "source": self.source}

@@ -4,7 +4,8 @@ hwloc shows a GPU as a PCI device (``PCIDev``, with its bus id) holding one OS d
 software stack that sees it: ``cudaN`` (CUDA runtime), ``nvmlN`` (NVIDIA's management library),
 ``rsmiN`` (AMD ROCm SMI), ``zeN`` (Intel Level Zero), ``openclNdM`` (OpenCL), plus display
 devices (``cardN``, ``renderDN``) that say nothing about compute. A PCI device is a GPU here when
-it holds at least one compute OS device. Its locality is the CPU set (and NUMA nodes) of the
+it holds at least one compute OS device, or is an NVIDIA or AMD display controller by its PCI
+class and vendor that is not a server board's console chip (by vendor:device). Its locality is the CPU set (and NUMA nodes) of the
 nearest object above it that is not an I/O object: the package, NUMA node's group or L3 region
 whose CPUs sit next to the GPU's PCI bus.
 
@@ -45,6 +46,9 @@ class Gpu:
     nodes: frozenset[int]  # NUMA nodes of that locality
     model: str = ""
     infos: dict[str, str] = field(default_factory=dict)
+    # NVIDIA: the node's CUDA numbers do not cover all its NVIDIA GPUs, so every rank names
+    # them by NVML's (PCI order), the same way on the whole node
+    pci_order: bool = False
 
     @property
     def vendor(self) -> str:
@@ -79,11 +83,7 @@ def find_gpus(topo: Topology) -> list[Gpu]:
         return []
     _walk(machine, None, gpus, topo)
     for stack in _BY_PCI_ORDER:
-        unnumbered = sorted((g for g in gpus if g.indexes.get(stack) == -1), key=lambda g: g.busid)
-        if unnumbered:  # hwloc had no plugin for the vendor's library: its devices' PCI order is NVML's and ROCm SMI's
-            numbered = sorted((g for g in gpus if stack in g.indexes), key=lambda g: g.busid)
-            for index, gpu in enumerate(numbered):
-                gpu.indexes[stack] = index
+        _number_in_pci_order(gpus, stack)
     gpus.sort(key=lambda g: (min(g.cpus, default=1 << 30), g.busid))
     return gpus
 
@@ -93,13 +93,37 @@ def find_gpus(topo: Topology) -> list[Gpu]:
 # NVIDIA's and AMD's. Intel's are left out: most are a desktop's integrated graphics.
 _PCI_GPU_VENDORS = {"10de": "NVML", "1002": "RSMI"}
 _BY_PCI_ORDER = ("NVML", "RSMI")
+# The class alone does not tell them apart: AMD's Vega 20 Instinct cards say VGA (0300), as do the
+# small display chips soldered on servers' boards for their console, which no compute stack
+# drives. Those chips are known by vendor:device: ATI's ES1000 (515e, 5969), Rage XL (4752) and
+# Radeon 7000/VE (5159).
+_DISPLAY_ONLY = frozenset({"1002:515e", "1002:5969", "1002:4752", "1002:5159"})
 
 
 def _pci_gpu_vendor(pci_type: str) -> str | None:
     """The stack that numbers a PCI device in PCI order, if it is an NVIDIA or AMD GPU by its
-    class and vendor (hwloc's ``pci_type``: ``"0302 [10de:20b0] [10de:134f] a1"``)."""
-    match = re.match(r"\s*(03[0-9a-f]{2})\s*\[([0-9a-f]{4}):", pci_type.lower())
-    return _PCI_GPU_VENDORS.get(match.group(2)) if match else None
+    class and vendor (hwloc's ``pci_type``: ``"0302 [10de:20b0] [10de:134f] a1"``) and not one
+    of the display-only chips by its vendor:device."""
+    match = re.match(r"\s*(03[0-9a-f]{2})\s*\[([0-9a-f]{4}):([0-9a-f]{4})\]", pci_type.lower())
+    if match is None or f"{match.group(2)}:{match.group(3)}" in _DISPLAY_ONLY:
+        return None
+    return _PCI_GPU_VENDORS.get(match.group(2))
+
+
+def _number_in_pci_order(gpus: list[Gpu], stack: str) -> None:
+    """Give the vendor's GPUs that hwloc numbered for no library of the vendor's (no plugin for
+    it; -1) the index NVML or ROCm SMI has for them: their place in PCI order among all the
+    vendor's GPUs. An NVIDIA GPU named by CUDA only needs one too when another NVIDIA GPU has no
+    CUDA index, since the rank's variables then name NVIDIA GPUs by NVML's numbers."""
+    family = [g for g in gpus if stack in g.indexes or (stack == "NVML" and "CUDA" in g.indexes)]
+    missing = [g for g in family if g.indexes.get(stack, -1) == -1]
+    if stack == "NVML" and all("CUDA" in g.indexes for g in family):
+        missing = [g for g in missing if stack in g.indexes]
+    mixed = stack == "NVML" and any("CUDA" not in g.indexes for g in family)
+    for index, gpu in enumerate(sorted(family, key=lambda g: g.busid)):
+        if gpu in missing:
+            gpu.indexes[stack] = index
+        gpu.pci_order = gpu.pci_order or mixed
 
 
 def _locality(el: ET.Element) -> tuple[frozenset[int], frozenset[int]]:
@@ -162,7 +186,7 @@ def visible_devices(gpus: list[Gpu], inherited: Mapping[str, str] | None = None)
     env: dict[str, str] = {}
     nvidia = [g for g in gpus if "CUDA" in g.indexes or "NVML" in g.indexes]
     if nvidia:
-        if all("CUDA" in g.indexes for g in nvidia):
+        if all("CUDA" in g.indexes and not g.pci_order for g in nvidia):
             env["CUDA_VISIBLE_DEVICES"] = _through(inherited.get("CUDA_VISIBLE_DEVICES"), [g.indexes["CUDA"] for g in nvidia])
         else:  # NVML numbers GPUs in PCI order: make CUDA number them the same way
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -185,7 +209,7 @@ def _through(visible: str | None, indexes: list[int]) -> str:
 def select_gpus(gpus: list[Gpu], text: str | None, where: str) -> list[Gpu]:
     """``--gpus``: ``all`` (every GPU hwloc found), or a comma list of GPUs by name (``cuda1``,
     ``nvml0``, ``rsmi3``, ``ze0``), by number (that of its name) or by PCI bus id. A GPU the node
-    does not have is refused with the list of those it has."""
+    does not have is refused with the list of those it has, a GPU named twice as such."""
     from pinlab.errors import UsageError
 
     if text is None or text.strip().lower() == "all":
@@ -205,8 +229,9 @@ def select_gpus(gpus: list[Gpu], text: str | None, where: str) -> list[Gpu]:
                 break
         if found is None:
             raise UsageError(f"--gpus {text}: {where} has no GPU {word!r} (GPUs: {have})")
-        if found not in chosen:
-            chosen.append(found)
+        if found in chosen:
+            raise UsageError(f"--gpus {text}: {word} names {found.name} ({found.busid}) a second time; name each GPU once")
+        chosen.append(found)
     if not chosen:
         raise UsageError(f"--gpus {text!r}: name at least one GPU, or all (GPUs of {where}: {have})")
     return chosen

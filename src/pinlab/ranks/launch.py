@@ -65,7 +65,7 @@ def node_split(topo: Topology, ranks: int, gpus: str | None) -> tuple[NodeSplit,
                            f"({format_cpulist(topo.allowed_cpus)}): the ranks get no GPU and the CPUs are split alone")
         else:
             chosen = select_gpus(found, gpus, topo.name)
-    split = split_node(topo, ranks, chosen)
+    split = split_node(topo, ranks, chosen, chosen=chosen is not None and len(chosen) < len(found))
     notices.extend(split.notes)
     return split, notices
 

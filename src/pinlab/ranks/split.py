@@ -65,9 +65,10 @@ class NodeSplit:
                 "gpus": [g.to_json() for g in self.gpus], "unused_cpus": format_cpulist(self.unused), "notes": self.notes}
 
 
-def split_node(topo: Topology, ranks: int, gpus: list[Gpu] | None = None) -> NodeSplit:
+def split_node(topo: Topology, ranks: int, gpus: list[Gpu] | None = None, *, chosen: bool = False) -> NodeSplit:
     """Split ``topo``'s allowed CPUs among ``ranks`` local ranks; with ``gpus`` (a non-empty
-    list), next to the GPUs (see the module's docstring)."""
+    list), next to the GPUs (see the module's docstring). ``chosen``: ``gpus`` are some of the
+    node's GPUs, picked by the user, which the notice of unused CPUs names."""
     if ranks < 1:
         raise UsageError(f"the number of ranks must be at least 1 (got {ranks})")
     allowed = topo.allowed_cpus
@@ -75,7 +76,7 @@ def split_node(topo: Topology, ranks: int, gpus: list[Gpu] | None = None) -> Nod
         raise UsageError(f"{ranks} local ranks but only {plural(len(allowed), 'allowed CPU')} on {topo.name} "
                          f"({format_cpulist(allowed)}): run fewer ranks per node")
     if gpus:
-        return _split_with_gpus(topo, ranks, gpus)
+        return _split_with_gpus(topo, ranks, gpus, chosen)
     parts = split_cpus(topo, allowed, ranks)
     domains = [RankDomain(r, cpus, _nodes_of(topo, cpus), how) for r, (cpus, how) in enumerate(parts)]
     return NodeSplit(topo, domains, [])
@@ -187,7 +188,7 @@ def _nodes_of(topo: Topology, cpus: frozenset[int]) -> frozenset[int]:
     return frozenset(n for c in cpus for n in topo.pu(c).nodes)
 
 
-def _split_with_gpus(topo: Topology, ranks: int, gpus: list[Gpu]) -> NodeSplit:
+def _split_with_gpus(topo: Topology, ranks: int, gpus: list[Gpu], chosen: bool) -> NodeSplit:
     # GPU domains: the distinct (allowed) localities, in order, each with its GPUs
     domains: list[tuple[frozenset[int], list[Gpu]]] = []
     for gpu in gpus:
@@ -237,7 +238,8 @@ def _split_with_gpus(topo: Topology, ranks: int, gpus: list[Gpu]) -> NodeSplit:
                 r += 1
     unused = topo.allowed_cpus - frozenset().union(*(d.cpus for d in result))
     if unused:
-        notes.append(f"CPUs {format_cpulist(unused)} are local to no GPU: no rank runs there")
+        which = f"none of the chosen GPUs ({','.join(g.name for g in gpus)})" if chosen else "no GPU"
+        notes.append(f"CPUs {format_cpulist(unused)} are local to {which}: no rank runs there")
     return NodeSplit(topo, result, gpus, unused, notes)
 
 

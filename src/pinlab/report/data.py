@@ -101,9 +101,16 @@ def node_summary(runs) -> tuple[list[dict[str, Any]], str | None]:
         return [], None
     nodes = [{"node": node, "hardware": hardware, "runs": int(len(group))}
              for (node, hardware), group in runs.groupby(["node", "node_hardware"], sort=True, dropna=False)]
-    kinds: dict[str, list[str]] = {}
+    # a host is one kind of node: where its description changed between runs (its memory figure
+    # as an older pinlab read it), the one most of its runs have stands for it
+    described: dict[str, tuple[int, str]] = {}
     for n in nodes:
-        kinds.setdefault(str(n["hardware"]), []).append(str(n["node"]))
+        host, runs_there = str(n["node"]), n["runs"]
+        if host not in described or runs_there > described[host][0]:
+            described[host] = (runs_there, str(n["hardware"]))
+    kinds: dict[str, list[str]] = {}
+    for host, (_, hardware) in described.items():
+        kinds.setdefault(hardware, []).append(host)
     if len(kinds) < 2:
         return nodes, None
     listed = "; ".join(f"{hardware} ({', '.join(hosts)})" for hardware, hosts in kinds.items())

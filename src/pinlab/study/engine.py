@@ -14,6 +14,7 @@ import random
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -407,7 +408,7 @@ def node_identity() -> dict[str, str]:
         topo = _this_topology()
         s = topo.summary()
         model = next((p.infos.get("CPUModel") for p in topo.packages if p.infos.get("CPUModel")), None) or platform.machine()
-        memory = sum(n.attributes.get("local_memory", 0) for n in topo.numa_nodes)
+        memory = installed_memory() or sum(n.attributes.get("local_memory", 0) for n in topo.numa_nodes)
         hardware = (f"{model}, {plural(s['packages'], 'package')}, {plural(s['cores'], 'core')}, {plural(s['pus'], 'PU')}, "
                     f"{plural(s['numa_nodes'], 'NUMA node')}" + (f", {round(memory / 2**30)} GiB" if memory else ""))
     except UsageError:
@@ -424,6 +425,19 @@ def _counters(names: tuple[str, ...]):
 
 
 @functools.lru_cache(maxsize=1)
+def installed_memory(root: Path = Path("/sys/devices/system/memory")) -> int | None:
+    """Bytes of memory online, counted in the kernel's memory blocks (None where it has none).
+    The hardware line names a node by it rather than by hwloc's figure (the nodes' MemTotal),
+    which moves on one machine: a VM's balloon and the kernel's own reservations change it, so
+    one host would look like several kinds of node."""
+    try:
+        block = int((root / "block_size_bytes").read_text().strip(), 16)
+        online = sum(1 for d in root.glob("memory[0-9]*") if (d / "state").read_text().strip() == "online")
+    except (OSError, ValueError):
+        return None
+    return block * online or None
+
+
 def _this_topology():
     """This machine's topology, read once per study (hwloc takes tens of milliseconds)."""
     from pinlab.topology import load_topology

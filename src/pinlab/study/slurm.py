@@ -7,14 +7,14 @@ The campaign lives in a directory of the shared results directory, ``RESULTS/NAM
 - ``job.sh``: the batch script (one array task = one whole node, ``--exclusive``, so a run never
   shares a node with another run of the campaign);
 - ``task-K.db``: the runs of task K, written only by that task (so no two nodes ever write one
-  SQLite file, which network file systems do not lock reliably), with ``task-K.out`` (its output)
-  and ``task-K.status`` (its exit status, written when it ends).
+  SQLite file, which network file systems do not lock reliably), with ``task-K.out`` (its output,
+  each attempt's appended after the last's) and ``task-K.status`` (its exit status, written when it ends).
 
 Task K does, on its node, a warm-up round of every configuration, then the measured runs whose
 index is K modulo the number of tasks, for every configuration, in the study's order: every
 node runs every configuration equally often, so a node's own speed cannot favour one placement.
 ``pinlab study --collect NAME`` merges the task databases into the study of the main database
-(``--db``): a run is identified by (configuration, run index, warm-up), which exactly one task
+(``--db``), with the warnings each task's checks of its node gave (named by node): a run is identified by (configuration, run index, warm-up), which exactly one task
 owns, so collecting again adds only what is new and never counts a run twice. ``--status NAME``
 tells each task's state from ``squeue``, ``sacct`` when Slurm keeps accounting, and the task's
 own files; ``--resume NAME`` resubmits the tasks that failed (a resubmitted task keeps the runs
@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -115,19 +116,25 @@ def _pinlab_command() -> str:
     return str(Path(found).absolute())
 
 
-def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions) -> str:
-    d = shlex.quote(str(campaign_dir))
+def _check_path(campaign_dir: Path) -> None:
     if any(c in str(campaign_dir) for c in '"\n'):
         raise UsageError(f"results directory {str(campaign_dir)!r} has a double quote or a newline in its path, which sbatch cannot take: choose another")
+
+
+def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions) -> str:
+    d = shlex.quote(str(campaign_dir))
+    _check_path(campaign_dir)
     job_name = re.sub(r"[^\w.-]", "_", f"pinlab-{name}")  # sbatch splits #SBATCH lines at blanks; only double quotes group
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}",
-             "#SBATCH --nodes=1", "#SBATCH --exclusive", f'#SBATCH --output="{campaign_dir}/task-%a.out"']
+             "#SBATCH --nodes=1", "#SBATCH --exclusive", f'#SBATCH --output="{campaign_dir}/task-%a.out"',
+             "#SBATCH --open-mode=append"]  # a resubmitted task adds to its output: the first attempt's end stays readable
     if options.partition:
         lines.append(f"#SBATCH --partition={options.partition}")
     if options.time:
         lines.append(f"#SBATCH --time={options.time}")
     lines += [
         "# one task = one whole node; its runs go to task-$SLURM_ARRAY_TASK_ID.db, its exit status to .status",
+        'echo "pinlab: task $SLURM_ARRAY_TASK_ID, Slurm job ${SLURM_JOB_ID:-?}, on $(hostname), starts at $(date -u +%Y-%m-%dT%H:%M:%SZ)"',
         f"{shlex.quote(_pinlab_command())} study-task {d} \"$SLURM_ARRAY_TASK_ID\"",
         "rc=$?",
         f"echo $rc > {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp && mv {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp {d}/task-\"$SLURM_ARRAY_TASK_ID\".status",
@@ -136,11 +143,16 @@ def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions)
     return "\n".join(lines) + "\n"
 
 
-def sbatch(args: list[str], env: dict[str, str] | None = None) -> str:
-    """Submit with ``sbatch --parsable ARGS``; the job id. Slurm's own message when it refuses."""
+def _sbatch_command() -> str:
     exe = shutil.which("sbatch")
     if exe is None:
         raise UsageError("sbatch not found: run on a machine with Slurm's client commands (module load slurm?), or use the local backend")
+    return exe
+
+
+def sbatch(args: list[str], env: dict[str, str] | None = None) -> str:
+    """Submit with ``sbatch --parsable ARGS``; the job id. Slurm's own message when it refuses."""
+    exe = _sbatch_command()
     proc = subprocess.run([exe, "--parsable", *args], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         message = " ".join(line.strip() for line in proc.stderr.splitlines() if line.strip()) or f"exit status {proc.returncode}"
@@ -172,21 +184,19 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
     from pinlab.study.engine import machine_description
     from pinlab.study.store import Store
 
+    _sbatch_command()  # before anything slower: without Slurm's commands nothing else matters
     plan.validate(fits=False)  # each node checks that the placements fit it as its task starts
     options.validate()
     configs = plan.configs()
     shares = split_runs(plan, len(configs), options.nodes)
-    with Store.open(db, create=True) as store:
-        if store.study(plan.name) is not None:
-            raise UsageError(f"a study named {plan.name} already exists in {db}: choose another --name")
     results = Path(options.results).resolve()
     campaign_dir = results / plan.name
+    _check_path(campaign_dir)
+    _check_db(db, plan.name)  # the database itself is created only once the job is submitted
     if (campaign_dir / CAMPAIGN).exists():
         raise UsageError(f"{campaign_dir} already holds a campaign: choose another --name or another results directory")
     fstype = filesystem_type(results)
-    if fstype not in SHARED_FILESYSTEMS:
-        say(f"pinlab: warning: results directory {results} is on a {fstype} file system, which only this machine may see: "
-            "every node must see it at the same path (NFS, Lustre, GPFS, BeeGFS...)")
+    local_fs = fstype not in SHARED_FILESYSTEMS
     try:
         campaign_dir.mkdir(exist_ok=True)
     except OSError as exc:
@@ -213,14 +223,49 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
     _write_json(campaign_dir / CAMPAIGN, campaign)
     with Store.open(db, create=True) as store:
         store.create_study(plan.name, parameters, configs, plan.seed, machine_description(), __version__, new=True)
+    if local_fs:  # said once the campaign stands: a refused one is told in its one line alone
+        say(f"pinlab: warning: results directory {results} is on a {fstype} file system, which only this machine may see: "
+            "every node must see it at the same path (NFS, Lustre, GPFS, BeeGFS...)")
     return {"study": plan.name, "job": job, "tasks": options.nodes, "dir": str(campaign_dir),
             "runs": sum(len(s) for s in shares)}
 
 
+def _check_db(db: str, name: str) -> None:
+    """Refuse a --db that could not take the study, without creating or changing it."""
+    from pinlab.study.store import Store
+
+    path = Path(os.path.abspath(db))
+    if path.exists() and not path.is_dir() and path.stat().st_size > 0:
+        with Store.open(path, create=False, readonly=True) as store:
+            if store.study(name) is not None:
+                raise UsageError(f"a study named {name} already exists in {db}: choose another --name")
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"the study database {path} is not writable: choose another --db")
+        return
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a study database: give a file path such as {path / 'study.db'}")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot create the study database {path}: directory {path.parent} does not exist; create it or choose another path")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot create the study database {path}: directory {path.parent} is not writable; choose another path")
+
+
+class TaskStopped(Exception):
+    """A task was sent SIGTERM or SIGHUP between two runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _stopped(signum, frame) -> None:
+    raise TaskStopped(signum)
+
+
 def run_task(directory: str, task: int) -> int:
     """``pinlab study-task DIR K``, on a node: task K's runs into ``DIR/task-K.db``."""
-    from pinlab.study.engine import StudyFailed, plan_from_parameters, run_study
-    from pinlab.study.store import Store
+    from pinlab.study.engine import StudyFailed, StudyInterrupted, plan_from_parameters, run_study
+    from pinlab.study.store import Store, leave_in_rollback_journal
 
     campaign = load_campaign(directory)
     tasks = campaign["tasks"]
@@ -230,21 +275,41 @@ def run_task(directory: str, task: int) -> int:
     parameters = {k: v for k, v in campaign["parameters"].items() if k != "slurm"}
     plan = plan_from_parameters(name, parameters, campaign["seed"], campaign["max_failures"])
     db = Path(directory) / f"task-{task}.db"
-    with Store.open(db, create=True) as store:
-        exists = store.study(name) is not None
+    try:
+        with Store.open(db, create=True) as store:
+            exists = store.study(name) is not None
+    except UsageError as exc:
+        raise UsageError(f"task {task}'s database cannot be read ({unreadable_reason(exc)}): {_move_aside(db, name, campaign['db'])}") from None
     only = [(c, r, bool(w)) for c, r, w in tasks[task]]
+    # scancel, the time limit and a node's shutdown send SIGTERM to every process of the task: during
+    # a run the launcher takes it (StudyInterrupted after that run), between runs this handler does
+    previous = {signum: signal.signal(signum, _stopped) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
         summary = run_study(None if exists else plan, str(db), resume=name if exists else None, max_failures=campaign["max_failures"],
                             progress=False, only=only)
     except StudyFailed as exc:  # the runs are stored: collect shows them with the rest
         print(f"pinlab: {exc}", file=sys.stderr)
         return 0
+    except (StudyInterrupted, TaskStopped, KeyboardInterrupt) as exc:  # scancel, the time limit, a node going down
+        signum = getattr(exc, "signum", signal.SIGINT)
+        stored = _stored_runs(db, name)
+        print(f"pinlab: task {task} of study {name} stopped by signal {signum} (scancel, its time limit or its node going down); "
+              f"{plural(stored, 'run') if isinstance(stored, int) else 'its runs'} of its {len(only)} stored: resubmit it with "
+              f"`pinlab study --resume {name} --db {shlex.quote(campaign['db'])}` (it keeps them and does the rest)", file=sys.stderr)
+        return 128 + signum
+    finally:  # however the task ends, its file is left whole, without -wal/-shm beside it
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        try:
+            leave_in_rollback_journal(db)
+        except sqlite3.Error as exc:
+            print(f"pinlab: warning: {db} stays in write-ahead-log mode ({exc}): collect it from a machine that sees its -wal file", file=sys.stderr)
     print(f"pinlab: task {task} of study {name}: {plural(summary['runs'], 'run')} stored in {db} ({summary['new_runs']} new, "
           f"{summary['failures']} failed)", file=sys.stderr)
     return 0
 
 
-def _campaign_of(db: str, name: str):
+def _campaign_of(db: str, name: str, option: str = "--collect"):
     from pinlab.study.store import Store
 
     with Store.open(db, create=False) as store:
@@ -254,7 +319,7 @@ def _campaign_of(db: str, name: str):
             raise UsageError(f"no study named {name!r} in {db} (studies there: {names})")
         slurm = study.parameters.get("slurm")
         if not slurm:
-            raise UsageError(f"study {name} in {db} ran here, not on Slurm: nothing to collect (see pinlab report {name})")
+            raise UsageError(f"study {name} in {db} ran here, not on Slurm: {option} is for a Slurm campaign's tasks (see pinlab report {name})")
     return study, load_campaign(slurm["dir"]), Path(slurm["dir"])
 
 
@@ -271,6 +336,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
     missing: list[int] = []
     incomplete: dict[int, tuple[int, int]] = {}
     damaged: dict[int, str] = {}
+    node_warnings: list[str] = []  # each task's checks of its node (ASLR, a VM, busy CPUs...), said of that node
     with Store.open(db, create=False) as store:
         config_id = {c["position"]: c["id"] for c in store.configs(study.id)}
         have = {(r["config_id"], r["run_index"], r["warmup"]) for r in store.runs_frame(name)}
@@ -287,8 +353,9 @@ def collect(db: str, name: str) -> dict[str, Any]:
                         missing.append(task)
                         continue
                     rows = source.runs_frame(name, record=True)
+                    task_study = source.study(name)
             except (UsageError, sqlite3.Error) as exc:  # a damaged task file: the others are merged all the same
-                damaged[task] = str(exc)
+                damaged[task] = unreadable_reason(exc)
                 continue
             for row in rows:
                 key = (config_id[row["position"]], row["run_index"], row["warmup"])
@@ -300,11 +367,15 @@ def collect(db: str, name: str) -> dict[str, Any]:
                 added += 1
             if len(rows) < len(share):
                 incomplete[task] = (len(rows), len(share))
+            host = task_study.machine.get("hostname") or f"task {task}"
+            node_warnings += [f"node {host}: {w}" for w in task_study.warnings]
+        new_warnings = [w for w in dict.fromkeys(node_warnings) if w not in study.warnings]
+        store.add_warnings(study.id, new_warnings)
         expected = sum(len(share) for share in campaign["tasks"])
         if not missing and not incomplete and not damaged and not waiting and study.finished_at is None:
             store.finish(study.id)
     return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete, "damaged": damaged, "waiting": waiting,
-            "collected": len(have), "expected": expected}
+            "collected": len(have), "expected": expected, "warnings": new_warnings}
 
 
 def _squeue(job_ids: list[str]) -> dict[str, str] | None:
@@ -345,7 +416,8 @@ _WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RES
 _RUNNING = frozenset({"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"})
 
 
-def _stored_runs(path: Path, name: str) -> int:
+def _stored_runs(path: Path, name: str) -> int | str:
+    """The runs a task's database holds, or why it cannot be read."""
     from pinlab.study.store import Store
 
     if not path.exists():
@@ -353,17 +425,31 @@ def _stored_runs(path: Path, name: str) -> int:
     try:
         with Store.open(path, create=False, readonly=True) as source:
             return len(source.runs_frame(name)) if source.study(name) else 0
-    except (UsageError, sqlite3.Error):
-        return 0
+    except (UsageError, sqlite3.Error) as exc:
+        return unreadable_reason(exc)
 
 
-def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
+def unreadable_reason(exc: Exception) -> str:
+    """Why a task's database cannot be read, without the advice meant for a study's own --db
+    (a task's file is not one the user names)."""
+    text = str(exc)
+    for advice in (": give another --db path", "; give another --db path", "; nothing was written", ": run a study into it first", "; check "):
+        text = text.split(advice)[0]
+    return text
+
+
+def _move_aside(path: Path, name: str, db: str) -> str:
+    return (f"move {path} aside (its runs are then run again) and resubmit the task with "
+            f"`pinlab study --resume {name} --db {shlex.quote(db)}`")
+
+
+def task_states(db: str, name: str, count: bool = True, option: str = "--status") -> list[dict[str, Any]]:
     """Each task: its job, its state, runs stored and expected. The state is ``done`` or
     ``failed`` once the task has ended (its status file, else Slurm's accounting, else its absence
     from the queue), ``pending`` or ``running`` while Slurm has it, and ``unknown`` when squeue
     cannot be asked. ``count=False`` reads no task file (``runs`` is None): whether a task still
     runs needs none, and ``done`` then means only that it ended well."""
-    study, campaign, directory = _campaign_of(db, name)
+    study, campaign, directory = _campaign_of(db, name, option)
     jobs = campaign.get("jobs", {})
     queued = _squeue(list(jobs.values()))
     accounted = _sacct(list(jobs.values()))
@@ -371,12 +457,16 @@ def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
     for task, share in enumerate(campaign["tasks"]):
         job = jobs.get(str(task), "")
         stored = _stored_runs(directory / f"task-{task}.db", name) if count else None
-        complete = stored is None or stored >= len(share)
+        unreadable = stored if isinstance(stored, str) else None
+        complete = stored is None or (unreadable is None and stored >= len(share))
         status_file = directory / f"task-{task}.status"
+        output = directory / f"task-{task}.out"
         slurm_state = (queued or {}).get(job) or accounted.get(job, "")
-        if status_file.exists():  # written by the job script as the task ends (a resubmitted task's old one is removed)
+        if unreadable is not None and slurm_state not in _WAITING | _RUNNING:
+            state, detail = "failed", f"its database cannot be read ({unreadable}): move it aside, then --resume runs the task again"
+        elif status_file.exists():  # written by the job script as the task ends (a resubmitted task's old one is removed)
             code = status_file.read_text().strip()
-            state, detail = ("done", "") if code == "0" and complete else ("failed", f"exit status {code}")
+            state, detail = ("done", "") if code == "0" and complete else ("failed", f"exit status {code} (see {output})")
         elif slurm_state in _WAITING:
             state, detail = "pending", slurm_state
         elif slurm_state in _RUNNING:
@@ -387,17 +477,23 @@ def task_states(db: str, name: str, count: bool = True) -> list[dict[str, Any]]:
         elif queued is None:
             state, detail = "unknown", "squeue cannot be asked: the task may still be queued or running"
         else:
-            state, detail = "failed", f"ended without finishing (see {directory / f'task-{task}.out'})"
-        out.append({"task": task, "job": job, "state": state, "detail": detail, "runs": stored, "expected": len(share)})
+            state, detail = "failed", f"ended without finishing (see {output})"
+        out.append({"task": task, "job": job, "state": state, "detail": detail, "runs": None if unreadable else stored, "expected": len(share),
+                    "unreadable": unreadable})
     return out
 
 
 def resubmit(db: str, name: str, say: Callable[[str], None] = print) -> dict[str, Any]:
     """``--resume NAME`` of a campaign: resubmit its failed tasks (they keep the runs they stored)."""
     study, campaign, directory = _campaign_of(db, name)
-    states = task_states(db, name)
+    states = task_states(db, name, option="--resume")
     if any(t["state"] == "unknown" for t in states):
         raise UsageError(f"cannot tell which tasks of {name} have ended (squeue cannot be asked): nothing resubmitted; try again")
+    unreadable = [t for t in states if t["state"] == "failed" and t["unreadable"]]
+    if unreadable:  # resubmitted, the task would meet the same file and fail again
+        listed = "; ".join(f"task {t['task']}: {t['unreadable']}" for t in unreadable)
+        raise UsageError(f"{plural(len(unreadable), 'task')} of {name} cannot read {'its' if len(unreadable) == 1 else 'their'} database ({listed}): "
+                         f"move {'it' if len(unreadable) == 1 else 'them'} aside (the runs are then run again) and --resume again; nothing resubmitted")
     failed = [t["task"] for t in states if t["state"] == "failed"]
     if not failed:
         return {"study": name, "resubmitted": [], "job": None}

@@ -231,6 +231,18 @@ def damaged(path: str | os.PathLike, error: object) -> UsageError:
                       f"`sqlite3 {path} .recover | sqlite3 recovered.db` and use --db recovered.db")
 
 
+def leave_in_rollback_journal(path: str | os.PathLike) -> None:
+    """Switch the database at ``path`` from write-ahead logging to a rollback journal, when no
+    one else has it open: the log is written back into the file and the ``-wal``/``-shm`` files
+    go. A file left on a network file system for other machines to read (a Slurm task's) is
+    then one plain file, with no shared-memory index that their clients do not share."""
+    conn = sqlite3.connect(_uri(Path(os.path.abspath(os.fspath(path))), "rw"), uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+    finally:
+        conn.close()
+
+
 @contextmanager
 def damaged_database(path: str | os.PathLike) -> Iterator[None]:
     """Turn SQLite's "malformed"/"not a database" errors met while reading ``path`` into :func:`damaged`."""

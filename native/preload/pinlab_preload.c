@@ -127,6 +127,9 @@ static atomic_long creations;     /* all pthread_create calls, the creation inde
 static atomic_long next_slot = 1; /* the next worker slot (slot 0 is the main thread), without a ring */
 static atomic_int main_wide;      /* the main thread still runs on the plan's CPUs (narrowed at its first create) */
 static atomic_long created;       /* threads really created */
+/* This process was started by the program under PINLAB_CHILDREN=unpinned: its threads take no
+ * slot and run on the allowed CPUs, as its main thread does. */
+static int process_unpinned;
 
 /* The plan CPU of the calling thread, -1 if it has none (helpers, unpinned threads). */
 static __thread int my_planned __attribute__((tls_model("initial-exec"))) = -1;
@@ -882,6 +885,7 @@ static void place_main_thread(void)
         wide = 0;
     }
     my_planned = planned;
+    process_unpinned = !first && cfg.children == CHILDREN_UNPINNED;
     if (planned >= 0) {
         int node = node_of(planned);
         if (node >= 0 && bind_memory(node) != 0)
@@ -1296,6 +1300,9 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
     int use_helper_mask = 0;
     if (is_skipped(index) || helper_routine) {
         role = ROLE_HELPER;
+        use_helper_mask = 1;
+    } else if (process_unpinned) {
+        role = ROLE_WORKER; /* a worker of a process left unpinned: no slot, the allowed CPUs */
         use_helper_mask = 1;
     } else {
         role = ROLE_WORKER;

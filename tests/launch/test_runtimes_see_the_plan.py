@@ -136,3 +136,24 @@ def test_a_shell_pipeline_gets_one_slot_per_process(tmp_path):
     assert result.returncode == 0, result.stderr
     got = [parse_cpulist(row.split(":")[1]) for row in result.stdout.splitlines()]
     assert got == [[PLAN[1 % len(PLAN)]], [PLAN[2 % len(PLAN)]]] or got == [[PLAN[1 % len(PLAN)]], [PLAN[3 % len(PLAN)]]]
+
+
+THREAD_MASK = "import os, threading; t = threading.Thread(target=lambda: print(sorted(os.sched_getaffinity(0)), flush=True)); t.start(); t.join()"
+
+
+@needs_two
+def test_the_threads_of_an_unpinned_child_process_are_unpinned_too(tmp_path):
+    """sh -c 'python3 ...; true': python is a child of sh (no exec); under --children unpinned its
+    thread runs on every allowed CPU, takes no slot, and the record does not call it pinned."""
+    record = tmp_path / "r.json"
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, PLAN)), "--children", "unpinned", "--record", str(record),
+                        "--", "sh", "-c", f"{sys.executable} -c '{THREAD_MASK}'; true")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ALLOWED
+    data = json.loads(record.read_text())
+    first = data["pid"]
+    child_threads = [t for t in data["threads"] if t["pid"] != first and t["role"] != "main"]
+    assert len(child_threads) == 1
+    thread = child_threads[0]
+    assert thread["planned_cpu"] is None and thread["slot"] is None and thread["pinned_as_planned"] is None
+    assert parse_cpulist(thread["mask_at_start"]) == ALLOWED

@@ -584,6 +584,9 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         record.exit_status = os.WEXITSTATUS(status)
     if events:
         _read_events(events, record, start_ns)
+        wrapped = record.wrapped_slots(len(spec.cpus)) if spec.cpus and spec.overflow == "wrap" else None
+        if wrapped:
+            record.warnings.append(wrapped)
     return record
 
 

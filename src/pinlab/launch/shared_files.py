@@ -43,8 +43,13 @@ def create(directory: str, kind: str) -> tuple[str, int]:
 
 
 def hold(path: str, fd: int) -> None:
-    """Lock ``path`` (open as ``fd``) for this process's life, until :func:`release`."""
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    """Lock ``path`` (open as ``fd``) for this process's life, until :func:`release`. A file
+    system without locks (some network ones, in PINLAB_EVENTS_DIR) leaves the PID in the name as
+    the only sign of life: the run goes on."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        pass
     _held[path] = fd
 
 

@@ -36,7 +36,9 @@
  * Slots are the program's, not one process's: with an event ring, the ring's header page holds
  * the count of slots handed out and which process holds which slot, shared by every process of
  * the program (fork, vfork, posix_spawn, exec), so threads and processes take the plan's CPUs
- * in the order they appear. The first process's main thread starts on the union of the plan's
+ * in the order they appear. A process that ends gives its slot back (release_slot at exit,
+ * reclaim_dead for one that left with _exit), and the lowest slot given back is taken before a
+ * new one (reuse_slot). The first process's main thread starts on the union of the plan's
  * CPUs, so that runtimes sizing their pools from sched_getaffinity (OpenBLAS, libgomp without
  * OMP_NUM_THREADS, Rust, Go, Java, TBB) see the plan's CPUs, and is narrowed to its own CPU
  * (slot 0) when it creates its first thread, before that thread exists.
@@ -127,6 +129,9 @@ static atomic_long creations;     /* all pthread_create calls, the creation inde
 static atomic_long next_slot = 1; /* the next worker slot (slot 0 is the main thread), without a ring */
 static atomic_int main_wide;      /* the main thread still runs on the plan's CPUs (narrowed at its first create) */
 static atomic_long created;       /* threads really created */
+/* This process was started by the program under PINLAB_CHILDREN=unpinned: its threads take no
+ * slot and run on the allowed CPUs, as its main thread does. */
+static int process_unpinned;
 
 /* The plan CPU of the calling thread, -1 if it has none (helpers, unpinned threads). */
 static __thread int my_planned __attribute__((tls_model("initial-exec"))) = -1;
@@ -350,12 +355,13 @@ struct ring_header {
     /* Shared by all the program's processes (zero as pinlab run makes the file): */
     _Atomic uint64_t slots_taken; /* slots handed out after slot 0 */
     _Atomic int32_t first_pid;    /* the process holding slot 0 (the one pinlab started) */
-    int32_t unused;
+    _Atomic int32_t released;     /* entries of the table holding the slot of a process that ended */
     struct {
-        _Atomic int32_t pid; /* 0 = free */
+        _Atomic int32_t pid; /* 0 = free; SLOT_RELEASED: the slot of a process that ended, for the next taker */
         _Atomic int32_t slot; /* its main thread's slot, -1 if none */
     } processes[PROCESS_TABLE];
 };
+#define SLOT_RELEASED (-1)
 _Static_assert(sizeof(struct ring_header) <= 4096, "the ring header is one page");
 static struct ring_header *ring;
 
@@ -436,12 +442,43 @@ static int ring_append(const char *line, size_t len)
     return 1;
 }
 
+/* A slot a process that ended gave back (see release_slot), claimed for `taker` (a pid: the entry
+ * becomes that process's; 0: a thread's, the entry is freed); -1 if there is none. The lowest such
+ * slot, so that a wrapper script's short commands, each ending before the next starts, leave the
+ * slots after theirs to the program it starts. */
+static long reuse_slot(int32_t taker)
+{
+    while (ring && atomic_load_explicit(&ring->released, memory_order_acquire) > 0) {
+        int best = -1;
+        int32_t best_slot = INT32_MAX;
+        for (int i = 0; i < PROCESS_TABLE; i++)
+            if (atomic_load(&ring->processes[i].pid) == SLOT_RELEASED) {
+                int32_t slot = atomic_load(&ring->processes[i].slot);
+                if (slot < best_slot) {
+                    best = i;
+                    best_slot = slot;
+                }
+            }
+        if (best < 0)
+            return -1;
+        int32_t expected = SLOT_RELEASED;
+        if (atomic_compare_exchange_strong(&ring->processes[best].pid, &expected, taker)) {
+            atomic_fetch_sub(&ring->released, 1);
+            return best_slot;
+        } /* another taker won it: look again */
+    }
+    return -1;
+}
+
 /* The next slot of the plan: shared by all the program's processes when there is a ring (the
- * first process's main thread holds slot 0), else this process's own count. */
+ * first process's main thread holds slot 0; a slot given back by a process that ended comes
+ * first), else this process's own count. */
 static long take_slot(void)
 {
-    if (ring)
-        return 1 + (long)atomic_fetch_add(&ring->slots_taken, 1);
+    if (ring) {
+        long slot = reuse_slot(0);
+        return slot >= 0 ? slot : 1 + (long)atomic_fetch_add(&ring->slots_taken, 1);
+    }
     return atomic_fetch_add(&next_slot, 1);
 }
 
@@ -452,6 +489,42 @@ static long process_slot(pid_t pid)
         if (atomic_load(&ring->processes[i].pid) == pid)
             return atomic_load(&ring->processes[i].slot);
     return -2;
+}
+
+/* A process that ends (not one that execs: destructors do not run then) gives its slot back, so
+ * that the next process or thread of the program takes it rather than the plan's next CPU. */
+static void release_slot(pid_t pid)
+{
+    for (int i = 0; ring && i < PROCESS_TABLE; i++) {
+        int32_t mine = (int32_t)pid;
+        if (atomic_load(&ring->processes[i].pid) == mine) {
+            if (atomic_load(&ring->processes[i].slot) < 0) {
+                atomic_store(&ring->processes[i].pid, 0); /* no slot to give back */
+                return;
+            }
+            if (atomic_compare_exchange_strong(&ring->processes[i].pid, &mine, SLOT_RELEASED))
+                atomic_fetch_add_explicit(&ring->released, 1, memory_order_release);
+            return;
+        }
+    }
+}
+
+/* Give back the slots of processes that ended without saying so (_exit, as shells end their
+ * subshells, or a signal): checked as a process starts, when its parent has usually reaped the
+ * one before (a shell waits for each command substitution). A zombie not yet reaped still counts
+ * as alive. One kill(pid, 0) per process in the table, on process creation only. */
+static void reclaim_dead(void)
+{
+    int32_t first = ring ? atomic_load(&ring->first_pid) : 0;
+    for (int i = 0; ring && i < PROCESS_TABLE; i++) {
+        int32_t pid = atomic_load(&ring->processes[i].pid);
+        if (pid <= 0 || pid == first || atomic_load(&ring->processes[i].slot) < 0)
+            continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (atomic_compare_exchange_strong(&ring->processes[i].pid, &pid, SLOT_RELEASED))
+            atomic_fetch_add_explicit(&ring->released, 1, memory_order_release);
+    }
 }
 
 /* Remember a process's slot, so that the program it execs keeps it; a full table forgets. */
@@ -857,7 +930,16 @@ static void place_main_thread(void)
         if (!atomic_compare_exchange_strong(&ring->first_pid, &nobody, (int32_t)me) && nobody != (int32_t)me) {
             first = 0;
             slot = process_slot(me);
-            if (slot == -2) {
+            long reused = -1;
+            if (slot == -2 && cfg.children == CHILDREN_NEXT) {
+                int saved = errno;
+                reclaim_dead();
+                errno = saved;
+                reused = reuse_slot((int32_t)me);
+            }
+            if (reused >= 0) {
+                slot = reused; /* a slot given back, and its table entry with it */
+            } else if (slot == -2) {
                 slot = cfg.children == CHILDREN_NEXT ? take_slot() : -1;
                 register_process(me, slot);
             }
@@ -882,6 +964,7 @@ static void place_main_thread(void)
         wide = 0;
     }
     my_planned = planned;
+    process_unpinned = !first && cfg.children == CHILDREN_UNPINNED;
     if (planned >= 0) {
         int node = node_of(planned);
         if (node >= 0 && bind_memory(node) != 0)
@@ -1057,6 +1140,8 @@ __attribute__((destructor)) static void pinlab_destructor(void)
     size_t used = 0;
     put_fmt(line, sizeof line, &used, "exit pid=%d threads=%ld", (int)my_pid(), atomic_load(&created));
     emit_line(line, sizeof line, used);
+    if (ring && atomic_load(&ring->first_pid) != (int32_t)my_pid())
+        release_slot(my_pid()); /* last: the line above is written before another process reuses the slot */
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -1296,6 +1381,9 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
     int use_helper_mask = 0;
     if (is_skipped(index) || helper_routine) {
         role = ROLE_HELPER;
+        use_helper_mask = 1;
+    } else if (process_unpinned) {
+        role = ROLE_WORKER; /* a worker of a process left unpinned: no slot, the allowed CPUs */
         use_helper_mask = 1;
     } else {
         role = ROLE_WORKER;

@@ -82,6 +82,8 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
     from pinlab.placement.exports import FORMATS, export
     from pinlab.topology import load_topology
 
+    if ranks is not None and rank.strip().lower() not in ("auto", "off"):
+        raise UsageError(f"--ranks {ranks} previews the split among all the ranks and --rank {rank} places one rank: give one of them")
     if ranks is not None or gpus is not None:
         _place_ranks(source, ranks, gpus, fmt, picture, dict(strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe,
                                                              seed=seed, cpu_kind=cpu_kind, graph=_graph_option(graph_file, strict),
@@ -1104,9 +1106,11 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
     from pinlab.measure.calibrate_show import LATENCY_TITLE, MEMORY_TITLE, check_picture_path, draw, latency_table, legend, memory_table
     from pinlab.topology import load_topology
 
-    if output:
+    if output is not None:
         from pinlab.outputs import check_writable
 
+        if not output.lower().endswith(".xml"):
+            raise UsageError(f"-o {output!r}: the calibrated topology is hwloc XML; give a file name ending in .xml")
         check_writable(output, "the calibrated topology")
     if picture:
         check_picture_path(picture)
@@ -1122,7 +1126,7 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
         console.print(MEMORY_TITLE, highlight=False)
         console.print(memory_table(result))
         console.print(f"memory measured in {result.memory_seconds:.2f} s")
-    if output:
+    if output is not None:
         try:
             Path(output).write_text(calibrated_xml(topo, result), encoding="utf-8")
         except OSError as exc:
@@ -1177,11 +1181,12 @@ def cc(verbose, command) -> int:
     """Build a program for pinlab trace --method exact: pinlab cc -- COMPILER ARGS...
 
     Compile steps get -fsanitize=thread; the link step gets pinlab's tracer runtime instead of
-    ThreadSanitizer's (a command doing both is split). Exits with the compiler's status.
+    ThreadSanitizer's (a command doing both is split). Exits with the compiler's status; 127 for a
+    compiler that is not found, 126 for one that cannot be executed, 2 for one that does not build.
     """
     from pinlab.graph.trace.cc import build
 
-    return build(list(command), echo=(lambda line: click.echo(line, err=True)) if verbose else None)
+    return _started(lambda: build(list(command), echo=(lambda line: click.echo(line, err=True)) if verbose else None))
 
 
 @cli.command()

@@ -80,23 +80,22 @@ def create(directory: str | None = None, slots: int = DEFAULT_SLOTS) -> str:
     directory = os.path.abspath(directory) if directory else shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create a heartbeat file in {directory}: not a writable directory")
-    for attempt in range(100):
-        path = os.path.join(directory, f"pinlab-heartbeat-{os.getpid()}-{time.monotonic_ns()}-{attempt}.bin")
-        try:
-            if _write_new(path, slots):
-                return path
-        except OSError as exc:
-            raise UsageError(f"cannot create a heartbeat file in {directory}: {exc.strerror}") from None
-    raise UsageError(f"cannot create a heartbeat file in {directory}")
+    from pinlab.launch import shared_files
+
+    try:
+        path, fd = shared_files.create(directory, "heartbeat")
+        os.ftruncate(fd, file_bytes(slots))  # the program starts after this: it never sees a partial header
+        os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, slots, 0), 0)
+    except OSError as exc:
+        raise UsageError(f"cannot create a heartbeat file in {directory}: {exc.strerror or exc}") from None
+    return path
 
 
 def remove(path: str | None) -> None:
     """Delete a heartbeat file; one already gone is fine."""
-    if path:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+    from pinlab.launch import shared_files
+
+    shared_files.release(path)
 
 
 def path_of_process(pid: int) -> str | None:

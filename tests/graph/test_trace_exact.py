@@ -189,7 +189,13 @@ def test_library_checks_match_the_command_line(tmp_path):
 
 def test_pinlab_cc_errors(tmp_path):
     missing = run_pinlab("cc", "--", "no-such-compiler-pinlab", "x.c")
-    assert missing.returncode == 2 and "not found" in missing.stderr and missing.stderr.count("\n") == 1
+    assert missing.returncode == 127 and "not found" in missing.stderr and missing.stderr.count("\n") == 1
+    directory = run_pinlab("cc", "--", str(tmp_path), "x.c")  # as env(1): found but not executable
+    assert directory.returncode == 126 and "cannot be executed" in directory.stderr and directory.stderr.count("\n") == 1
+    not_a_compiler = run_pinlab("cc", "--", "true", "x.c")  # exits 0 without compiling anything
+    assert not_a_compiler.returncode == 2 and not_a_compiler.stderr == (
+        "pinlab: error: 'true' exited 0 but wrote no object file for a one-line C test: it is not a compiler; "
+        "give a C/C++ compiler, for example gcc or clang\n")
     fake = tmp_path / "fakecc"
     fake.write_text("#!/bin/sh\necho 'unrecognized option -fsanitize=thread' >&2\nexit 1\n")
     fake.chmod(0o755)

@@ -168,6 +168,8 @@ def test_memory_policies_are_applied_before_the_program_starts():
         (["--mem", "preferred:0,0"], "exactly one node"),
         (["--mem", "local:0"], "takes no nodes"),
         (["--mem", "follow"], "needs a placement"),
+        (["--mem", "bind:0;interleave:all"], "--mem takes one memory policy for the whole program, not a list (got 'bind:0;interleave:all')"),
+        (["--mem", "bind:0-1x:2"], "malformed node list of --mem bind '0-1x:2': expected numbers and ranges such as 0,2,4-7"),
         (["-c", "0-99999"], "does not exist on this machine"),
         (["-c", "0,x"], "malformed CPU list"),
         (["-s", "compact"], "needs a thread count"),

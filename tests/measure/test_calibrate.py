@@ -206,3 +206,14 @@ def test_the_native_program_refuses_bad_arguments():
                           (["memory", "--cpu", "0"], "needs --cpu, --node and --bytes"), (["bounce"], "unknown mode")):
         proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+
+
+@pytest.mark.parametrize("name", ["existing.json", ""])
+def test_an_output_that_is_not_an_xml_file_is_refused_before_measuring_and_left_alone(tmp_path, name):
+    """-o writes hwloc XML: a .json file of the user's is not overwritten, an empty name is not ignored."""
+    target = tmp_path / "existing.json"
+    target.write_text('{"mine": true}\n')
+    proc = run_pinlab("calibrate", "--quick", "-o", str(target) if name else "")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"pinlab: error: -o {str(target) if name else ''!r}: the calibrated topology is hwloc XML; give a file name ending in .xml\n"
+    assert target.read_text() == '{"mine": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["existing.json"]

@@ -5,6 +5,7 @@ space and every kind of mapping; the real command on a real process that holds a
 of touched memory, against numastat -p's totals. Several nodes for real: tests/vm/test_vm_memory.py.
 """
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -145,3 +146,42 @@ def test_the_library_refuses_a_gone_process():
     time.sleep(0.05)
     with pytest.raises(UsageError, match="no process"):
         memmap(proc.pid)
+
+
+def _a_kernel_thread() -> int | None:
+    """A kernel thread visible here (PF_KTHREAD in /proc/PID/stat's flags), or None."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rpartition(")")[2].split()[6]) & 0x00200000:
+                        return int(entry)
+            except (OSError, IndexError, ValueError):
+                continue
+    return None
+
+
+def test_a_kernel_thread_is_refused_not_shown_as_empty_tables():
+    pid = _a_kernel_thread()
+    if pid is None:
+        pytest.skip("no kernel thread is visible in this PID namespace")
+    result = run_pinlab("memmap", str(pid))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"pinlab: error: process {pid} is a kernel thread: it has no memory map of its own; give the PID of a program (pinlab ps lists them)\n"
+
+
+def test_a_thread_id_is_refused_with_its_process_named():
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, threading; t = threading.Thread(target=sys.stdin.read); t.start(); "
+                             "print(t.native_id, flush=True); t.join()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        tid = int(proc.stdout.readline())
+        assert tid != proc.pid
+        result = run_pinlab("memmap", str(tid))
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr == (f"pinlab: error: {tid} is a thread of process {proc.pid}, and threads share their process's memory: "
+                                 f"give the process, pinlab memmap {proc.pid}\n")
+        with pytest.raises(UsageError, match=f"thread of process {proc.pid}"):
+            memmap(tid)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)

@@ -1,4 +1,6 @@
 """CPU lists and likwid-style domain expressions."""
+from pathlib import Path
+
 import pytest
 
 from pinlab.errors import UsageError
@@ -71,8 +73,41 @@ def test_die_and_group_domains():
     epyc = load_topology("epyc-7763-2s")
     assert resolve(epyc, "G1:0-1") == [16, 17]
     assert resolve(epyc, "M5:0") == [80]
-    with pytest.raises(UsageError, match="no Die objects"):
-        resolve(epyc, "D0")
+
+
+@pytest.mark.parametrize("preset", ["epyc-7763-2s", "nehalem-ep", "x7560-4x8"])
+def test_without_die_objects_each_package_is_one_die_as_likwid_counts(preset):
+    topo = load_topology(preset)
+    assert not topo.objects("Die") and len(topo.objects("Package")) > 1
+    assert resolve(topo, "D1:0-1") == resolve(topo, "S1:0-1")
+    assert resolve(topo, "D1") == resolve(topo, "S1")
+    assert resolve(topo, "D:scatter") == resolve(topo, "S:scatter")
+    with pytest.raises(UsageError, match=f"domain D9 does not exist: this topology has {len(topo.objects('Package'))}"):
+        resolve(topo, "D9")
+
+
+HETEROMEM = Path(__file__).parent / "data" / "64intel64-heteromem.xml"
+
+
+@pytest.mark.parametrize("source, first", [
+    # hwloc's test machine: one package in four quadrants, each with a DDR and an MCDRAM node over its 4 cores x 4 PUs
+    (str(HETEROMEM), [0, 4, 8, 12, 1, 5, 9, 13]),
+    ("synthetic:pack:2 [numa] [numa] core:4 pu:2", [0, 8, 2, 10, 4, 12, 6, 14]),  # DDR and HBM nodes of each package
+])
+def test_m_scatter_deals_each_cpu_once_where_numa_nodes_share_their_cpus(source, first):
+    topo = load_topology(source)
+    assert len(topo.numa_nodes) == 2 * len({n.cpus for n in topo.numa_nodes})  # every node shares its CPUs with another
+    dealt = resolve(topo, "M:scatter")
+    assert sorted(dealt) == sorted(topo.allowed_cpus) and dealt[: len(first)] == first
+    assert make_placement(topo, cpus="M:scatter", threads=len(first)).cpus == first
+
+
+def test_m_numbers_are_the_os_node_numbers_on_the_quadrant_machine():
+    """The README's example: hwloc's logical node 1 (likwid's M1) is OS node 7, quadrant 0's MCDRAM."""
+    topo = load_topology(str(HETEROMEM))
+    assert [n.os_index for n in topo.numa_nodes][:2] == [0, 7]
+    assert resolve(topo, "M7:0-3") == resolve(topo, "M0:0-3") == [0, 1, 2, 3]
+    assert resolve(topo, "M1:0-3") == [4, 5, 6, 7]
 
 
 def test_domain_lists_skip_cpus_that_are_not_allowed(x7560):

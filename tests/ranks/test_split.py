@@ -113,6 +113,8 @@ def test_place_ranks_prints_the_table_and_json(tmp_path):
     (["--gpus", "-t", "dunnington-96"], "give the number of ranks with --ranks R"),
     (["--ranks", "2", "-t", "dunnington-96", "-f", "omp"], "--ranks prints a table (-f list) or JSON (-f json)"),
     (["--ranks", "4", "-t", "dunnington-96", "-s", "compact", "-n", "25"], "rank 0 of 4 (CPUs 0-23, NUMA node 0):"),
+    (["--ranks", "2", "--rank", "0/2", "-t", "dunnington-96"],
+     "--ranks 2 previews the split among all the ranks and --rank 0/2 places one rank: give one of them"),
 ])
 def test_place_ranks_refuses_bad_input_in_one_line(args, message):
     result = run_pinlab("place", *args)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import time
 from collections.abc import Sequence
 
 MAGIC = b"PINLABP1"
@@ -23,23 +22,18 @@ class LivePlan:
     """A live plan file for one program: create it, :meth:`write` each new candidate, :meth:`close`."""
 
     def __init__(self, cpus: Sequence[int], directory: str) -> None:
+        from pinlab.launch import shared_files
+
         self.ncpus = len(cpus)
         self.generation = 0
-        for attempt in range(100):
-            self.path = os.path.join(directory, f"pinlab-plan-{os.getpid()}-{time.monotonic_ns()}-{attempt}.bin")
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise OSError(f"cannot create a live plan file in {directory}")
+        self.path, fd = shared_files.create(directory, "plan")  # held until close(): removed at the next start if pinlab is killed
         try:
             size = _HEADER.size + 4 * self.ncpus
             os.ftruncate(fd, size)
             self._map = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        except BaseException:
+            shared_files.release(self.path)
+            raise
         self._map[:_HEADER.size] = _HEADER.pack(MAGIC, 0, self.ncpus, 0)
         self.write(cpus)
 
@@ -55,8 +49,7 @@ class LivePlan:
         return list(struct.unpack_from(f"={self.ncpus}i", self._map, _HEADER.size))
 
     def close(self) -> None:
+        from pinlab.launch import shared_files
+
         self._map.close()
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        shared_files.release(self.path)

@@ -70,6 +70,8 @@ def parse_policy(text: str | None) -> MemPolicy:
         return MemPolicy(kind, nodes, check_weights(text, nodes, weights))
     if kind not in ("bind", "interleave", "preferred"):
         raise UsageError(f"unknown memory policy {text!r}: use one of: {POLICIES}")
+    if ";" in arg:
+        raise UsageError(f"--mem takes one memory policy for the whole program, not a list (got {text!r}); use one of: {POLICIES}")
     if not arg:
         raise UsageError(f"memory policy {kind} needs nodes, e.g. {kind}:0{'' if kind == 'preferred' else ',1'}")
     return MemPolicy(kind, _checked_nodes(kind, arg))

@@ -300,6 +300,26 @@ class RunRecord:
                 entry["slot"], entry["planned_cpu"] = t.slot, t.planned_cpu
         return list(found.values())
 
+    def wrapped_slots(self, plan_cpus: int) -> str | None:
+        """A warning when the process pinlab started created no thread and ran the program as a
+        child (a wrapper script that forks instead of exec'ing: it holds slot 0, the program's
+        threads come one slot later) and so the program's threads took plan slots past the plan's
+        end, sharing its CPUs round-robin; None otherwise (a program that simply starts more
+        threads than the plan has CPUs is told about by the OpenMP checks, or chose to)."""
+        threaded = {t.pid for t in self.threads if t.role != "main"}  # processes that created threads
+        if not threaded or self.pid in threaded:
+            return None
+        wrapped = [t for t in self.threads if t.slot is not None and t.slot >= plan_cpus and t.pid in threaded]
+        if not wrapped:
+            return None
+        first = next((t for t in self.threads if t.pid == self.pid), None)
+        program = os.path.basename(first.start_library or "") if first is not None else ""
+        return (f"{plural(len(wrapped), 'thread')} of {plural(len({t.pid for t in wrapped}), 'process', 'processes')} took plan slots "
+                f"past the plan's {plural(plan_cpus, 'CPU')} and share its CPUs round-robin (--overflow wrap): the process pinlab "
+                f"started ({program or 'pid ' + str(self.pid)}) created no thread and holds slot 0 while "
+                f"{plural(len(threaded), 'process', 'processes')} it started created the threads; if it is a wrapper script, "
+                "let it exec the program (exec prog \"$@\") so that the program holds slot 0, or plan one more CPU")
+
     def to_json(self) -> dict[str, Any]:
         threads = []
         for t in self.threads:

@@ -220,19 +220,19 @@ def _new_events_file() -> str:
     directory = shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create the thread event file in {directory} (PINLAB_EVENTS_DIR, /dev/shm or TMPDIR): not a writable directory")
-    for attempt in range(100):
-        path = os.path.join(directory, f"pinlab-events-{os.getpid()}-{time.monotonic_ns()}-{attempt}.bin")
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        try:
-            os.write(fd, RING_MAGIC + RING_CAPACITY.to_bytes(8, "little") + bytes(16))
-            os.ftruncate(fd, RING_HEADER + RING_CAPACITY)
-        finally:
-            os.close(fd)
-        return path
-    raise UsageError(f"cannot create a file for thread events in {directory}")
+    from pinlab.launch import shared_files
+
+    try:
+        path, fd = shared_files.create(directory, "events")  # held until the run ends: removed at the next start if pinlab is killed
+    except OSError as exc:
+        raise UsageError(f"cannot create a file for thread events in {directory}: {exc.strerror or exc}") from None
+    try:
+        os.write(fd, RING_MAGIC + RING_CAPACITY.to_bytes(8, "little") + bytes(16))
+        os.ftruncate(fd, RING_HEADER + RING_CAPACITY)
+    except BaseException:
+        shared_files.release(path)
+        raise
+    return path
 
 
 def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
@@ -420,10 +420,9 @@ def run(spec: LaunchSpec) -> RunRecord:
         if tracker is not None:
             tracker.close()
         if events:
-            try:
-                os.unlink(events)
-            except OSError:
-                pass
+            from pinlab.launch import shared_files
+
+            shared_files.release(events)
 
 
 def _interleave_weights(policy: memory.MemPolicy):
@@ -585,6 +584,9 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         record.exit_status = os.WEXITSTATUS(status)
     if events:
         _read_events(events, record, start_ns)
+        wrapped = record.wrapped_slots(len(spec.cpus)) if spec.cpus and spec.overflow == "wrap" else None
+        if wrapped:
+            record.warnings.append(wrapped)
     return record
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,10 +38,15 @@ class AttachTable:
     """The file a launched program publishes its regions in; a context manager that removes it."""
 
     def __init__(self, directory: str | None = None):
-        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        fd, name = tempfile.mkstemp(prefix="pinlab-attach-", dir=directory or shm)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_HEADER.pack(MAGIC, 0, SLOTS) + bytes(SLOTS * _SLOT.size))
+        from pinlab.launch import shared_files
+        from pinlab.launch.runner import shared_directory
+
+        name, fd = shared_files.create(directory or shared_directory(), "attach")  # held until close()
+        try:
+            os.pwrite(fd, _HEADER.pack(MAGIC, 0, SLOTS) + bytes(SLOTS * _SLOT.size), 0)
+        except BaseException:
+            shared_files.release(name)
+            raise
         self.path = Path(name)
 
     def env(self) -> dict[str, str]:
@@ -56,7 +60,9 @@ class AttachTable:
         return read_attachments(self.path)
 
     def close(self) -> None:
-        self.path.unlink(missing_ok=True)
+        from pinlab.launch import shared_files
+
+        shared_files.release(str(self.path))
 
     def __enter__(self) -> AttachTable:
         return self

@@ -171,6 +171,7 @@ def memmap(pid: int) -> MemMap:
     if pid <= 0:
         raise UsageError(f"PID {pid}: give the process id of a running program (pinlab ps lists them)")
     try:
+        _check_process(pid)
         ends = _ends(pid)
         with open(f"/proc/{pid}/numa_maps", encoding="utf-8", errors="replace") as maps:
             text = maps.read()
@@ -184,7 +185,35 @@ def memmap(pid: int) -> MemMap:
         raise UsageError(f"no process {pid}: it has ended") from None
     if not text and _zombie(pid):
         raise UsageError(f"no process {pid}: it has ended")
+    if not text and _kernel_thread(pid):
+        raise UsageError(f"process {pid} is a kernel thread: it has no memory map of its own; give the PID of a program (pinlab ps lists them)")
     return MemMap(pid=pid, time=time.time(), mappings=parse_numa_maps(text, ends), nodes=machine_nodes())
+
+
+def _check_process(pid: int) -> None:
+    """Refuse a thread id that is not its process's: /proc shows any thread under its id, with the
+    whole process's maps, so a TID would silently stand for its process."""
+    with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as status:
+        for line in status:
+            if line.startswith("Tgid:"):
+                tgid = int(line.split()[1])
+                if tgid != pid:
+                    raise UsageError(f"{pid} is a thread of process {tgid}, and threads share their process's memory: "
+                                     f"give the process, pinlab memmap {tgid}")
+                return
+
+
+#: PF_KTHREAD in the flags of /proc/PID/stat (include/linux/sched.h).
+_PF_KTHREAD = 0x00200000
+
+
+def _kernel_thread(pid: int) -> bool:
+    """Whether ``pid`` is a kernel thread (no user memory at all, so empty maps)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return bool(int(stat.read().rpartition(")")[2].split()[6]) & _PF_KTHREAD)
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 def _zombie(pid: int) -> bool:

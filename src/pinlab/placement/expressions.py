@@ -16,8 +16,11 @@
   consecutive ones every STRIDE positions. ``E:N:8:1:2`` on a machine with two PUs per core is
   the first eight physical cores; without CHUNK and STRIDE the first COUNT hardware threads.
 - ``<letter>:scatter`` (``S:scatter``, ``M:scatter``, ``D:scatter``, ``C:scatter``): every
-  allowed CPU, dealt round-robin over all domains of that kind, each domain's CPUs physical
+  allowed CPU once, dealt round-robin over all domains of that kind, each domain's CPUs physical
   cores first (likwid's scatter): sockets ``0,4,1,5`` and ``2,6,3,7`` give ``0,2,1,3,4,6,5,7``.
+  NUMA nodes over the same CPUs (DDR and MCDRAM or HBM nodes of one quadrant) are one domain.
+- Where the topology has no Die objects, ``D`` domains are the packages (one die per package,
+  as likwid counts them).
 """
 from __future__ import annotations
 
@@ -59,15 +62,24 @@ def domain_object(topo: Topology, name: str) -> TopoObject:
             raise UsageError(f"domain {name}: there is no NUMA node {index} (M<i> is the OS node number, as numactl and /sys "
                              f"name it; this machine's nodes: {format_cpulist(topo.node_by_os)})")
         return topo.node_by_os[index]
+    elif letter == "D":
+        kind, objects, index = "Die", _dies(topo), int(m.group(3))
     else:
-        kind = {"S": "Package", "D": "Die", "G": "Group"}[letter]
+        kind = {"S": "Package", "G": "Group"}[letter]
         objects = topo.objects(kind) if kind != "Group" else [o for o in topo.root.walk() if o.type == "Group"]
         index = int(next(g for g in m.groups()[1:] if g is not None))
-        if not objects:
-            raise UsageError(f"domain {name}: this topology has no {kind} objects")
+    if not objects:
+        raise UsageError(f"domain {name}: this topology has no {kind} objects")
     if index >= len(objects):
         raise UsageError(f"domain {name} does not exist: this topology has {len(objects)} ({letter}0-{letter}{len(objects) - 1})")
     return objects[index]
+
+
+def _dies(topo: Topology) -> list[TopoObject]:
+    """The dies of ``D`` domains: hwloc's Die objects, or, where the topology has none (hwloc
+    reports dies only where the processor says how many it has), one die per package, as likwid
+    counts them."""
+    return topo.objects("Die") or topo.objects("Package")
 
 
 def domain_cpus(topo: Topology, obj: TopoObject) -> list[int]:
@@ -99,15 +111,19 @@ def _scatter(topo: Topology, letter: str, part: str) -> list[int]:
     if letter == "C":
         caches = topo.data_caches()
         domains = topo.objects(caches[0]) if caches else []
+    elif letter == "D":
+        domains = _dies(topo)
     else:
         domains = topo.objects(_SCATTER_KINDS[letter])
-    lists = [cpus for cpus in (domain_cpus(topo, d) for d in domains) if cpus]
+    # Domains over the same CPUs (a DDR and a high-bandwidth NUMA node attached to the same cores)
+    # are one place to deal to; a CPU in several overlapping domains is dealt once, at its first turn.
+    lists = list({tuple(cpus): cpus for cpus in (domain_cpus(topo, d) for d in domains) if cpus}.values())
     if not lists:
         raise UsageError(f"{part}: this topology has no {letter} domain with a CPU this process may use")
-    dealt = []
+    dealt: dict[int, None] = {}
     for position in range(max(len(cpus) for cpus in lists)):
-        dealt.extend(cpus[position] for cpus in lists if position < len(cpus))
-    return dealt
+        dealt.update((cpus[position], None) for cpus in lists if position < len(cpus) and cpus[position] not in dealt)
+    return list(dealt)
 
 
 def _allowed_domain_cpus(topo: Topology, name: str, *, hardware: bool = False) -> list[int]:

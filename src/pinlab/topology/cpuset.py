@@ -33,14 +33,14 @@ def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
     for part in text.split(","):
         part = part.strip()
         stride = 1
-        if ":" in part:
-            part, _, stride_text = part.partition(":")
-            if not _DIGITS.fullmatch(stride_text) or int(stride_text) == 0:
-                raise UsageError(f"malformed {what} {text!r}: the stride after ':' must be a positive integer")
-            stride = int(stride_text)
+        part, colon, stride_text = part.partition(":")
         lo, dash, hi = part.partition("-")
         if not _DIGITS.fullmatch(lo) or (dash and not _DIGITS.fullmatch(hi)):
             raise UsageError(f"malformed {what} {text!r}: expected numbers and ranges such as 0,2,4-7")
+        if colon:  # only a well-formed range is told about its stride
+            if not _DIGITS.fullmatch(stride_text) or int(stride_text) == 0:
+                raise UsageError(f"malformed {what} {text!r}: the stride after ':' must be a positive integer")
+            stride = int(stride_text)
         first, last = int(lo), int(hi) if dash else int(lo)
         if last < first:
             raise UsageError(f"malformed {what} {text!r}: range {first}-{last} goes backwards")

@@ -55,21 +55,40 @@ def link_flags() -> list[str]:
 
 
 def check_compiler(compiler: str) -> None:
-    """Refuse a compiler that is missing or cannot instrument with -fsanitize=thread (one line)."""
-    try:
-        done = subprocess.run([compiler, INSTRUMENT, "-x", "c", "-c", "-", "-o", os.devnull], input=b"int pinlab_probe(int *p) { return *p; }\n",
-                              capture_output=True, timeout=120)
-    except FileNotFoundError:
-        raise UsageError(f"compiler {compiler!r} not found: give a compiler on PATH, for example pinlab cc -- gcc ...") from None
-    except PermissionError:
-        raise UsageError(f"compiler {compiler!r} cannot be executed: give a C/C++ compiler, for example gcc or clang") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"compiler {compiler!r} did not compile a one-line test in 2 minutes: check it, or use gcc or clang") from None
-    if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        detail = f" ({said[0]})" if said else ""
-        raise UsageError(f"compiler {compiler!r} does not support {INSTRUMENT}{detail}: the exact tracer needs gcc or clang; "
-                         "for a program you cannot rebuild use pinlab trace --method pages")
+    """Refuse a compiler that is missing (ProgramNotFound, exit 127), cannot be executed
+    (ProgramNotExecutable, 126), or does not build an instrumented object from a one-line test
+    (UsageError): a command such as ``true`` that exits 0 without compiling would otherwise
+    "build" nothing and say so by its silence."""
+    from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound
+
+    with tempfile.TemporaryDirectory(prefix="pinlab-cc-probe-") as probe_dir:
+        probe = os.path.join(probe_dir, "probe.o")
+        try:
+            done = subprocess.run([compiler, INSTRUMENT, "-x", "c", "-c", "-", "-o", probe], input=b"int pinlab_probe(int *p) { return *p; }\n",
+                                  capture_output=True, timeout=120)
+        except FileNotFoundError:
+            raise ProgramNotFound(f"compiler {compiler!r} not found: give a compiler on PATH, for example pinlab cc -- gcc ...") from None
+        except (PermissionError, IsADirectoryError):
+            raise ProgramNotExecutable(f"compiler {compiler!r} cannot be executed: give a C/C++ compiler, for example gcc or clang") from None
+        except OSError as exc:  # ENOEXEC: not a program the kernel can run
+            raise ProgramNotExecutable(f"compiler {compiler!r} cannot be executed ({exc.strerror or exc}): give a C/C++ compiler, "
+                                       "for example gcc or clang") from None
+        except subprocess.TimeoutExpired:
+            raise UsageError(f"compiler {compiler!r} did not compile a one-line test in 2 minutes: check it, or use gcc or clang") from None
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            detail = f" ({said[0]})" if said else ""
+            raise UsageError(f"compiler {compiler!r} does not support {INSTRUMENT}{detail}: the exact tracer needs gcc or clang; "
+                             "for a program you cannot rebuild use pinlab trace --method pages")
+        try:
+            with open(probe, "rb") as made:
+                instrumented = b"__tsan_" in made.read()
+        except OSError:
+            raise UsageError(f"{compiler!r} exited 0 but wrote no object file for a one-line C test: it is not a compiler; "
+                             "give a C/C++ compiler, for example gcc or clang") from None
+        if not instrumented:
+            raise UsageError(f"compiler {compiler!r} compiled a one-line test without instrumenting it ({INSTRUMENT} had no effect): "
+                             "the exact tracer needs gcc or clang")
 
 
 def _is_source(word: str) -> bool:

@@ -16,6 +16,8 @@ def cli() -> None:
     """pinlab: find, apply and prove the best placement of threads and memory."""
 
 
+#: The graph strategies in -s's help (pinlab.placement.strategies.GRAPH_STRATEGIES; a test keeps them equal).
+_GRAPH_STRATEGY_HELP = "; with --graph FILE: lp-compact, lp-scatter, gp, lpgp, gplp, treematch"
 _TOPOLOGY_HELP = "this (default), a path to an hwloc XML file, synthetic:<hwloc synthetic string>, or a preset name"
 
 
@@ -57,7 +59,7 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
 
 
 @cli.command()
-@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none, intra-socket, inter-socket")
+@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none, intra-socket, inter-socket" + _GRAPH_STRATEGY_HELP)
 @click.option("--threads", "-n", type=int, help="Number of threads (thread 0 is the main thread).")
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S1:0-3, M0:0-1@M1:0-1, E:N:4:1:2).")
 @click.option("--topology", "-t", "source", default="this", show_default=True, help=_TOPOLOGY_HELP)
@@ -194,7 +196,7 @@ def _place_costs(placement, graph, fmt) -> None:
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
-@click.option("--strategy", "-s", help="compact, scatter, random, none, intra-socket, inter-socket (see pinlab place)")
+@click.option("--strategy", "-s", help="compact, scatter, random, none, intra-socket, inter-socket" + _GRAPH_STRATEGY_HELP + " (see pinlab place)")
 @click.option("--threads", "-n", type=int, help="Number of threads of the plan (also OMP_NUM_THREADS when unset).")
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3).")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A placement written by `pinlab place -f json`.")

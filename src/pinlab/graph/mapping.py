@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pinlab.errors import UsageError
-from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, units_under
+from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, smt_would_help, units_under
 from pinlab.topology.model import Topology, TopoObject
 from pinlab.words import plural
 
@@ -99,7 +99,7 @@ def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | No
     if n > room:
         where = f" on {len(chosen)} sockets" if domains is not None else ""
         raise UsageError(f"{n} threads but only {room} {kind} are available{where}; use fewer threads"
-                         + (", more --domains" if domains is not None else "") + ("" if smt else ", or --smt"))
+                         + (", more --domains" if domains is not None else "") + (", or --smt" if smt_would_help(topo, smt) else ""))
     if pairs_whole and (domains is None or n // 2 >= len(chosen)):
         counts = [2 * c for c in share(n // 2, [len(s) // 2 for s in chosen])] if sum(len(s) // 2 for s in chosen) >= n // 2 \
             else share(n, [len(s) for s in chosen])
@@ -357,7 +357,8 @@ def _compact_units(topo: Topology, n: int, smt: bool) -> list[int]:
     units = [u.os_index for u in units_under(topo, topo.root, smt)]
     if n > len(units):
         kind = "cores" if not smt else "hardware threads (PUs)"
-        raise UsageError(f"{n} threads but only {len(units)} {kind} are available; use fewer threads" + ("" if smt else ", or --smt"))
+        raise UsageError(f"{n} threads but only {len(units)} {kind} are available; use fewer threads"
+                         + (", or --smt" if smt_would_help(topo, smt) else ""))
     return units[:n]
 
 

@@ -123,17 +123,21 @@ class AffinityGraph:
             raise UsageError(f"cannot write the graph to {path}: {exc.strerror or exc}") from None
 
 
-def graph_format(path: str | Path) -> str:
+def graph_format(path: str | Path, *, reading: bool = False) -> str:
     """``"matrix"`` or ``"json"`` by the file name's ending; any other ending is refused.
 
-    For files pinlab writes on request (``graph convert``), where guessing JSON for a typo such
-    as ``out.cvs`` would silently write the wrong format.
+    Writing, guessing JSON for a typo such as ``out.cvs`` would silently write the wrong format;
+    reading, a file named ``g.xyz`` or ``g`` may be anything (a matrix read as JSON fails with a
+    JSON error that does not say why), so the name must say what the file holds.
     """
     suffix = Path(path).suffix.lower()
     if suffix in MATRIX_SUFFIXES:
         return "matrix"
     if suffix == ".json":
         return "json"
+    if reading:
+        raise UsageError(f"graph file {path}: pinlab reads a graph by its name's ending: .json for JSON, "
+                         f"{', '.join(MATRIX_SUFFIXES)} for a matrix; rename the file (or copy it) to one of those")
     raise UsageError(f"graph file {path}: end its name in .json for JSON or {', '.join(MATRIX_SUFFIXES)} for a matrix")
 
 
@@ -179,13 +183,14 @@ def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str]
     square matrix, negative or non-numeric weights, no threads) is refused with a UsageError.
     """
     path = Path(path)
+    fmt = graph_format(path, reading=True)
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise UsageError(f"graph file {path} does not exist; make one with pinlab trace") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read graph file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if path.suffix.lower() in MATRIX_SUFFIXES:
+    if fmt == "matrix":
         return graph_from_matrix(_parse_matrix(text, path), source=str(path), strict=strict, notice=notice,
                                  measured={"method": "import", "file": path.name})
     try:
@@ -264,10 +269,40 @@ def graph_from_matrix(rows: Any, *, source: str = "matrix", strict: bool = False
 
 def _weight(value: Any, source: str, i: int, j: int) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {value!r}, not a number")
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {value!r}; weights must be finite and >= 0")
-    return float(value)
+        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {_shown(value)}, not a number")
+    number = _finite(value)
+    if number is None or number < 0:
+        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {_shown(value)}; "
+                         f"weights must be finite and >= 0" + (f" (at most {MAX_WEIGHT:g})" if number is None else ""))
+    return number
+
+
+#: The largest weight accepted: costs are sums of weight x distance over up to millions of pairs
+#: in float64, which must stay finite (1e300 x 8 x 10^12 pairs is still below 1.8e308).
+MAX_WEIGHT = 1e290
+
+
+def _finite(value: int | float) -> float | None:
+    """``value`` as a float when it is finite and not above MAX_WEIGHT, else None.
+
+    A JSON integer of hundreds of digits is a Python int that float() cannot hold (OverflowError).
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    if not math.isfinite(number) or abs(number) > MAX_WEIGHT:
+        return None
+    return number
+
+
+def _shown(value: Any) -> str:
+    """A value for a message, a huge number as its number of digits rather than all of them."""
+    text = repr(value)
+    digits = str(value).lstrip("+-") if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if digits.isdigit() and len(digits) > 24:
+        return f"a number of {len(digits)} digits"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
@@ -275,9 +310,11 @@ def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
         raise UsageError(f"graph {source}: '{name}' must list one number per thread ({n})")
     checked = []
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise UsageError(f"graph {source}: '{name}' of thread {i} is {v!r}; it must be a finite number >= 0")
-        checked.append(float(v))
+        number = None if isinstance(v, bool) or not isinstance(v, (int, float)) else _finite(v)
+        if number is None or number < 0:
+            raise UsageError(f"graph {source}: '{name}' of thread {i} is {_shown(v)}; it must be a finite number >= 0"
+                             + (f" and at most {MAX_WEIGHT:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) and number is None else ""))
+        checked.append(number)
     return checked
 
 
@@ -291,9 +328,13 @@ def _parse_matrix(text: str, path: Path) -> list[list[float]]:
         row = []
         for cell in cells:
             try:
-                row.append(float(cell))
+                value = float(cell)
             except ValueError:
-                raise UsageError(f"graph file {path}, line {number}: {cell!r} is not a number") from None
+                raise UsageError(f"graph file {path}, line {number}: {_shown(cell)} is not a number") from None
+            if math.isinf(value) and cell.lstrip("+-").lower() not in ("inf", "infinity"):
+                raise UsageError(f"graph file {path}, line {number}: {_shown(cell)} is too large; "
+                                 f"weights must be at most {MAX_WEIGHT:g}")
+            row.append(value)
         rows.append(row)
     return rows
 

@@ -264,3 +264,44 @@ def test_without_a_shared_cache_pairs_stay_inside_a_package():
         cpus = map_threads(topo, strategy, w, 6)
         together = sum(any(cpus[a] in p and cpus[b] in p for p in packages) for a, b in ((0, 3), (1, 4), (2, 5)))
         assert together == 2  # three cores per package: two pairs can be whole, the third is split
+
+
+# -- arity-4 levels against an independent cost ---------------------------------------------------------
+def _pipeline(n, seed):
+    """An n-stage pipeline: stage i shares only with stage i + 1, by a random weight in 1..100."""
+    rng = np.random.default_rng(seed)
+    w = np.zeros((n, n))
+    for i in range(n - 1):
+        w[i, i + 1] = w[i + 1, i] = rng.integers(1, 101)
+    return w
+
+
+@pytest.mark.parametrize("strategy", ["treematch", "lpgp", "gplp"])
+def test_random_8_stage_pipelines_on_two_4_core_sockets_reach_the_exhaustive_optimum(strategy):
+    """nehalem-ep: 2 packages of 4 cores, one L3 each: the level above the cores has arity 4. The
+    best placement cuts the pipeline once between the sockets; the cost counts tree levels to the
+    lowest common ancestor (tests.graph.graph_support), the optimum is over all 8! placements."""
+    from tests.graph.graph_support import exhaustive_optimum, independent_cost
+
+    topo = load_preset("nehalem-ep")
+    cpus = sorted(topo.allowed_cpus)
+    assert len(cpus) == 8 and [len(p.cpus) for p in topo.packages] == [4, 4]
+    missed = []
+    for seed in range(60):
+        w = _pipeline(8, seed)
+        optimum = exhaustive_optimum(topo, w, cpus)
+        got = independent_cost(topo, w, map_threads(topo, strategy, w, 8))
+        if got > optimum + 1e-9:
+            missed.append((seed, round(got / optimum, 3)))
+    assert missed == []
+
+
+def test_random_graphs_on_arity_4_levels_reach_the_exhaustive_optimum():
+    """Random dense and sparse graphs of 8 threads on two sockets of 4 cores, one L3 each."""
+    from tests.graph.graph_support import exhaustive_optimum, independent_cost
+
+    topo = load_topology("synthetic:pack:2 l3:1 core:4 pu:1")
+    cpus = sorted(topo.allowed_cpus)
+    for seed in range(4):
+        for w in _graphs(8, seed):
+            assert independent_cost(topo, w, map_threads(topo, "treematch", w, 8)) <= exhaustive_optimum(topo, w, cpus) + 1e-9

@@ -305,3 +305,52 @@ def test_random_graphs_on_arity_4_levels_reach_the_exhaustive_optimum():
     for seed in range(4):
         for w in _graphs(8, seed):
             assert independent_cost(topo, w, map_threads(topo, "treematch", w, 8)) <= exhaustive_optimum(topo, w, cpus) + 1e-9
+
+
+# -- fewer threads than the chosen sockets' cores ---------------------------------------------------------
+def _cliques(sizes, seed):
+    """Cliques of the given sizes (weight 10 inside, nothing between), thread numbers shuffled."""
+    n = sum(sizes)
+    perm = np.random.default_rng(seed).permutation(n)
+    groups, start = [], 0
+    for size in sizes:
+        groups.append([int(t) for t in perm[start:start + size]])
+        start += size
+    w = np.zeros((n, n))
+    for members in groups:
+        for a in members:
+            for b in members:
+                if a != b:
+                    w[a, b] = 10.0
+    return w, groups
+
+
+@pytest.mark.parametrize("domains", [None, 2])
+@pytest.mark.parametrize("strategy", ["treematch", "lpgp", "gplp", "gp"])
+def test_a_clique_of_8_and_one_of_4_on_8_core_sockets_are_not_split(strategy, domains):
+    """12 threads need two of x7560-4x8's 8-core sockets; dividing them 6 + 6 by capacity splits the
+    clique of 8. Each clique must sit in one socket, at the cost of the ideal placement."""
+    from tests.graph.graph_support import independent_cost
+
+    topo = load_preset("x7560-4x8")
+    sockets = [sorted(p.cpus & topo.allowed_cpus) for p in topo.packages]
+    cores = [sorted(u for u in s if u in set(choose_units(topo, 32))) for s in sockets]
+    assert [len(c) for c in cores] == [8, 8, 8, 8]
+    for seed in range(3):
+        w, (eight, four) = _cliques([8, 4], seed)
+        cpus = map_threads(topo, strategy, w, 12, domains=domains)
+        for members in (eight, four):
+            assert len({i for i, s in enumerate(sockets) for t in members if cpus[t] in s}) == 1, (members, cpus)
+        ideal = [0] * 12
+        for t, cpu in zip(eight + four, cores[0] + cores[1][:4]):
+            ideal[t] = cpu
+        assert independent_cost(topo, w, cpus) == independent_cost(topo, w, ideal)
+
+
+def test_domains_still_uses_every_socket_asked_for_when_the_graph_needs_fewer():
+    topo = load_preset("x7560-4x8")
+    sockets = [frozenset(p.cpus) for p in topo.packages]
+    w, _ = _cliques([8, 4], 0)
+    for strategy in ("treematch", "lpgp", "gplp", "gp"):
+        cpus = map_threads(topo, strategy, w, 12, domains=3)
+        assert len({i for c in cpus for i, s in enumerate(sockets) if c in s}) == 3

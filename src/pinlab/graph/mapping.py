@@ -5,11 +5,15 @@ Every strategy is a pure function (topology, graph, threads, options) -> CPUs, t
 
 Two steps, shared by all strategies:
 
-1. **Which units.** With ``domains=K`` the threads are divided over the first K sockets (packages;
-   NUMA nodes on a one-package machine with several nodes) by capacity, as the seed's LPGP(4, 8,
-   16 sockets) variants do; without it, ``lp-scatter`` divides them over every socket (pairs kept
-   whole) and the others over the fewest sockets that hold them. Inside a socket the threads take
-   its first units in logical order, so they fill caches one after another.
+1. **Which units.** The sockets (packages; NUMA nodes on a one-package machine with several
+   nodes): with ``domains=K`` the first K, as the seed's LPGP(4, 8, 16 sockets) variants do;
+   without it, every socket for ``lp-scatter`` and the fewest that hold the threads for the
+   others. ``lp-compact`` and ``lp-scatter`` divide the threads over them by capacity (pairs kept
+   whole), each socket's threads on its first units in logical order. ``gp``, ``lpgp``, ``gplp``
+   and ``treematch`` get every unit of the chosen sockets, the spare ones taken by stand-in
+   threads that share nothing, so the graph decides how many threads each socket holds (a clique
+   of 8 and one of 4 on two 8-core sockets: 8 + 4, where a division by capacity gives 6 + 6); with
+   ``domains=K``, should that leave one of the K sockets empty, the division by capacity is used.
 2. **Which thread on which unit**, by the strategy, on the tree of the chosen units (packages,
    NUMA nodes, dies, caches, cores: every level of the topology that splits them):
 
@@ -75,8 +79,11 @@ def _socket_domains(topo: Topology) -> list[frozenset[int]]:
 
 
 def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | None = None, spread: bool = False,
-                 pairs_whole: bool = False) -> list[int]:
-    """The units the threads will use (step 1 of the module's docstring), in logical order."""
+                 pairs_whole: bool = False, whole_sockets: bool = False) -> list[int]:
+    """The units the threads will use (step 1 of the module's docstring), in logical order.
+
+    With ``whole_sockets``, every unit of the chosen sockets (as many as the threads or more):
+    the strategy then decides how many threads each socket takes."""
     units = [u.os_index for u in units_under(topo, topo.root, smt)]
     sockets = [[u for u in units if u in cpus] for cpus in _socket_domains(topo)]
     sockets = [s for s in sockets if s]
@@ -100,6 +107,9 @@ def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | No
         where = f" on {len(chosen)} sockets" if domains is not None else ""
         raise UsageError(f"{n} threads but only {room} {kind} are available{where}; use fewer threads"
                          + (", more --domains" if domains is not None else "") + (", or --smt" if smt_would_help(topo, smt) else ""))
+    if whole_sockets:
+        picked = {u for s in chosen for u in s}
+        return [u for u in units if u in picked]
     if pairs_whole and (domains is None or n // 2 >= len(chosen)):
         counts = [2 * c for c in share(n // 2, [len(s) // 2 for s in chosen])] if sum(len(s) // 2 for s in chosen) >= n // 2 \
             else share(n, [len(s) for s in chosen])
@@ -265,8 +275,6 @@ def _matrix(graph, n: int):
 def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool = False, domains: int | None = None,
                 level: str | None = None, seed: int = 0) -> list[int]:
     """CPU of every thread (thread i on the result's [i]) by a graph strategy of the module's docstring."""
-    import numpy as np
-
     if strategy not in GRAPH_STRATEGIES:
         raise UsageError(f"unknown graph strategy {strategy!r}: choose one of {', '.join(GRAPH_STRATEGIES)}")
     if threads < 1:
@@ -277,9 +285,38 @@ def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool
     if strategy == "lp-compact":
         units = choose_units(topo, threads, smt=smt, domains=domains) if domains is not None else \
             _compact_units(topo, threads, smt)
+    elif strategy == "lp-scatter":
+        units = choose_units(topo, threads, smt=smt, domains=domains, spread=True, pairs_whole=True)
     else:
-        units = choose_units(topo, threads, smt=smt, domains=domains, spread=strategy == "lp-scatter",
-                             pairs_whole=strategy == "lp-scatter")
+        # Every unit of the chosen sockets, the graph deciding how many threads each socket
+        # takes: a clique of 8 and one of 4 on two 8-core sockets go 8 + 4, not 6 + 6.
+        units = choose_units(topo, threads, smt=smt, domains=domains, whole_sockets=True)
+        cpus = _map(topo, strategy, w, units, smt, level, seed)
+        if domains is None or _sockets_used(topo, cpus) == domains:
+            return cpus
+        # --domains K promises K sockets: when the graph's own split leaves one empty, the
+        # threads are divided over the K sockets by capacity instead.
+        units = choose_units(topo, threads, smt=smt, domains=domains)
+    return _map(topo, strategy, w, units, smt, level, seed)
+
+
+def _sockets_used(topo: Topology, cpus: Sequence[int]) -> int:
+    return sum(1 for s in _socket_domains(topo) if s & set(cpus))
+
+
+def _map(topo: Topology, strategy: str, w, units: list[int], smt: bool, level: str | None, seed: int) -> list[int]:
+    """The CPUs of the threads of ``w`` on ``units`` (as many or more; the spare units stay free).
+
+    Spare units are given to stand-in threads that share nothing (the weight matrix padded with
+    zeros), so every strategy sees a full machine; the stand-ins' CPUs are dropped at the end.
+    """
+    import numpy as np
+
+    threads = w.shape[0]
+    if len(units) > threads:
+        padded = np.zeros((len(units), len(units)))
+        padded[:threads, :threads] = w
+        w = padded
     tree = unit_tree(topo, units, smt)
     if strategy in ("lp-compact", "lp-scatter"):
         slots = _slots(topo, tree, smt)
@@ -295,24 +332,27 @@ def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool
 
         order = treematch(w, tree)
         position = {t: i for i, t in enumerate(order)}
-    if strategy in ("lpgp", "gplp", "treematch") and threads <= POLISH_MAX_THREADS:
-        order = [0] * threads
+    if strategy in ("lpgp", "gplp", "treematch") and threads <= POLISH_MAX_THREADS and len(units) <= POLISH_MAX_UNITS:
+        order = [0] * len(units)
         for t, pos in position.items():
             order[pos] = t
-        position = {t: i for i, t in enumerate(polish(topo, w, tree.units, order))}
+        position = {t: i for i, t in enumerate(polish(topo, w, tree.units, order, movers=threads))}
     cpus = [tree.units[position[t]] for t in range(threads)]
     assert len(set(cpus)) == threads
     return cpus
 
 
-#: Graphs up to this many threads get the final swap pass (it costs O(n^3) per pass).
+#: Graphs up to this many threads get the final swap pass (it costs O(threads x units^2) per pass),
+#: on up to this many units (the spare units of the chosen sockets count).
 POLISH_MAX_THREADS = 128
+POLISH_MAX_UNITS = 512
 
 
-def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: int = 4) -> list[int]:
+def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: int = 4, movers: int | None = None) -> list[int]:
     """Exchange two threads' units while that lowers the cost model's cost (a final local search).
 
-    ``order[p]`` is the thread on ``units[p]``. For thread u, the gain of swapping with every v is
+    ``order[p]`` is the thread on ``units[p]``. Only threads below ``movers`` (all by default)
+    start an exchange; the others are stand-ins for spare units, which share nothing. For thread u, the gain of swapping with every v is
     computed at once: with A the weights and B the distances between the threads' units,
     delta(v) = (B A_u)_v + (A B_u)_v - A_u.B_u - (A.B)_v + 2 A_uv B_uv (negative: cheaper).
     """
@@ -333,7 +373,7 @@ def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: in
     for _ in range(passes):
         improved = False
         rowdot = (a * b).sum(axis=1)
-        for u in range(n):
+        for u in range(n if movers is None else movers):
             delta = b @ a[u] + a @ b[u] - a[u] @ b[u] - rowdot + 2 * a[u] * b[u]
             delta[u] = 0.0
             v = int(np.argmin(delta))

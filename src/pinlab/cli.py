@@ -100,7 +100,7 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
             raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
     topo = _rank_domain(rank) if source.strip() in ("this", "") else None
     topo = topo or load_topology(source)
-    graph = _graph_option(graph_file, strict)
+    graph = _graph_option(graph_file, strict, dict(topology=lambda: topo, strategy=strategy, threads=threads, smt=smt, domains=domains))
     placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
                                cpu_kind=cpu_kind, graph=graph, domains=domains, level=level)
     if graph is not None:
@@ -255,7 +255,8 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
 
     from pinlab.ranks.launch import no_domain_memory, this_rank
 
-    graph = _graph_option(graph_file, strict)
+    graph = _graph_option(graph_file, strict, dict(topology=lambda: __import__("pinlab.topology").topology.load_topology("this"),
+                                                   strategy=strategy, threads=threads, smt=smt, domains=domains))
     rank_plan = this_rank(rank, gpus)
     placement = env = None
     if rank_plan is None:
@@ -320,15 +321,25 @@ def _balance_option(balance: bool, interval: float | None):
     return interval if balance and interval is not None else balance
 
 
-def _graph_option(path, strict: bool):
-    """--graph FILE loaded and checked (notices on stderr), or None."""
+def _graph_option(path, strict: bool, fits: dict | None = None):
+    """--graph FILE loaded and checked (notices on stderr), or None.
+
+    ``fits`` (topology, strategy, threads, smt, domains; topology a callable) refuses a graph of
+    the wrong size from its thread count, before its weights are read."""
     if path is None:
         if strict:
             raise UsageError("--strict checks the graph of --graph FILE: give one or leave --strict out")
         return None
     from pinlab.graph import load_graph
+    from pinlab.graph.mapping import graph_fits
 
-    return load_graph(path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True))
+    def expect(n: int) -> None:
+        if fits is not None:
+            strategy = (fits["strategy"] or "").strip().lower()
+            topo = fits["topology"]() if strategy or fits["threads"] is not None else None
+            graph_fits(topo, strategy, n, threads=fits["threads"], smt=fits["smt"], domains=fits["domains"], source=path)
+
+    return load_graph(path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True), expect=expect)
 
 
 def _started(start):

@@ -179,7 +179,7 @@ def test_bad_graph_is_refused_by_convert_and_nothing_is_written(tmp_path, name, 
 
 
 @pytest.mark.parametrize("args, message", [
-    (["convert", "{good}", "{tmp}/out.cvs"], "end its name in .json for JSON or .csv, .txt, .mat for a matrix"),
+    (["convert", "{good}", "{tmp}/out.cvs"], "end its name in .json for JSON, .csv, .txt, .mat for a matrix or .npz for the compact form"),
     (["convert", "{good}", "{tmp}/no/such/dir/out.json"], "its directory does not exist; create it first"),
     (["show", "{good}", "--picture", "{tmp}/g.gif"], "must end in .svg or .png"),
     (["show", "{good}", "--picture", "{tmp}/no/such/dir/g.png"], "does not exist; create it first"),

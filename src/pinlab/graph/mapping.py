@@ -124,6 +124,20 @@ def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | No
     return [u for u in units if u in picked]
 
 
+def graph_fits(topo: Topology, strategy: str, graph_threads: int, *, threads: int | None = None, smt: bool = False,
+               domains: int | None = None, source: str = "") -> None:
+    """Refuse, from a graph's thread count alone, what the placement would refuse after reading it:
+    another count than ``threads`` asked for, or (graph strategies) more threads than the cores.
+
+    For :func:`pinlab.graph.model.load_graph`'s ``expect``, before thousands of weights are read.
+    """
+    if threads is not None and threads != graph_threads:
+        raise UsageError(f"graph {source} has {graph_threads} threads but {threads} were asked for: "
+                         f"trace again with -n {threads}, or ask for {graph_threads} threads")
+    if strategy in GRAPH_STRATEGIES:
+        choose_units(topo, graph_threads, smt=smt, domains=domains, whole_sockets=True)
+
+
 def unit_tree(topo: Topology, units: Sequence[int], smt: bool = False) -> Tree:
     """The levels of the topology that split ``units`` (see :class:`Tree`), NUMA nodes included where they nest."""
     keyed: dict[str, list[object]] = {}

@@ -40,11 +40,11 @@ def tree_levels(topo, cpus):
         return chain
 
     chains = [ancestors(c) for c in cpus]
+    members = [{id(o) for o in chain} for chain in chains]
     d = np.zeros((len(cpus), len(cpus)))
     for i, a in enumerate(chains):
-        for j, b in enumerate(chains):
+        for j, inside_b in enumerate(members):
             if i != j:
-                inside_b = {id(o) for o in b}
                 d[i, j] = next(k for k, o in enumerate(a) if id(o) in inside_b)
     return d
 

@@ -23,11 +23,13 @@ Two steps, shared by all strategies:
   *pair level*: the smallest data cache shared by two or more units (the core itself with smt).
   Pairs take the pair slots in order: compactly, or for lp-scatter spread over sockets by step 1.
 - ``gp``: a k-way partition (METIS, sizes made exact) into the objects of one level (``level=``,
-  default the packages the threads use, else the coarsest level that splits the chosen units),
-  threads of a part in order on its units.
-- ``lpgp``: pairs first, then the pairs partitioned over sockets (a pair counts two), then inside
-  each socket pairs on pair slots.
-- ``gplp``: partition over sockets first, then a matching inside each socket's part.
+  default the packages the threads use, else the coarsest level that splits the chosen units).
+- ``lpgp``: pairs first, then the pairs partitioned over sockets (a pair counts two).
+- ``gplp``: partition over sockets first (its matching is the pair level of the step below).
+
+  Inside each part, gp, lpgp and gplp arrange the part's threads by treematch over the levels
+  below it (NUMA nodes, L3s, shared L2s: a matching where they hold two): on epyc's 256 PUs,
+  pairs on pair slots in order ignored its L3s and NUMA quadrants and cost 1.3 x treematch's.
 - ``treematch``: bottom-up over every level of the tree: threads are grouped by the arity of the
   lowest level (exact matching for arity 2; greedy growth by affinity then swaps for more),
   groups become the vertices of a smaller graph, grouped by the next level's arity, and so on
@@ -484,12 +486,7 @@ def _gp(w, tree: Tree, index: int | None, seed: int) -> dict[int, int]:
 
     groups = tree.levels[index] if index is not None else [(0, len(tree.units))]
     parts = partition(w, [b - a for a, b in groups], seed=seed)
-    position: dict[int, int] = {}
-    fill = [a for a, _ in groups]
-    for t, p in enumerate(parts):
-        position[t] = fill[p]
-        fill[p] += 1
-    return position
+    return _inside(w, tree, groups, parts)
 
 
 def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: int) -> dict[int, int]:
@@ -520,18 +517,32 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
         parts = _exact(w, parts, sizes)
     else:
         parts = np.asarray(partition(w, sizes, seed=seed))
-    kept = [p for p in pairs if len(p) == 2 and parts[p[0]] == parts[p[1]]] if strategy == "lpgp" and len(sockets) > 1 else []
-    paired = {t for p in kept for t in p}
+    return _inside(w, tree, sockets, parts)
+
+
+def _inside(w, tree: Tree, groups: list[tuple[int, int]], parts) -> dict[int, int]:
+    """Thread -> unit position, the threads of part p on the units of ``groups[p]``, arranged by
+    treematch over the levels inside that group (NUMA nodes, L3s, shared L2s, cores), so that
+    what the partition chose is not undone by an arrangement blind to the levels below it."""
+    import numpy as np
+
+    from pinlab.graph.treematch import treematch
+
+    parts = np.asarray(parts)
     position: dict[int, int] = {}
-    kind = pair_level(topo, smt)
-    by_socket: list[list[int]] = [[] for _ in sockets]
-    for t in range(n):
-        if t not in paired:
-            by_socket[parts[t]].append(t)
-    for s, (a, b) in enumerate(sockets):
-        # lpgp keeps its pairs that the partition left whole; the rest are matched inside the socket
-        socket_pairs = [p for p in kept if parts[p[0]] == s] + pair_threads(w, by_socket[s])
-        position.update(_pairs_on_slots(w, socket_pairs, _slots(topo, tree, smt, within=(a, b), kind=kind)))
+    for p, (a, b) in enumerate(groups):
+        members = np.flatnonzero(parts == p)
+        if members.size == 0:
+            continue
+        levels = []
+        for level in tree.levels:
+            inner = [(x - a, y - a) for x, y in level if a <= x and y <= b]
+            if 1 < len(inner) < b - a and (not levels or inner != levels[-1]):
+                levels.append(inner)
+        sub = Tree(units=tree.units[a:b], levels=levels, names=[[] for _ in levels])
+        order = treematch(w[np.ix_(members, members)], sub)
+        for i, local in enumerate(order):
+            position[int(members[local])] = a + i
     return position
 
 

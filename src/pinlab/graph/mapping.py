@@ -367,7 +367,7 @@ def _map(topo: Topology, strategy: str, w, units: list[int], smt: bool, level: s
     elif strategy == "gp":
         position = _gp(w, tree, _level_index(tree, level), seed)
     elif strategy in ("lpgp", "gplp"):
-        position = _two_level(topo, w, tree, smt, strategy, seed)
+        position = _two_level(w, tree, strategy, seed)
     else:
         from pinlab.graph.treematch import treematch
 
@@ -489,8 +489,8 @@ def _gp(w, tree: Tree, index: int | None, seed: int) -> dict[int, int]:
     return _inside(w, tree, groups, parts)
 
 
-def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: int) -> dict[int, int]:
-    """lpgp and gplp: sockets by partition (of pairs, or of threads), pairs on pair slots inside."""
+def _two_level(w, tree: Tree, strategy: str, seed: int) -> dict[int, int]:
+    """lpgp and gplp: sockets by partition (of pairs, or of threads), treematch inside each."""
     import numpy as np
 
     from pinlab.graph.partition import partition
@@ -499,7 +499,6 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
     index = _socket_level(tree)
     sockets = tree.levels[index] if index is not None else [(0, len(tree.units))]
     sizes = [b - a for a, b in sockets]
-    pairs: list[list[int]] = []
     if strategy == "lpgp" and len(sockets) > 1:
         pairs = pair_threads(w)
         pair_of = np.empty(n, dtype=np.int64)
@@ -532,8 +531,7 @@ def _inside(w, tree: Tree, groups: list[tuple[int, int]], parts) -> dict[int, in
     position: dict[int, int] = {}
     for p, (a, b) in enumerate(groups):
         members = np.flatnonzero(parts == p)
-        if members.size == 0:
-            continue
+        assert members.size == b - a, "the partition fills every part exactly"
         levels = []
         for level in tree.levels:
             inner = [(x - a, y - a) for x, y in level if a <= x and y <= b]

@@ -206,30 +206,45 @@ def pair_threads(w, threads: Sequence[int] | None = None) -> list[list[int]]:
     """Pairs by maximum-weight matching, leftovers paired in order; an odd thread alone last."""
     import numpy as np
 
-    from pinlab.graph.matching import max_weight_matching
+    from pinlab.graph.matching import max_weight_matching, max_weight_matching_edges
 
+    everyone = threads is None or list(threads) == list(range(w.shape[0]))
     threads = list(range(w.shape[0])) if threads is None else list(threads)
-    sub = w[threads][:, threads]
-    if len(threads) > 2 * MATCH_NEIGHBOURS and len(threads) * DENSE_PAIRS_PER_THREAD < np.count_nonzero(sub):
-        sub = _heaviest_pairs(sub, MATCH_NEIGHBOURS)
-    # The matrix goes as a numpy array (rows index like lists): no 1024 x 1024 list to build.
-    pairs = [[threads[a], threads[b]] for a, b in max_weight_matching(sub)] if len(threads) > 1 else []
+    n = len(threads)
+    sub = w if everyone else w[np.ix_(threads, threads)]
+    found: list[tuple[int, int]] = []
+    if n > 1:
+        rows, cols = np.nonzero(sub)
+        if n > 2 * MATCH_NEIGHBOURS and len(rows) > n * DENSE_PAIRS_PER_THREAD:
+            found = max_weight_matching_edges(n, _heaviest_pairs(sub, rows, cols, MATCH_NEIGHBOURS))
+        else:
+            found = max_weight_matching(sub)
+    pairs = [[threads[a], threads[b]] for a, b in found]
     used = {t for p in pairs for t in p}
     rest = [t for t in threads if t not in used]
     pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
     return pairs
 
 
-def _heaviest_pairs(w, k: int):
-    """``w`` with only the pairs that are among the k heaviest of one of their two threads."""
+def _heaviest_pairs(w, rows, cols, k: int):
+    """The pairs (i, j, weight), i < j, that are among the k heaviest of one of their two threads;
+    ``rows``, ``cols``: the non-zero entries of ``w`` (row-major, as numpy.nonzero gives them)."""
     import numpy as np
 
     n = w.shape[0]
-    top = np.argpartition(-w, k, axis=1)[:, :k]
-    rows = np.repeat(np.arange(n), k)
-    kept = np.zeros_like(w)
-    kept[rows, top.ravel()] = w[rows, top.ravel()]
-    return np.maximum(kept, kept.T)
+    if rows.size * 4 > n * n:  # dense: a partial sort of every row beats sorting the entries
+        rows = np.repeat(np.arange(n), k)
+        cols = np.argpartition(-w, k, axis=1)[:, :k].ravel()
+        keep = w[rows, cols] > 0
+    else:
+        values = w[rows, cols]
+        order = np.lexsort((-values, rows))  # by thread, heaviest first
+        rows, cols = rows[order], cols[order]
+        keep = np.arange(rows.size) - np.searchsorted(rows, np.arange(n))[rows] < k
+    low, high = np.minimum(rows[keep], cols[keep]), np.maximum(rows[keep], cols[keep])
+    key = np.unique(low * n + high)
+    low, high = key // n, key % n
+    return np.column_stack((low, high, w[low, high]))
 
 
 def pair_level(topo: Topology, smt: bool) -> str | None:

@@ -255,8 +255,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
 
     from pinlab.ranks.launch import no_domain_memory, this_rank
 
-    graph = _graph_option(graph_file, strict, dict(topology=lambda: __import__("pinlab.topology").topology.load_topology("this"),
-                                                   strategy=strategy, threads=threads, smt=smt, domains=domains))
+    graph = _graph_option(graph_file, strict, dict(topology=_this_topology, strategy=strategy, threads=threads, smt=smt, domains=domains))
     rank_plan = this_rank(rank, gpus)
     placement = env = None
     if rank_plan is None:
@@ -319,6 +318,12 @@ def _balance_option(balance: bool, interval: float | None):
     if interval is not None and not balance:
         raise UsageError("--balance-interval sets how often --balance looks: give --balance too")
     return interval if balance and interval is not None else balance
+
+
+def _this_topology():
+    from pinlab.topology import load_topology
+
+    return load_topology("this")
 
 
 def _graph_option(path, strict: bool, fits: dict | None = None):

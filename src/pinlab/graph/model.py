@@ -7,7 +7,7 @@ touched (see :func:`pinlab.graph.trace.common.graph_from_counts`).
 The matrix is symmetric with a zero diagonal. ``volume[i]`` is thread i's own count of accesses
 (shared or not), which tells a thread that shares little from one that does little.
 
-File formats (both read by :func:`load_graph`, chosen by the name's ending):
+File formats (all read by :func:`load_graph`, chosen by the name's ending):
 
 - JSON (format version 1)::
 
@@ -147,7 +147,7 @@ class AffinityGraph:
 
 
 def graph_format(path: str | Path, *, reading: bool = False) -> str:
-    """``"matrix"`` or ``"json"`` by the file name's ending; any other ending is refused.
+    """``"matrix"``, ``"json"`` or ``"binary"`` (compact) by the file name's ending; any other ending is refused.
 
     Writing, guessing JSON for a typo such as ``out.cvs`` would silently write the wrong format;
     reading, a file named ``g.xyz`` or ``g`` may be anything (a matrix read as JSON fails with a

@@ -16,6 +16,8 @@ def cli() -> None:
     """pinlab: find, apply and prove the best placement of threads and memory."""
 
 
+#: The graph strategies in -s's help (pinlab.placement.strategies.GRAPH_STRATEGIES; a test keeps them equal).
+_GRAPH_STRATEGY_HELP = "; with --graph FILE: lp-compact, lp-scatter, gp, lpgp, gplp, treematch"
 _TOPOLOGY_HELP = "this (default), a path to an hwloc XML file, synthetic:<hwloc synthetic string>, or a preset name"
 
 
@@ -57,7 +59,7 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
 
 
 @cli.command()
-@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none, intra-socket, inter-socket")
+@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none, intra-socket, inter-socket" + _GRAPH_STRATEGY_HELP)
 @click.option("--threads", "-n", type=int, help="Number of threads (thread 0 is the main thread).")
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S1:0-3, M0:0-1@M1:0-1, E:N:4:1:2).")
 @click.option("--topology", "-t", "source", default="this", show_default=True, help=_TOPOLOGY_HELP)
@@ -100,7 +102,7 @@ def place(strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, f
             raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
     topo = _rank_domain(rank) if source.strip() in ("this", "") else None
     topo = topo or load_topology(source)
-    graph = _graph_option(graph_file, strict)
+    graph = _graph_option(graph_file, strict, dict(topology=lambda: topo, strategy=strategy, threads=threads, smt=smt, domains=domains))
     placement = make_placement(topo, strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
                                cpu_kind=cpu_kind, graph=graph, domains=domains, level=level)
     if graph is not None:
@@ -196,7 +198,7 @@ def _place_costs(placement, graph, fmt) -> None:
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
-@click.option("--strategy", "-s", help="compact, scatter, random, none, intra-socket, inter-socket (see pinlab place)")
+@click.option("--strategy", "-s", help="compact, scatter, random, none, intra-socket, inter-socket" + _GRAPH_STRATEGY_HELP + " (see pinlab place)")
 @click.option("--threads", "-n", type=int, help="Number of threads of the plan (also OMP_NUM_THREADS when unset).")
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3).")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A placement written by `pinlab place -f json`.")
@@ -255,7 +257,7 @@ def run(strategy, threads, cpus, plan_file, smt, oversubscribe, seed, cpu_kind, 
 
     from pinlab.ranks.launch import no_domain_memory, this_rank
 
-    graph = _graph_option(graph_file, strict)
+    graph = _graph_option(graph_file, strict, dict(topology=_this_topology, strategy=strategy, threads=threads, smt=smt, domains=domains))
     rank_plan = this_rank(rank, gpus)
     placement = env = None
     if rank_plan is None:
@@ -320,15 +322,31 @@ def _balance_option(balance: bool, interval: float | None):
     return interval if balance and interval is not None else balance
 
 
-def _graph_option(path, strict: bool):
-    """--graph FILE loaded and checked (notices on stderr), or None."""
+def _this_topology():
+    from pinlab.topology import load_topology
+
+    return load_topology("this")
+
+
+def _graph_option(path, strict: bool, fits: dict | None = None):
+    """--graph FILE loaded and checked (notices on stderr), or None.
+
+    ``fits`` (topology, strategy, threads, smt, domains; topology a callable) refuses a graph of
+    the wrong size from its thread count, before its weights are read."""
     if path is None:
         if strict:
             raise UsageError("--strict checks the graph of --graph FILE: give one or leave --strict out")
         return None
     from pinlab.graph import load_graph
+    from pinlab.graph.mapping import graph_fits
 
-    return load_graph(path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True))
+    def expect(n: int) -> None:
+        if fits is not None:
+            strategy = (fits["strategy"] or "").strip().lower()
+            topo = fits["topology"]() if strategy or fits["threads"] is not None else None
+            graph_fits(topo, strategy, n, threads=fits["threads"], smt=fits["smt"], domains=fits["domains"], source=path)
+
+    return load_graph(path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True), expect=expect)
 
 
 def _started(start):

@@ -23,3 +23,51 @@ def planted_graph(threads: int, pairs: list[tuple[int, int, float]], *, noise: f
 def write_json(path: Path, data) -> Path:
     path.write_text(json.dumps(data))
     return path
+
+
+def tree_levels(topo, cpus):
+    """An independent cost's distances: between each two of ``cpus``, how many levels of the tree
+    lie between a PU and the lowest object that holds both (0 for the same PU).
+
+    Written from the tree alone, nothing shared with pinlab.placement.cost."""
+    import numpy as np
+
+    def ancestors(cpu):
+        chain, obj = [], topo.pu(cpu)
+        while obj is not None:
+            chain.append(obj)
+            obj = obj.parent
+        return chain
+
+    chains = [ancestors(c) for c in cpus]
+    members = [{id(o) for o in chain} for chain in chains]
+    d = np.zeros((len(cpus), len(cpus)))
+    for i, a in enumerate(chains):
+        for j, inside_b in enumerate(members):
+            if i != j:
+                d[i, j] = next(k for k, o in enumerate(a) if id(o) in inside_b)
+    return d
+
+
+def independent_cost(topo, w, cpus) -> float:
+    """sum over pairs i < j of w[i][j] x tree levels up to the lowest common ancestor of their CPUs."""
+    import numpy as np
+
+    w = np.asarray(w, dtype=float)
+    return float((w * tree_levels(topo, cpus)).sum() / 2)
+
+
+def exhaustive_optimum(topo, w, cpus) -> float:
+    """The lowest independent cost of the threads of ``w`` on the CPUs ``cpus``, over every permutation."""
+    import itertools
+
+    import numpy as np
+
+    w = np.asarray(w, dtype=float)
+    d = tree_levels(topo, cpus)
+    perms = np.array(list(itertools.permutations(range(len(cpus)))))
+    best = np.inf
+    for chunk in np.array_split(perms, max(1, len(perms) // 5000)):
+        costs = (d[chunk[:, :, None], chunk[:, None, :]] * w).sum(axis=(1, 2)) / 2
+        best = min(best, float(costs.min()))
+    return best

@@ -135,6 +135,16 @@ BAD = [
     ("text.json", "0,1\n1,0\n", [], "is not JSON"),
     ("version.json", json.dumps({"pinlab_graph": 7, "weights": [[0]]}), [], "is format 7"),
     ("gran.json", json.dumps({"weights": [[0]], "granularity": "byte"}), [], "unknown granularity 'byte'"),
+    # A JSON integer too large for a float (Python's json reads it as an int float() cannot hold).
+    ("digits.json", '{"weights": [[0, 1%s], [1%s, 0]]}' % ("0" * 399, "0" * 399), [],
+     "the weight between threads 0 and 1 is a number of 400 digits; weights must be finite and >= 0 (at most 1e+290)"),
+    ("digits.csv", "0,1%s\n1%s,0\n" % ("0" * 399, "0" * 399), [], "line 1: a number of 400 digits is too large"),
+    ("big.json", json.dumps({"weights": [[0, 1e300], [1e300, 0]]}), [], "is 1e+300; weights must be finite"),
+    ("vdigits.json", '{"weights": [[0, 1], [1, 0]], "volume": [1, 1%s]}' % ("0" * 399), [],
+     "'volume' of thread 1 is a number of 400 digits; it must be a finite number >= 0 and at most 1e+290"),
+    # The name's ending says the format: anything else is refused, not read as JSON.
+    ("graph.xyz", json.dumps(GOOD4), [], "graph.xyz: pinlab reads a graph by its name's ending: .json for JSON, .csv, .txt, .mat"),
+    ("graph", "0,1\n1,0\n", [], "pinlab reads a graph by its name's ending"),
 ]
 
 
@@ -169,7 +179,7 @@ def test_bad_graph_is_refused_by_convert_and_nothing_is_written(tmp_path, name, 
 
 
 @pytest.mark.parametrize("args, message", [
-    (["convert", "{good}", "{tmp}/out.cvs"], "end its name in .json for JSON or .csv, .txt, .mat for a matrix"),
+    (["convert", "{good}", "{tmp}/out.cvs"], "end its name in .json for JSON, .csv, .txt, .mat for a matrix or .npz for the compact form"),
     (["convert", "{good}", "{tmp}/no/such/dir/out.json"], "its directory does not exist; create it first"),
     (["show", "{good}", "--picture", "{tmp}/g.gif"], "must end in .svg or .png"),
     (["show", "{good}", "--picture", "{tmp}/no/such/dir/g.png"], "does not exist; create it first"),

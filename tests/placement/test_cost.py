@@ -79,3 +79,52 @@ def test_table_is_cached_and_covers_1024_cpus():
     assert table.matrix.shape == (1024, 1024)
     assert np.allclose(table.matrix, table.matrix.T)
     assert (np.diag(table.matrix) == 0).all()
+
+
+def _enclosing_chain(topo, cpu):
+    """The objects above ``cpu``'s PU, innermost first, one per distinct CPU set (L1d, L2 and core
+    of one core are one step): the levels an independent cost counts to the lowest common ancestor."""
+    chain, obj = [], topo.pu(cpu)
+    while obj is not None:
+        if not chain or obj.cpus != chain[-1].cpus:
+            chain.append(obj)
+        obj = obj.parent
+    return chain
+
+
+@pytest.mark.parametrize("source", [
+    "epyc-7763-2s", "nehalem-ep", "x7560-4x8", "dunnington-96", "opteron-4x4", "clovertown", "alderlake-i9",
+    # Groups and dies above the L3, inside a node or holding it; a group that is the only cache-less cluster.
+    "synthetic:pack:2 [numa] group:2 l3:2 core:4 pu:1", "synthetic:pack:2 group:2 [numa] l3:2 core:4 pu:1",
+    "synthetic:pack:2 [numa] die:2 l3:2 core:2 pu:2", "synthetic:pack:2 [numa] group:2 core:4 pu:1",
+])
+def test_a_pair_whose_common_ancestor_is_lower_in_the_tree_is_strictly_closer(source):
+    """From the first CPU of every package: every CPU under a smaller common ancestor is closer than
+    every CPU under a larger one, so the cost's optimum is the optimum of weight x tree levels."""
+    topo = load_preset(source) if ":" not in source else load_topology(source)
+    table = distance_table(topo)
+    for package in topo.packages:
+        a = min(package.cpus)
+        chain = _enclosing_chain(topo, a)
+        by_level: dict[int, list[float]] = {}
+        for b in topo.pu_by_os:
+            if b != a:
+                level = next(i for i, obj in enumerate(chain) if b in obj.cpus)
+                by_level.setdefault(level, []).append(table.distance(a, b))
+        levels = sorted(by_level)
+        for inner, outer in zip(levels, levels[1:]):
+            assert max(by_level[inner]) < min(by_level[outer]), (a, chain[inner].kind, chain[outer].kind)
+
+
+def test_two_ccds_of_one_epyc_quadrant_are_further_apart_than_one_ccd():
+    topo = load_preset("epyc-7763-2s")  # CPUs 0-7 share an L3 (a CCD), 8-15 the next one, same NUMA node
+    assert topo.pu(0).ancestor("L3") is not topo.pu(8).ancestor("L3") and topo.pu(0).nodes == topo.pu(8).nodes
+    assert cpu_distance(topo, 0, 1) < cpu_distance(topo, 0, 8) < cpu_distance(topo, 0, 16)
+    # Two heavy pairs on CPUs 0, 1, 8, 9: every placement the cost calls optimal keeps each pair in a CCD.
+    w = np.zeros((4, 4))
+    w[0, 1] = w[1, 0] = w[2, 3] = w[3, 2] = 10
+    costs = {p: placement_cost(topo, w, p) for p in itertools.permutations([0, 1, 8, 9])}
+    best = min(costs.values())
+    for placement, cost in costs.items():
+        if cost == best:
+            assert {placement[0], placement[1]} in ({0, 1}, {8, 9}), placement

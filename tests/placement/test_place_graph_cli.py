@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -97,3 +98,42 @@ def test_asymmetric_graph_is_symmetrised_with_a_notice(pinlab, tmp_path):
     result = pinlab("place", "-t", "clovertown", "-s", "gplp", "--graph", str(path))
     assert result.returncode == 0, result.stderr
     assert "not symmetric" in result.stderr
+
+
+def test_a_weight_too_large_for_a_float_is_refused_by_every_command(pinlab, tmp_path):
+    path = tmp_path / "digits.json"
+    path.write_text('{"weights": [[0, 1%s], [1%s, 0]]}' % ("0" * 399, "0" * 399))
+    marker = tmp_path / "ran"
+    for args in (["place", "-t", "clovertown", "-s", "lpgp", "--graph", str(path)],
+                 ["run", "-s", "lpgp", "--graph", str(path), "--", "touch", str(marker)],
+                 ["autopin", "--graph", str(path), "--strategies", "compact,lpgp", "--", "touch", str(marker)]):
+        result = pinlab(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr == ("pinlab: error: graph %s: the weight between threads 0 and 1 is a number of 400 digits; "
+                                 "weights must be finite and >= 0 (at most 1e+290)\n" % path), args
+        assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", ["place", "run"])
+def test_help_lists_the_graph_strategies(pinlab, command):
+    from pinlab.placement.strategies import GRAPH_STRATEGIES
+
+    result = pinlab(command, "--help")
+    assert result.returncode == 0
+    text = " ".join(re.sub(r"-\n\s*", "-", result.stdout).split())  # click wraps the help text, also at hyphens
+    assert "with --graph FILE: " + ", ".join(GRAPH_STRATEGIES) in text
+
+
+@pytest.mark.parametrize("topology, smt_exists", [("nehalem-ep", False), ("clovertown", False), ("x7560-4x8", True)])
+@pytest.mark.parametrize("strategy", ["compact", "treematch", "lp-compact"])
+def test_too_many_threads_suggests_smt_only_where_there_is_smt(pinlab, tmp_path, topology, smt_exists, strategy):
+    topo = load_preset(topology)
+    n = len(topo.cores) + 1
+    assert (len(topo.pus) > len(topo.cores)) == smt_exists
+    graph = tmp_path / "g.json"
+    graph_from_matrix((np.ones((n, n)) - np.eye(n)).tolist()).save(graph)
+    args = ["-n", str(n)] if strategy == "compact" else ["--graph", str(graph)]
+    result = pinlab("place", "-t", topology, "-s", strategy, *args)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{n} threads but only {n - 1} cores are available" in result.stderr
+    assert ("--smt" in result.stderr) == smt_exists

@@ -5,24 +5,31 @@ Every strategy is a pure function (topology, graph, threads, options) -> CPUs, t
 
 Two steps, shared by all strategies:
 
-1. **Which units.** With ``domains=K`` the threads are divided over the first K sockets (packages;
-   NUMA nodes on a one-package machine with several nodes) by capacity, as the seed's LPGP(4, 8,
-   16 sockets) variants do; without it, ``lp-scatter`` divides them over every socket (pairs kept
-   whole) and the others over the fewest sockets that hold them. Inside a socket the threads take
-   its first units in logical order, so they fill caches one after another.
+1. **Which units.** The sockets (packages; NUMA nodes on a one-package machine with several
+   nodes): with ``domains=K`` the first K, as the seed's LPGP(4, 8, 16 sockets) variants do;
+   without it, every socket for ``lp-scatter`` and the fewest that hold the threads for the
+   others. ``lp-compact`` and ``lp-scatter`` divide the threads over them by capacity (pairs kept
+   whole), each socket's threads on its first units in logical order. ``gp``, ``lpgp``, ``gplp``
+   and ``treematch`` get every unit of the chosen sockets, the spare ones taken by stand-in
+   threads that share nothing, so the graph decides how many threads each socket holds (a clique
+   of 8 and one of 4 on two 8-core sockets: 8 + 4, where a division by capacity gives 6 + 6); with
+   ``domains=K``, should that leave one of the K sockets empty, the division by capacity is used.
 2. **Which thread on which unit**, by the strategy, on the tree of the chosen units (packages,
    NUMA nodes, dies, caches, cores: every level of the topology that splits them):
 
 - ``lp-compact`` / ``lp-scatter``: pairs of threads by a maximum-weight matching (the exact
-  optimum; threads the matching leaves alone are paired in order), each pair on two units of the
+  optimum; on a dense graph of many threads, the exact optimum over each thread's 16 heaviest
+  pairs, see DENSE_PAIRS_PER_THREAD; threads the matching leaves alone are paired in order), each pair on two units of the
   *pair level*: the smallest data cache shared by two or more units (the core itself with smt).
   Pairs take the pair slots in order: compactly, or for lp-scatter spread over sockets by step 1.
 - ``gp``: a k-way partition (METIS, sizes made exact) into the objects of one level (``level=``,
-  default the packages the threads use, else the coarsest level that splits the chosen units),
-  threads of a part in order on its units.
-- ``lpgp``: pairs first, then the pairs partitioned over sockets (a pair counts two), then inside
-  each socket pairs on pair slots.
-- ``gplp``: partition over sockets first, then a matching inside each socket's part.
+  default the packages the threads use, else the coarsest level that splits the chosen units).
+- ``lpgp``: pairs first, then the pairs partitioned over sockets (a pair counts two).
+- ``gplp``: partition over sockets first (its matching is the pair level of the step below).
+
+  Inside each part, gp, lpgp and gplp arrange the part's threads by treematch over the levels
+  below it (NUMA nodes, L3s, shared L2s: a matching where they hold two): on epyc's 256 PUs,
+  pairs on pair slots in order ignored its L3s and NUMA quadrants and cost 1.3 x treematch's.
 - ``treematch``: bottom-up over every level of the tree: threads are grouped by the arity of the
   lowest level (exact matching for arity 2; greedy growth by affinity then swaps for more),
   groups become the vertices of a smaller graph, grouped by the next level's arity, and so on
@@ -44,7 +51,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pinlab.errors import UsageError
-from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, units_under
+from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, smt_would_help, units_under
 from pinlab.topology.model import Topology, TopoObject
 from pinlab.words import plural
 
@@ -75,8 +82,11 @@ def _socket_domains(topo: Topology) -> list[frozenset[int]]:
 
 
 def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | None = None, spread: bool = False,
-                 pairs_whole: bool = False) -> list[int]:
-    """The units the threads will use (step 1 of the module's docstring), in logical order."""
+                 pairs_whole: bool = False, whole_sockets: bool = False) -> list[int]:
+    """The units the threads will use (step 1 of the module's docstring), in logical order.
+
+    With ``whole_sockets``, every unit of the chosen sockets (as many as the threads or more):
+    the strategy then decides how many threads each socket takes."""
     units = [u.os_index for u in units_under(topo, topo.root, smt)]
     sockets = [[u for u in units if u in cpus] for cpus in _socket_domains(topo)]
     sockets = [s for s in sockets if s]
@@ -99,7 +109,10 @@ def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | No
     if n > room:
         where = f" on {len(chosen)} sockets" if domains is not None else ""
         raise UsageError(f"{n} threads but only {room} {kind} are available{where}; use fewer threads"
-                         + (", more --domains" if domains is not None else "") + ("" if smt else ", or --smt"))
+                         + (", more --domains" if domains is not None else "") + (", or --smt" if smt_would_help(topo, smt) else ""))
+    if whole_sockets:
+        picked = {u for s in chosen for u in s}
+        return [u for u in units if u in picked]
     if pairs_whole and (domains is None or n // 2 >= len(chosen)):
         counts = [2 * c for c in share(n // 2, [len(s) // 2 for s in chosen])] if sum(len(s) // 2 for s in chosen) >= n // 2 \
             else share(n, [len(s) for s in chosen])
@@ -112,6 +125,20 @@ def choose_units(topo: Topology, n: int, *, smt: bool = False, domains: int | No
         counts = share(n, [len(s) for s in chosen])
     picked = {u for s, c in zip(chosen, counts) for u in s[:c]}
     return [u for u in units if u in picked]
+
+
+def graph_fits(topo: Topology, strategy: str, graph_threads: int, *, threads: int | None = None, smt: bool = False,
+               domains: int | None = None, source: str = "") -> None:
+    """Refuse, from a graph's thread count alone, what the placement would refuse after reading it:
+    another count than ``threads`` asked for, or (graph strategies) more threads than the cores.
+
+    For :func:`pinlab.graph.model.load_graph`'s ``expect``, before thousands of weights are read.
+    """
+    if threads is not None and threads != graph_threads:
+        raise UsageError(f"graph {source} has {graph_threads} threads but {threads} were asked for: "
+                         f"trace again with -n {threads}, or ask for {graph_threads} threads")
+    if strategy in GRAPH_STRATEGIES:
+        choose_units(topo, graph_threads, smt=smt, domains=domains, whole_sockets=True)
 
 
 def unit_tree(topo: Topology, units: Sequence[int], smt: bool = False) -> Tree:
@@ -167,18 +194,57 @@ def _nests(inner: list[tuple[int, int]], outer: list[tuple[int, int]]) -> bool:
 
 
 # -- pairs --------------------------------------------------------------------------------------------
+#: A graph with more pairs of weight than this many per thread is matched on each thread's
+#: MATCH_NEIGHBOURS heaviest pairs (exact on that graph): the blossom algorithm on a dense graph
+#: of 1024 threads takes 1.9 s, on the 16 heaviest pairs of each thread 0.1 s, and on random
+#: dense graphs the matching's weight was the same.
+DENSE_PAIRS_PER_THREAD = 64
+MATCH_NEIGHBOURS = 16
+
+
 def pair_threads(w, threads: Sequence[int] | None = None) -> list[list[int]]:
     """Pairs by maximum-weight matching, leftovers paired in order; an odd thread alone last."""
-    from pinlab.graph.matching import max_weight_matching
+    import numpy as np
 
+    from pinlab.graph.matching import max_weight_matching, max_weight_matching_edges
+
+    everyone = threads is None or list(threads) == list(range(w.shape[0]))
     threads = list(range(w.shape[0])) if threads is None else list(threads)
-    sub = w[threads][:, threads]
-    # The matrix goes as a numpy array (rows index like lists): no 1024 x 1024 list to build.
-    pairs = [[threads[a], threads[b]] for a, b in max_weight_matching(sub)] if len(threads) > 1 else []
+    n = len(threads)
+    sub = w if everyone else w[np.ix_(threads, threads)]
+    found: list[tuple[int, int]] = []
+    if n > 1:
+        rows, cols = np.nonzero(sub)
+        if n > 2 * MATCH_NEIGHBOURS and len(rows) > n * DENSE_PAIRS_PER_THREAD:
+            found = max_weight_matching_edges(n, _heaviest_pairs(sub, rows, cols, MATCH_NEIGHBOURS))
+        else:
+            found = max_weight_matching(sub)
+    pairs = [[threads[a], threads[b]] for a, b in found]
     used = {t for p in pairs for t in p}
     rest = [t for t in threads if t not in used]
     pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
     return pairs
+
+
+def _heaviest_pairs(w, rows, cols, k: int):
+    """The pairs (i, j, weight), i < j, that are among the k heaviest of one of their two threads;
+    ``rows``, ``cols``: the non-zero entries of ``w`` (row-major, as numpy.nonzero gives them)."""
+    import numpy as np
+
+    n = w.shape[0]
+    if rows.size * 4 > n * n:  # dense: a partial sort of every row beats sorting the entries
+        rows = np.repeat(np.arange(n), k)
+        cols = np.argpartition(-w, k, axis=1)[:, :k].ravel()
+        keep = w[rows, cols] > 0
+    else:
+        values = w[rows, cols]
+        order = np.lexsort((-values, rows))  # by thread, heaviest first
+        rows, cols = rows[order], cols[order]
+        keep = np.arange(rows.size) - np.searchsorted(rows, np.arange(n))[rows] < k
+    low, high = np.minimum(rows[keep], cols[keep]), np.maximum(rows[keep], cols[keep])
+    key = np.unique(low * n + high)
+    low, high = key // n, key % n
+    return np.column_stack((low, high, w[low, high]))
 
 
 def pair_level(topo: Topology, smt: bool) -> str | None:
@@ -265,8 +331,6 @@ def _matrix(graph, n: int):
 def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool = False, domains: int | None = None,
                 level: str | None = None, seed: int = 0) -> list[int]:
     """CPU of every thread (thread i on the result's [i]) by a graph strategy of the module's docstring."""
-    import numpy as np
-
     if strategy not in GRAPH_STRATEGIES:
         raise UsageError(f"unknown graph strategy {strategy!r}: choose one of {', '.join(GRAPH_STRATEGIES)}")
     if threads < 1:
@@ -277,9 +341,38 @@ def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool
     if strategy == "lp-compact":
         units = choose_units(topo, threads, smt=smt, domains=domains) if domains is not None else \
             _compact_units(topo, threads, smt)
+    elif strategy == "lp-scatter":
+        units = choose_units(topo, threads, smt=smt, domains=domains, spread=True, pairs_whole=True)
     else:
-        units = choose_units(topo, threads, smt=smt, domains=domains, spread=strategy == "lp-scatter",
-                             pairs_whole=strategy == "lp-scatter")
+        # Every unit of the chosen sockets, the graph deciding how many threads each socket
+        # takes: a clique of 8 and one of 4 on two 8-core sockets go 8 + 4, not 6 + 6.
+        units = choose_units(topo, threads, smt=smt, domains=domains, whole_sockets=True)
+        cpus = _map(topo, strategy, w, units, smt, level, seed)
+        if domains is None or _sockets_used(topo, cpus) == domains:
+            return cpus
+        # --domains K promises K sockets: when the graph's own split leaves one empty, the
+        # threads are divided over the K sockets by capacity instead.
+        units = choose_units(topo, threads, smt=smt, domains=domains)
+    return _map(topo, strategy, w, units, smt, level, seed)
+
+
+def _sockets_used(topo: Topology, cpus: Sequence[int]) -> int:
+    return sum(1 for s in _socket_domains(topo) if s & set(cpus))
+
+
+def _map(topo: Topology, strategy: str, w, units: list[int], smt: bool, level: str | None, seed: int) -> list[int]:
+    """The CPUs of the threads of ``w`` on ``units`` (as many or more; the spare units stay free).
+
+    Spare units are given to stand-in threads that share nothing (the weight matrix padded with
+    zeros), so every strategy sees a full machine; the stand-ins' CPUs are dropped at the end.
+    """
+    import numpy as np
+
+    threads = w.shape[0]
+    if len(units) > threads:
+        padded = np.zeros((len(units), len(units)))
+        padded[:threads, :threads] = w
+        w = padded
     tree = unit_tree(topo, units, smt)
     if strategy in ("lp-compact", "lp-scatter"):
         slots = _slots(topo, tree, smt)
@@ -289,30 +382,33 @@ def map_threads(topo: Topology, strategy: str, graph, threads: int, *, smt: bool
     elif strategy == "gp":
         position = _gp(w, tree, _level_index(tree, level), seed)
     elif strategy in ("lpgp", "gplp"):
-        position = _two_level(topo, w, tree, smt, strategy, seed)
+        position = _two_level(w, tree, strategy, seed)
     else:
         from pinlab.graph.treematch import treematch
 
         order = treematch(w, tree)
         position = {t: i for i, t in enumerate(order)}
-    if strategy in ("lpgp", "gplp", "treematch") and threads <= POLISH_MAX_THREADS:
-        order = [0] * threads
+    if strategy in ("lpgp", "gplp", "treematch") and threads <= POLISH_MAX_THREADS and len(units) <= POLISH_MAX_UNITS:
+        order = [0] * len(units)
         for t, pos in position.items():
             order[pos] = t
-        position = {t: i for i, t in enumerate(polish(topo, w, tree.units, order))}
+        position = {t: i for i, t in enumerate(polish(topo, w, tree.units, order, movers=threads))}
     cpus = [tree.units[position[t]] for t in range(threads)]
     assert len(set(cpus)) == threads
     return cpus
 
 
-#: Graphs up to this many threads get the final swap pass (it costs O(n^3) per pass).
+#: Graphs up to this many threads get the final swap pass (it costs O(threads x units^2) per pass),
+#: on up to this many units (the spare units of the chosen sockets count).
 POLISH_MAX_THREADS = 128
+POLISH_MAX_UNITS = 512
 
 
-def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: int = 4) -> list[int]:
+def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: int = 4, movers: int | None = None) -> list[int]:
     """Exchange two threads' units while that lowers the cost model's cost (a final local search).
 
-    ``order[p]`` is the thread on ``units[p]``. For thread u, the gain of swapping with every v is
+    ``order[p]`` is the thread on ``units[p]``. Only threads below ``movers`` (all by default)
+    start an exchange; the others are stand-ins for spare units, which share nothing. For thread u, the gain of swapping with every v is
     computed at once: with A the weights and B the distances between the threads' units,
     delta(v) = (B A_u)_v + (A B_u)_v - A_u.B_u - (A.B)_v + 2 A_uv B_uv (negative: cheaper).
     """
@@ -333,7 +429,7 @@ def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: in
     for _ in range(passes):
         improved = False
         rowdot = (a * b).sum(axis=1)
-        for u in range(n):
+        for u in range(n if movers is None else movers):
             delta = b @ a[u] + a @ b[u] - a[u] @ b[u] - rowdot + 2 * a[u] * b[u]
             delta[u] = 0.0
             v = int(np.argmin(delta))
@@ -357,7 +453,8 @@ def _compact_units(topo: Topology, n: int, smt: bool) -> list[int]:
     units = [u.os_index for u in units_under(topo, topo.root, smt)]
     if n > len(units):
         kind = "cores" if not smt else "hardware threads (PUs)"
-        raise UsageError(f"{n} threads but only {len(units)} {kind} are available; use fewer threads" + ("" if smt else ", or --smt"))
+        raise UsageError(f"{n} threads but only {len(units)} {kind} are available; use fewer threads"
+                         + (", or --smt" if smt_would_help(topo, smt) else ""))
     return units[:n]
 
 
@@ -404,16 +501,11 @@ def _gp(w, tree: Tree, index: int | None, seed: int) -> dict[int, int]:
 
     groups = tree.levels[index] if index is not None else [(0, len(tree.units))]
     parts = partition(w, [b - a for a, b in groups], seed=seed)
-    position: dict[int, int] = {}
-    fill = [a for a, _ in groups]
-    for t, p in enumerate(parts):
-        position[t] = fill[p]
-        fill[p] += 1
-    return position
+    return _inside(w, tree, groups, parts)
 
 
-def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: int) -> dict[int, int]:
-    """lpgp and gplp: sockets by partition (of pairs, or of threads), pairs on pair slots inside."""
+def _two_level(w, tree: Tree, strategy: str, seed: int) -> dict[int, int]:
+    """lpgp and gplp: sockets by partition (of pairs, or of threads), treematch inside each."""
     import numpy as np
 
     from pinlab.graph.partition import partition
@@ -422,7 +514,6 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
     index = _socket_level(tree)
     sockets = tree.levels[index] if index is not None else [(0, len(tree.units))]
     sizes = [b - a for a, b in sockets]
-    pairs: list[list[int]] = []
     if strategy == "lpgp" and len(sockets) > 1:
         pairs = pair_threads(w)
         pair_of = np.empty(n, dtype=np.int64)
@@ -440,18 +531,31 @@ def _two_level(topo: Topology, w, tree: Tree, smt: bool, strategy: str, seed: in
         parts = _exact(w, parts, sizes)
     else:
         parts = np.asarray(partition(w, sizes, seed=seed))
-    kept = [p for p in pairs if len(p) == 2 and parts[p[0]] == parts[p[1]]] if strategy == "lpgp" and len(sockets) > 1 else []
-    paired = {t for p in kept for t in p}
+    return _inside(w, tree, sockets, parts)
+
+
+def _inside(w, tree: Tree, groups: list[tuple[int, int]], parts) -> dict[int, int]:
+    """Thread -> unit position, the threads of part p on the units of ``groups[p]``, arranged by
+    treematch over the levels inside that group (NUMA nodes, L3s, shared L2s, cores), so that
+    what the partition chose is not undone by an arrangement blind to the levels below it."""
+    import numpy as np
+
+    from pinlab.graph.treematch import treematch
+
+    parts = np.asarray(parts)
     position: dict[int, int] = {}
-    kind = pair_level(topo, smt)
-    by_socket: list[list[int]] = [[] for _ in sockets]
-    for t in range(n):
-        if t not in paired:
-            by_socket[parts[t]].append(t)
-    for s, (a, b) in enumerate(sockets):
-        # lpgp keeps its pairs that the partition left whole; the rest are matched inside the socket
-        socket_pairs = [p for p in kept if parts[p[0]] == s] + pair_threads(w, by_socket[s])
-        position.update(_pairs_on_slots(w, socket_pairs, _slots(topo, tree, smt, within=(a, b), kind=kind)))
+    for p, (a, b) in enumerate(groups):
+        members = np.flatnonzero(parts == p)
+        assert members.size == b - a, "the partition fills every part exactly"
+        levels = []
+        for level in tree.levels:
+            inner = [(x - a, y - a) for x, y in level if a <= x and y <= b]
+            if 1 < len(inner) < b - a and (not levels or inner != levels[-1]):
+                levels.append(inner)
+        sub = Tree(units=tree.units[a:b], levels=levels, names=[[] for _ in levels])
+        order = treematch(w[np.ix_(members, members)], sub)
+        for i, local in enumerate(order):
+            position[int(members[local])] = a + i
     return position
 
 

@@ -7,7 +7,7 @@ touched (see :func:`pinlab.graph.trace.common.graph_from_counts`).
 The matrix is symmetric with a zero diagonal. ``volume[i]`` is thread i's own count of accesses
 (shared or not), which tells a thread that shares little from one that does little.
 
-File formats (both read by :func:`load_graph`, chosen by the name's ending):
+File formats (all read by :func:`load_graph`, chosen by the name's ending):
 
 - JSON (format version 1)::
 
@@ -18,6 +18,12 @@ File formats (both read by :func:`load_graph`, chosen by the name's ending):
   to ``"unknown"``.
 - a matrix (``.csv``, ``.txt``, ``.mat``): one row per thread, numbers separated by commas or
   white space; lines starting with ``#`` are comments.
+- compact (``.npz``): the pairs with a weight, binary and compressed (:mod:`pinlab.graph.binary`);
+  the form for graphs of thousands of threads.
+
+Any other ending is refused. The thread count is read first (the JSON's ``threads``, the
+matrix's first row, the compact file's ``threads``) so that a caller can refuse a graph of the
+wrong size before its weights are read (``expect`` of :func:`load_graph`).
 """
 from __future__ import annotations
 
@@ -34,13 +40,16 @@ from pinlab.errors import UsageError
 JSON_FORMAT_VERSION = 1
 GRANULARITIES = ("line", "page", "message", "unknown")
 MATRIX_SUFFIXES = (".csv", ".txt", ".mat")
+BINARY_SUFFIX = ".npz"
+#: Reading a graph file larger than this says so first (a JSON of 4096 threads takes seconds).
+LARGE_FILE_BYTES = 8 << 20
 
 
 @dataclass
 class AffinityGraph:
     """A symmetric thread x thread weight matrix plus how it was measured."""
 
-    weights: list[list[float]]
+    weights: list[list[float]]  # or a numpy matrix (the compact file's, too large for lists)
     volume: list[float] | None = None
     granularity: str = "unknown"
     unit_bytes: int | None = None
@@ -49,7 +58,8 @@ class AffinityGraph:
 
     def __post_init__(self) -> None:
         if self.volume is None:
-            self.volume = [float(sum(row)) for row in self.weights]
+            self.volume = [float(sum(row)) for row in self.weights] if isinstance(self.weights, list) \
+                else self.as_array().sum(axis=1).tolist()
 
     @property
     def threads(self) -> int:
@@ -61,6 +71,10 @@ class AffinityGraph:
     @property
     def total(self) -> float:
         """The sum of the weights of all pairs (each pair once)."""
+        if not isinstance(self.weights, list):
+            import numpy as np
+
+            return float(np.triu(self.as_array(), 1).sum())
         return sum(self.weights[i][j] for i in range(self.threads) for j in range(i + 1, self.threads))
 
     @property
@@ -70,6 +84,11 @@ class AffinityGraph:
 
     def edges(self) -> list[tuple[int, int, float]]:
         """Every pair with a positive weight, once (i < j)."""
+        if not isinstance(self.weights, list):
+            import numpy as np
+
+            rows, cols = np.nonzero(np.triu(self.as_array(), 1))
+            return [(int(i), int(j), float(self.weights[i][j])) for i, j in zip(rows, cols)]
         return [(i, j, w) for i, row in enumerate(self.weights) for j, w in enumerate(row) if j > i and w > 0]
 
     def as_array(self):
@@ -114,8 +133,12 @@ class AffinityGraph:
         return out.getvalue()
 
     def save(self, path: str | Path) -> None:
-        """Write the graph as JSON, or as a matrix when the name ends in .csv/.txt/.mat."""
+        """Write the graph as JSON, as a matrix when the name ends in .csv/.txt/.mat, compact for .npz."""
         path = Path(path)
+        if path.suffix.lower() == BINARY_SUFFIX:
+            from pinlab.graph.binary import save_binary
+
+            return save_binary(self, path)
         text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else self.to_json_text()
         try:
             path.write_text(text)
@@ -123,18 +146,25 @@ class AffinityGraph:
             raise UsageError(f"cannot write the graph to {path}: {exc.strerror or exc}") from None
 
 
-def graph_format(path: str | Path) -> str:
-    """``"matrix"`` or ``"json"`` by the file name's ending; any other ending is refused.
+def graph_format(path: str | Path, *, reading: bool = False) -> str:
+    """``"matrix"``, ``"json"`` or ``"binary"`` (compact) by the file name's ending; any other ending is refused.
 
-    For files pinlab writes on request (``graph convert``), where guessing JSON for a typo such
-    as ``out.cvs`` would silently write the wrong format.
+    Writing, guessing JSON for a typo such as ``out.cvs`` would silently write the wrong format;
+    reading, a file named ``g.xyz`` or ``g`` may be anything (a matrix read as JSON fails with a
+    JSON error that does not say why), so the name must say what the file holds.
     """
     suffix = Path(path).suffix.lower()
     if suffix in MATRIX_SUFFIXES:
         return "matrix"
     if suffix == ".json":
         return "json"
-    raise UsageError(f"graph file {path}: end its name in .json for JSON or {', '.join(MATRIX_SUFFIXES)} for a matrix")
+    if suffix == BINARY_SUFFIX:
+        return "binary"
+    if reading:
+        raise UsageError(f"graph file {path}: pinlab reads a graph by its name's ending: .json for JSON, "
+                         f"{', '.join(MATRIX_SUFFIXES)} for a matrix, {BINARY_SUFFIX} compact; rename the file (or copy it) to one of those")
+    raise UsageError(f"graph file {path}: end its name in .json for JSON, {', '.join(MATRIX_SUFFIXES)} for a matrix "
+                     f"or {BINARY_SUFFIX} for the compact form")
 
 
 def convert_graph(source: str | Path, target: str | Path, *, strict: bool = False,
@@ -171,29 +201,85 @@ def _plain(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str], None] | None = None) -> AffinityGraph:
-    """Read and check a graph file (JSON or a matrix, see the module's docstring).
+def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str], None] | None = None,
+               expect: Callable[[int], None] | None = None) -> AffinityGraph:
+    """Read and check a graph file (JSON, a matrix or compact, see the module's docstring).
 
     An asymmetric matrix is made symmetric (the mean of both directions) with a notice, or refused
     with ``strict``; a non-zero diagonal is ignored the same way. Anything else wrong (not a
     square matrix, negative or non-numeric weights, no threads) is refused with a UsageError.
+    ``expect(threads)`` is called with the thread count before the weights are read (it raises
+    to refuse the graph: another thread count than asked for, more threads than cores).
     """
     path = Path(path)
+    fmt = graph_format(path, reading=True)
+    if fmt == "binary":
+        from pinlab.graph.binary import load_binary
+
+        data = load_binary(path, expect=expect, max_weight=MAX_WEIGHT)
+        return AffinityGraph(weights=data["weights"], volume=data["volume"], granularity=_granularity(data["granularity"], str(path)),
+                             unit_bytes=_unit_bytes(data["unit_bytes"], str(path)), measured=_measured(data["measured"], str(path)),
+                             source=str(path))
+    if expect is not None:
+        threads = peek_threads(path)
+        if threads is not None:
+            expect(threads)
+    size = path.stat().st_size if path.is_file() else 0
+    if size > LARGE_FILE_BYTES:
+        _say(notice, f"reading graph {path} ({size / 2**20:.0f} MiB); the compact form loads faster: "
+                     f"pinlab graph convert {path} {path.with_suffix(BINARY_SUFFIX)}")
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise UsageError(f"graph file {path} does not exist; make one with pinlab trace") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read graph file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if path.suffix.lower() in MATRIX_SUFFIXES:
-        return graph_from_matrix(_parse_matrix(text, path), source=str(path), strict=strict, notice=notice,
-                                 measured={"method": "import", "file": path.name})
+    if fmt == "matrix":
+        graph = graph_from_matrix(_parse_matrix(text, path), source=str(path), strict=strict, notice=notice,
+                                  measured={"method": "import", "file": path.name})
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"graph file {path} is not JSON ({exc.msg} at line {exc.lineno}); "
+                             f"a matrix file must end in {', '.join(MATRIX_SUFFIXES)}") from None
+        graph = graph_from_json(data, source=str(path), strict=strict, notice=notice)
+    if expect is not None:
+        expect(graph.threads)
+    return graph
+
+
+def peek_threads(path: str | Path) -> int | None:
+    """A graph file's thread count from its first bytes, or None where they do not tell.
+
+    JSON as pinlab writes it has ``"threads": N`` before the weights; a matrix has as many
+    numbers on its first row as it has rows; a compact file stores the count on its own.
+    """
+    import re
+
+    path = Path(path)
+    fmt = graph_format(path, reading=True)
+    if fmt == "binary":
+        from pinlab.graph.binary import binary_threads
+
+        return binary_threads(path)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"graph file {path} is not JSON ({exc.msg} at line {exc.lineno}); "
-                         f"a matrix file must end in {', '.join(MATRIX_SUFFIXES)}") from None
-    return graph_from_json(data, source=str(path), strict=strict, notice=notice)
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return None  # the full read says why
+    if fmt == "json":
+        before = head.split('"weights"', 1)[0] if '"weights"' in head else ""
+        for found in re.finditer(r'"threads"\s*:\s*(\d+)\s*[,}]', before):
+            opened = before[:found.start()]
+            if opened.count("{") - opened.count("}") == 1:  # a key of the top object, not of "measured"
+                return int(found.group(1))
+        return None
+    for line in head.splitlines()[:-1] if len(head) == 1 << 16 else head.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            return len(line.replace(",", " ").replace(";", " ").split())
+    return None
 
 
 def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False,
@@ -211,21 +297,33 @@ def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False,
         raise UsageError(f"graph {source}: 'threads' must be a whole number (got {threads!r})")
     if threads != len(weights):
         raise UsageError(f"graph {source} says 'threads': {threads} but 'weights' has {len(weights)} rows")
-    granularity = data.get("granularity", "unknown")
-    if granularity not in GRANULARITIES:
-        raise UsageError(f"graph {source}: unknown granularity {granularity!r}; use one of {', '.join(GRANULARITIES)}")
-    unit_bytes = data.get("unit_bytes")
-    if unit_bytes is not None and (not isinstance(unit_bytes, int) or isinstance(unit_bytes, bool) or unit_bytes <= 0):
-        raise UsageError(f"graph {source}: 'unit_bytes' must be a positive whole number (got {unit_bytes!r})")
-    measured = data.get("measured") or {}
-    if not isinstance(measured, dict):
-        raise UsageError(f"graph {source}: 'measured' must be an object")
+    granularity = _granularity(data.get("granularity", "unknown"), source)
+    unit_bytes = _unit_bytes(data.get("unit_bytes"), source)
+    measured = _measured(data.get("measured") or {}, source)
     graph = graph_from_matrix(weights, source=source, strict=strict, notice=notice, measured=measured,
                               granularity=granularity, unit_bytes=unit_bytes)
     volume = data.get("volume")
     if volume is not None:
         graph.volume = _check_vector(volume, graph.threads, source, "volume")
     return graph
+
+
+def _granularity(granularity: Any, source: str) -> str:
+    if granularity not in GRANULARITIES:
+        raise UsageError(f"graph {source}: unknown granularity {granularity!r}; use one of {', '.join(GRANULARITIES)}")
+    return granularity
+
+
+def _unit_bytes(unit_bytes: Any, source: str) -> int | None:
+    if unit_bytes is not None and (not isinstance(unit_bytes, int) or isinstance(unit_bytes, bool) or unit_bytes <= 0):
+        raise UsageError(f"graph {source}: 'unit_bytes' must be a positive whole number (got {unit_bytes!r})")
+    return unit_bytes
+
+
+def _measured(measured: Any, source: str) -> dict[str, Any]:
+    if not isinstance(measured, dict):
+        raise UsageError(f"graph {source}: 'measured' must be an object")
+    return measured
 
 
 def graph_from_matrix(rows: Any, *, source: str = "matrix", strict: bool = False, notice: Callable[[str], None] | None = None,
@@ -264,10 +362,40 @@ def graph_from_matrix(rows: Any, *, source: str = "matrix", strict: bool = False
 
 def _weight(value: Any, source: str, i: int, j: int) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {value!r}, not a number")
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {value!r}; weights must be finite and >= 0")
-    return float(value)
+        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {_shown(value)}, not a number")
+    number = _finite(value)
+    if number is None or number < 0:
+        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {_shown(value)}; "
+                         f"weights must be finite and >= 0" + (f" (at most {MAX_WEIGHT:g})" if number is None else ""))
+    return number
+
+
+#: The largest weight accepted: costs are sums of weight x distance over up to millions of pairs
+#: in float64, which must stay finite (1e300 x 8 x 10^12 pairs is still below 1.8e308).
+MAX_WEIGHT = 1e290
+
+
+def _finite(value: int | float) -> float | None:
+    """``value`` as a float when it is finite and not above MAX_WEIGHT, else None.
+
+    A JSON integer of hundreds of digits is a Python int that float() cannot hold (OverflowError).
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    if not math.isfinite(number) or abs(number) > MAX_WEIGHT:
+        return None
+    return number
+
+
+def _shown(value: Any) -> str:
+    """A value for a message, a huge number as its number of digits rather than all of them."""
+    text = repr(value)
+    digits = str(value).lstrip("+-") if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if digits.isdigit() and len(digits) > 24:
+        return f"a number of {len(digits)} digits"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
@@ -275,9 +403,11 @@ def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
         raise UsageError(f"graph {source}: '{name}' must list one number per thread ({n})")
     checked = []
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise UsageError(f"graph {source}: '{name}' of thread {i} is {v!r}; it must be a finite number >= 0")
-        checked.append(float(v))
+        number = None if isinstance(v, bool) or not isinstance(v, (int, float)) else _finite(v)
+        if number is None or number < 0:
+            raise UsageError(f"graph {source}: '{name}' of thread {i} is {_shown(v)}; it must be a finite number >= 0"
+                             + (f" and at most {MAX_WEIGHT:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) and number is None else ""))
+        checked.append(number)
     return checked
 
 
@@ -291,9 +421,13 @@ def _parse_matrix(text: str, path: Path) -> list[list[float]]:
         row = []
         for cell in cells:
             try:
-                row.append(float(cell))
+                value = float(cell)
             except ValueError:
-                raise UsageError(f"graph file {path}, line {number}: {cell!r} is not a number") from None
+                raise UsageError(f"graph file {path}, line {number}: {_shown(cell)} is not a number") from None
+            if math.isinf(value) and cell.lstrip("+-").lower() not in ("inf", "infinity"):
+                raise UsageError(f"graph file {path}, line {number}: {_shown(cell)} is too large; "
+                                 f"weights must be at most {MAX_WEIGHT:g}")
+            row.append(value)
         rows.append(row)
     return rows
 

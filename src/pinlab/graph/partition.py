@@ -84,9 +84,10 @@ def _initial(w, sizes: list[int], vs, seed: int, edges=None):
     xadj = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n)))).astype(np.int64)
     total_size = float(sum(sizes))
     options = pymetis.Options(seed=seed)
+    # numpy arrays go to METIS as they are (lists of a million edges cost more than METIS itself).
     membership = pymetis.part_graph(
-        k, pymetis.CSRAdjacency(xadj.tolist(), cols.tolist()), eweights=ints.tolist(),
-        vweights=vs.tolist(), tpwgts=[s / total_size for s in sizes], options=options,
+        k, pymetis.CSRAdjacency(xadj, np.ascontiguousarray(cols, dtype=np.int64)), eweights=np.ascontiguousarray(ints, dtype=np.int64),
+        vweights=np.ascontiguousarray(vs, dtype=np.int64), tpwgts=[s / total_size for s in sizes], options=options,
     ).vertex_part
     return np.asarray(membership, dtype=np.int64)
 

@@ -11,18 +11,32 @@ Grouping one level:
 
 - every parent holds two children of equal size (the common case of pairs): an exact
   maximum-weight matching, the heaviest pairs going to the parents;
-- otherwise (arity 3, 4, 8 or more, or children of different sizes on irregular trees): greedy
-  growth (a parent starts from the free group with the largest weight to the other free groups,
-  then takes, while it has room, the free group that fits a free child slot and adds the most
-  weight to it), followed by swaps of equal-size groups between parents while a swap raises the
-  weight inside parents (pinlab.graph.partition.refine).
+- groups of one size into parents of one arity (3, 4, 8 or more), when there are at most
+  EXACT_MAX ways to do it (8 groups into 2 x 4: 35 ways; 12 into 3 x 4: 5,775): every way is
+  tried and the one with the most weight inside parents kept. A greedy choice at such a level is
+  a bisection heuristic, and on an 8-stage pipeline over two 4-core sockets it cut the pipeline
+  in three places where one is enough;
+- otherwise (more groups, or children of different sizes on irregular trees): greedy growth (a
+  parent starts from a free group with a large weight to the other free groups, then takes,
+  while it has room, the free group that fits a free child slot and adds the most weight to it),
+  followed by swaps of equal-size groups between parents while a swap raises the weight inside
+  parents (pinlab.graph.partition.refine); from several starting groups when there are few
+  groups (RESTART_MAX), the best kept.
 """
 from __future__ import annotations
 
+from math import comb, factorial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pinlab.graph.mapping import Tree
+
+#: A level is grouped exactly (every way tried) when it has at most this many ways to group.
+EXACT_MAX = 20_000
+#: Up to this many groups at a level, greedy growth starts from several groups (one per start).
+RESTART_MAX = 64
+#: How many starting groups greedy growth tries at such a level.
+RESTARTS = 8
 
 
 def treematch(w, tree: "Tree", *, passes: int = 2) -> list[int]:
@@ -84,17 +98,37 @@ def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int
         return [0] * m
     if all(len(s) <= 2 for s in slots) and len(set(sizes)) == 1:
         return _by_matching(c, slots)
-    owner = np.full(m, -1, dtype=np.int64)
+    arity = {len(s) for s in slots}
+    if len(set(sizes)) == 1 and len(arity) == 1 and _ways(m, len(slots), arity.pop()) <= EXACT_MAX:
+        return _exhaustive(c, len(slots), len(slots[0]))
+    from pinlab.graph.partition import inside_weight
+
     sizes_a = np.asarray(sizes)
-    free = np.ones(m, dtype=bool)
     total = c.sum(axis=1)
-    uniform = len(set(sizes)) == 1
+    starts = [int(g) for g in np.argsort(-total, kind="stable")[:RESTARTS if m <= RESTART_MAX else 1]]
+    best = None
+    for first in starts:
+        owner = _grow(c, sizes_a, slots, total, first, passes)
+        score = inside_weight(c, owner)
+        if best is None or score > best[0] + 1e-12 * max(1.0, abs(score)):
+            best = (score, owner)
+    return best[1]
+
+
+def _grow(c, sizes_a, slots: list[list[int]], total, first: int, passes: int) -> list[int]:
+    """Greedy growth (the first parent from group ``first`` when it fits), then swaps."""
+    import numpy as np
+
+    m = len(sizes_a)
+    owner = np.full(m, -1, dtype=np.int64)
+    free = np.ones(m, dtype=bool)
+    uniform = len(set(sizes_a.tolist())) == 1
     # The largest parents first: a lone core must not take the best-connected thread of a cluster.
-    for p in sorted(range(len(slots)), key=lambda p: (-sum(slots[p]), p)):
+    for rank, p in enumerate(sorted(range(len(slots)), key=lambda p: (-sum(slots[p]), p))):
         want = sorted(slots[p], reverse=True)
         remaining = {s: want.count(s) for s in set(want)}
         eligible = free & (sizes_a == want[0])
-        seed = int(np.argmax(np.where(eligible, total, -np.inf)))
+        seed = first if rank == 0 and eligible[first] else int(np.argmax(np.where(eligible, total, -np.inf)))
         owner[seed] = p
         free[seed] = False
         remaining[sizes_a[seed]] -= 1
@@ -109,6 +143,50 @@ def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int
     from pinlab.graph.partition import refine
 
     return refine(c, owner, sizes_a, passes=passes).tolist()
+
+
+def _ways(m: int, parents: int, arity: int) -> int:
+    """The number of ways to split m groups into ``parents`` unordered sets of ``arity``."""
+    if parents * arity != m:
+        return EXACT_MAX + 1
+    ways, left = 1, m
+    for _ in range(parents):
+        ways *= comb(left - 1, arity - 1)  # the lowest free group's companions
+        left -= arity
+    return ways
+
+
+def _exhaustive(c, parents: int, arity: int) -> list[int]:
+    """The grouping of ``parents * arity`` groups into sets of ``arity`` with the most weight inside.
+
+    Each way is made once: a set always holds the lowest-numbered free group, and sets are numbered
+    in that order (the parents are alike, so their order does not matter)."""
+    from itertools import combinations
+
+    m = parents * arity
+    rows = [[float(x) for x in row] for row in c]
+    best: list = [-1.0, None]
+    chosen: list[tuple[int, ...]] = []
+
+    def search(free: tuple[int, ...], score: float) -> None:
+        if not free:
+            if score > best[0]:
+                best[0], best[1] = score, list(chosen)
+            return
+        head, rest = free[0], free[1:]
+        for mates in combinations(rest, arity - 1):
+            members = (head, *mates)
+            inside = sum(rows[a][b] for i, a in enumerate(members) for b in members[i + 1:])
+            chosen.append(members)
+            search(tuple(g for g in rest if g not in mates), score + inside)
+            chosen.pop()
+
+    search(tuple(range(m)), 0.0)
+    owner = [0] * m
+    for p, members in enumerate(best[1]):
+        for g in members:
+            owner[g] = p
+    return owner
 
 
 def _by_matching(c, slots: list[list[int]]) -> list[int]:

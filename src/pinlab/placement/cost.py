@@ -9,7 +9,8 @@ before and a trip off the package is twice a trip through a shared L3)::
     same PU                         0
     same core (SMT siblings)        1
     shared L1 or L2 cache           2
-    shared L3 (or deeper: L4, die)  4
+    shared L3 (or deeper: L4)       4   (a die or group where no cache of level 3 or more is shared)
+    same die or group inside a node 5   (above the L3: two CCDs of one EPYC NUMA quadrant)
     same NUMA node inside a package 6   (sub-NUMA clusters; a node above packages adds nothing)
     same package                    7
     elsewhere on the machine        8
@@ -37,7 +38,7 @@ from typing import Sequence
 from pinlab.topology.model import Topology, TopoObject
 
 #: The distance scale (see the module docstring), from the closest to the furthest.
-SCALE = {"pu": 0.0, "core": 1.0, "l2": 2.0, "l3": 4.0, "numa": 6.0, "package": 7.0, "machine": 8.0}
+SCALE = {"pu": 0.0, "core": 1.0, "l2": 2.0, "l3": 4.0, "die": 5.0, "numa": 6.0, "package": 7.0, "machine": 8.0}
 
 _TABLES: "weakref.WeakKeyDictionary[Topology, DistanceTable]" = weakref.WeakKeyDictionary()
 
@@ -54,7 +55,7 @@ class DistanceTable:
         keys = [_keys(topo, pu) for pu in pus]
         m = np.full((len(pus), len(pus)), SCALE["machine"], dtype=np.float64)
         # From the furthest level to the closest: a closer shared level overrides a further one.
-        for level in ("package", "numa", "l3", "l2", "core", "pu"):
+        for level in ("package", "numa", "die", "l3", "l2", "core", "pu"):
             column = np.array([k[level] for k in keys], dtype=np.int64)
             same = (column[:, None] == column[None, :]) & (column[:, None] >= 0)
             m[same] = SCALE[level]
@@ -81,11 +82,16 @@ def _keys(topo: Topology, pu: TopoObject) -> dict[str, int]:
     Without packages in the topology, the NUMA node is the only level above the caches.
 
     Two PUs are at most that far apart when their ids are equal. The L3 class takes the
-    outermost cache of level 3 or more (or die/group) below the package, and the L2 class the
-    outermost L1/L2 data cache: sharing a deeper one implies sharing that one.
+    outermost cache of level 3 or more below the package, and the L2 class the outermost L1/L2
+    data cache: sharing a deeper one implies sharing that one. A Die or Group stands for the L3
+    only where no such cache lies below it (a cluster of cores without one); above that cache it
+    is a boundary of its own, the "die" class, when it splits the PU's NUMA node (hwloc's Group
+    of two L3s per EPYC NUMA quadrant). One that is the node itself, or holds several nodes, adds
+    nothing the NUMA and package classes do not already say.
     """
-    keys = {"pu": id(pu), "core": id(topo.core_of(pu)), "l2": -1, "l3": -1, "package": -1, "numa": -1}
+    keys = {"pu": id(pu), "core": id(topo.core_of(pu)), "l2": -1, "l3": -1, "die": -1, "package": -1, "numa": -1}
     node = topo.node_by_os.get(min(pu.nodes)) if pu.nodes else None
+    big_cache = False  # a cache of level >= 3 seen on the way up
     obj = pu.parent
     while obj is not None:
         if obj.type == "Package":
@@ -97,8 +103,15 @@ def _keys(topo: Topology, pu: TopoObject) -> dict[str, int]:
             break
         if obj.is_data_cache and (obj.cache_level or 0) <= 2:
             keys["l2"] = id(obj)
-        elif (obj.is_data_cache and (obj.cache_level or 0) >= 3) or obj.type in ("Die", "Group"):
+        elif obj.is_data_cache and (obj.cache_level or 0) >= 3:
             keys["l3"] = id(obj)
+            big_cache = True
+        elif obj.type in ("Die", "Group"):
+            if not big_cache:
+                if node is None or obj.cpus <= node.cpus:
+                    keys["l3"] = id(obj)
+            elif keys["die"] == -1 and (node is None or obj.cpus < node.cpus):
+                keys["die"] = id(obj)
         obj = obj.parent
     if keys["package"] == -1 and node is not None:
         keys["numa"] = node.os_index

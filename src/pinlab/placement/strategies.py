@@ -86,9 +86,17 @@ def _capacities(topo: Topology, smt: bool) -> dict[int, int]:
     return cap
 
 
+def smt_would_help(topo: Topology, smt: bool) -> bool:
+    """Whether --smt would give more units: some allowed core has two or more allowed PUs.
+
+    Only then is --smt worth suggesting; on a machine without SMT it changes nothing.
+    """
+    return not smt and len(topo.allowed_cpus) > len(units_under(topo, topo.root, False))
+
+
 def _no_room(topo: Topology, n: int, available: int, smt: bool, where: str = "") -> UsageError:
     unit = "hardware threads (PUs)" if smt else "cores"
-    hint = "fewer threads, --oversubscribe to share CPUs" + ("" if smt else ", or --smt to also use hardware threads")
+    hint = "fewer threads, --oversubscribe to share CPUs" + (", or --smt to also use hardware threads" if smt_would_help(topo, smt) else "")
     return UsageError(
         f"{n} threads but only {available} {unit} are available{where} "
         f"(allowed CPUs: {format_cpulist(topo.allowed_cpus) or 'none'}); use {hint}"

@@ -366,21 +366,28 @@ def _dense(n, seed=0):
 
 
 @pytest.mark.parametrize("strategy", ["lpgp", "gplp", "gp", "treematch"])
-def test_a_dense_graph_of_1024_threads_maps_in_well_under_a_second_of_cpu(strategy):
-    """CPU time of this process (not wall time: co-runners do not count). Measured on a 2-core VM:
-    110-180 ms; lpgp took 1.9 s when the blossom algorithm matched all 523,776 pairs."""
-    import time
+def test_a_dense_graph_of_1024_threads_is_paired_on_each_threads_heaviest_pairs(strategy, monkeypatch):
+    """What keeps a dense 1024-thread graph fast (110-180 ms of CPU on a 2-core VM, see
+    bench/bench_mapping.py; 1.9 s when the blossom algorithm matched all 523,776 pairs): the
+    matching is given at most MATCH_NEIGHBOURS pairs per thread. Counted, not timed."""
+    from pinlab.graph import matching
 
     topo = load_topology("synthetic:pack:8 l3:8 core:16 pu:1")
     w = _dense(1024)
-    from pinlab.placement.cost import distance_table
+    given = []
+    real = matching.max_weight_matching_edges
 
-    distance_table(topo)  # built once per machine, as a program loads its topology once
-    start = time.process_time()
+    def counting(n, edges):
+        edges = list(edges)
+        given.append((n, len(edges)))
+        return real(n, edges)
+
+    monkeypatch.setattr(matching, "max_weight_matching_edges", counting)
     cpus = map_threads(topo, strategy, w, 1024)
-    spent = time.process_time() - start
     assert sorted(cpus) == sorted(topo.allowed_cpus)
-    assert spent < 1.0, f"{strategy}: {spent:.2f} s of CPU"
+    assert all(edges <= n * 16 for n, edges in given), given  # at most 16 pairs per thread
+    if strategy == "lpgp":
+        assert any(n == 1024 for n, _ in given), given  # lpgp pairs the whole graph first
 
 
 def test_pairs_of_a_dense_graph_weigh_what_the_full_matching_weighs():

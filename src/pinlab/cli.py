@@ -1155,9 +1155,10 @@ def trace(threads, method, output, no_baseline, period_ms, min_bytes, sample_per
     if not quiet:
         measured = result.graph.measured
         speed = f", untraced {outcome.baseline_seconds:.3f} s, slowdown x{outcome.slowdown:.1f}" if outcome.slowdown else ""
+        where = f"graph of {threads} threads -> {output}" if outcome.written else "no graph written"
         click.echo(f"pinlab: traced with {outcome.method} in {result.wall_seconds:.3f} s{speed}; "
-                   f"{measured.get('units_seen', '?')} {result.graph.granularity}s seen; graph of {threads} threads -> {output}", err=True)
-    return result.exit_status
+                   f"{measured.get('units_seen', '?')} {result.graph.granularity}s seen; {where}", err=True)
+    return 128 + outcome.interrupted if outcome.interrupted else result.exit_status
 
 
 @cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pinlab.errors import UsageError
 from pinlab.outputs import check_writable
 from pinlab.graph.model import MATRIX_SUFFIXES
 from pinlab.graph.trace.common import TraceRequest, TraceResult
+from pinlab.graph.trace.limits import check_threads
 
 METHODS = ("exact", "sampled", "pages")
 CHOICES = ("auto", *METHODS)
@@ -35,6 +37,8 @@ class TraceOutcome:
     method: str
     baseline_seconds: float | None  # the untraced run, None with baseline=False
     slowdown: float | None
+    written: bool = False  # the graph is in the output file
+    interrupted: int | None = None  # the stopping signal (SIGINT for Ctrl-C) that ended the trace or its untraced run
 
 
 def method_module(name: str):
@@ -46,11 +50,12 @@ def method_module(name: str):
 
 
 def check_request(request: TraceRequest) -> None:
-    """Refuse what no method can trace: no program, fewer than one thread."""
+    """Refuse what no method can trace: no program, fewer than one thread, more than this machine can (see limits)."""
     if not request.argv:
         raise UsageError("no program given: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]")
     if request.threads < 1:
         raise UsageError(f"-n must be at least 1 thread (got {request.threads})")
+    check_threads(request.threads)
 
 
 def check_output(path: str | Path) -> None:
@@ -82,9 +87,10 @@ def choose_method(request: TraceRequest, method: str = "auto") -> str:
     raise UsageError("no tracing method can trace this program here (" + "; ".join(reasons) + ")")
 
 
-def run_untraced(request: TraceRequest) -> tuple[float, int]:
-    """The program's wall time and exit status untraced, through the same launcher and placement as
-    the exact method (one thread per allowed CPU, the rest unpinned); its output is discarded."""
+def run_untraced(request: TraceRequest) -> tuple[float, int, int | None]:
+    """The program's wall time, exit status and the stopping signal pinlab received meanwhile (None
+    mostly), untraced, through the same launcher and placement as the exact method (one thread per
+    allowed CPU, the rest unpinned); its output is discarded."""
     from pinlab.launch.runner import LaunchSpec, allowed_cpus
     from pinlab.launch.runner import run as launch
 
@@ -92,7 +98,7 @@ def run_untraced(request: TraceRequest) -> tuple[float, int]:
         spec = LaunchSpec(argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="unpinned",
                           env=None if request.env is None else dict(request.env), sample_ms=None, stdout=sink.fileno(), stderr=sink.fileno())
         record = launch(spec)
-    return record.wall_seconds, record.exit_status
+    return record.wall_seconds, record.exit_status, record.interrupted
 
 
 def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool = True, output: str | Path | None = None) -> TraceOutcome:
@@ -114,13 +120,23 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
             raise UsageError(f"{key.replace('_', '-')} is a setting of --method {OPTION_METHOD.get(key, '?')}, "
                              f"but the program is traced with {name}; drop it or choose that method")
     result = method_module(name).trace(request)
+    interrupted = result.interrupted
     baseline_seconds = slowdown = None
-    if baseline:
-        baseline_seconds, status = run_untraced(request)
-        if status != result.exit_status:
-            result.warnings.append(f"the untraced run ended with status {status}, the traced one with {result.exit_status}")
-        if baseline_seconds > 0:
-            slowdown = round(result.wall_seconds / baseline_seconds, 3)
+    if interrupted is not None:
+        # Ctrl-C stops everything: no untraced run, and no graph of a run cut short.
+        where = f" to {output}" if output is not None else ""
+        result.warnings.append(f"interrupted by {signal.Signals(interrupted).name}: the program was stopped, no graph was written{where}")
+    elif baseline:
+        seconds, status, stopped = run_untraced(request)
+        if stopped is not None:
+            interrupted = stopped
+            result.warnings.append(f"interrupted by {signal.Signals(stopped).name} during the untraced run: no slowdown measured")
+        else:
+            baseline_seconds = seconds
+            if status != result.exit_status:
+                result.warnings.append(f"the untraced run ended with status {status}, the traced one with {result.exit_status}")
+            if baseline_seconds > 0:
+                slowdown = round(result.wall_seconds / baseline_seconds, 3)
     measured = result.graph.measured
     measured.setdefault("method", name)
     measured.setdefault("argv", list(request.argv))
@@ -130,9 +146,12 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
     measured.setdefault("traced_seconds", round(result.wall_seconds, 6))
     measured["baseline_seconds"] = baseline_seconds
     measured["slowdown"] = slowdown
-    if output is not None:
+    written = False
+    if output is not None and result.interrupted is None:
         if sum(result.graph.volume or []) > 0:
             result.graph.save(output)
+            written = True
         else:
             result.warnings.append(f"nothing was counted, so no graph was written to {output}")
-    return TraceOutcome(result=result, method=name, baseline_seconds=baseline_seconds, slowdown=slowdown)
+    return TraceOutcome(result=result, method=name, baseline_seconds=baseline_seconds, slowdown=slowdown, written=written,
+                        interrupted=interrupted)

@@ -42,6 +42,7 @@ class TraceResult:
     exit_status: int  # the program's, unchanged by the tracer (128 + signal when killed)
     wall_seconds: float  # the traced run
     warnings: list[str] = field(default_factory=list)
+    interrupted: int | None = None  # the stopping signal (Ctrl-C: SIGINT) pinlab received while the program ran
 
 
 def graph_from_counts(counts: Mapping[int, Mapping[int, int | float]], threads: int, *, granularity: str,

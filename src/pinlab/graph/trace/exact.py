@@ -74,6 +74,9 @@ def trace(request: TraceRequest) -> TraceResult:
     from pinlab.launch.runner import LaunchSpec, allowed_cpus
     from pinlab.launch.runner import run as launch
 
+    from pinlab.graph.trace.traced_run import check_request
+
+    check_request(request)
     why = unavailable(request)
     if why is not None:
         raise UsageError(f"the exact method cannot trace here: {why}")
@@ -127,4 +130,5 @@ def trace(request: TraceRequest) -> TraceResult:
         "exit_status": record.exit_status,
     }
     graph = graph_from_counts(counts, request.threads, granularity="line", unit_bytes=line_bytes, measured=measured)
-    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=elapsed, warnings=warnings)
+    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=elapsed, warnings=warnings,
+                       interrupted=record.interrupted)

@@ -136,7 +136,9 @@ def trace(request: TraceRequest) -> TraceResult:
                               measured=measured)
     unseen = [index for index, volume in enumerate(graph.volume) if volume == 0]
     if text is not None and unseen:
-        warnings.append(f"thread(s) {', '.join(map(str, unseen))} of the {request.threads} were never seen first on a traced "
+        named = ", ".join(map(str, unseen[:10])) + (f" and {len(unseen) - 10} more" if len(unseen) > 10 else "")
+        warnings.append(f"thread(s) {named} of the {request.threads} were never seen first on a traced "
                         "page, so their rows are empty: they ran too little for the rounds to catch them, use no large "
                         "anonymous memory, or were never started; trace a longer run or lower period_ms")
-    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings)
+    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings,
+                       interrupted=record.interrupted)

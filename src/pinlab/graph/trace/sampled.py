@@ -189,4 +189,5 @@ def trace(request: TraceRequest) -> TraceResult:
     measured = {"method": "sampled", "argv": list(request.argv), "threads": request.threads, "events": events,
                 "sample_period": period, "samples": used, "units_seen": units, "traced_seconds": record.wall_seconds}
     graph = graph_from_counts(counts, request.threads, granularity="line", unit_bytes=LINE, measured=measured)
-    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings)
+    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings,
+                       interrupted=record.interrupted)

@@ -20,6 +20,7 @@ from pinlab.graph.trace.common import TraceRequest
 from pinlab.graph.trace.elf import needed_libraries
 from pinlab.graph.trace.exact import instrumented, read_counts
 from pinlab.errors import UsageError
+from pinlab.native import native_path
 from tests.conftest import PINLAB, run_pinlab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def test_pairs_graph_shows_exactly_the_planted_groups(pairs, tmp_path, group):
     threads = group * max(2, min(4, CPUS // group))
     argv = [str(pairs), "--groups", str(group), "--size", "8k", "--reps", "200"]
     out = tmp_path / "g.json"
-    done = run_pinlab("trace", "-n", str(threads), "-o", str(out), "--", *argv)
+    done = run_pinlab("trace", "-n", str(threads), "-o", str(out), "--original", str(native_path("pinlab-pairs")), "--", *argv)
     assert done.returncode == 0, done.stderr
     untraced = plain_run(argv, threads)
     assert timing_free(done.stdout) == timing_free(untraced.stdout)
@@ -85,6 +86,68 @@ def test_pairs_graph_shows_exactly_the_planted_groups(pairs, tmp_path, group):
     assert measured["method"] == "exact" and measured["threads"] == threads and measured["argv"] == argv
     assert measured["baseline_seconds"] > 0 and measured["slowdown"] > 0 and measured["units_seen"] >= 1000 * threads // group
     assert "slowdown" in done.stderr
+
+
+# Logs which executable ran (the instrumented build or the original) to the file argv[1], then works a little.
+WHO = (
+    '#include <stdio.h>\n#include <unistd.h>\n'
+    'int data[4096];\n'
+    'int main(int argc, char **argv) {\n'
+    '  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1); exe[n > 0 ? n : 0] = 0;\n'
+    '  FILE *log = fopen(argv[1], "a"); fprintf(log, "%s\\n", exe); fclose(log);\n'
+    '  long s = 0; for (int r = 0; r < 200; r++) for (int i = 0; i < 4096; i++) s += data[i] += i;\n'
+    '  return (int)(s & 0);\n}\n')
+
+
+@pytest.fixture(scope="module")
+def who(tmp_path_factory) -> tuple[Path, Path]:
+    """(the instrumented build, the original build) of WHO."""
+    tmp = tmp_path_factory.mktemp("who")
+    (tmp / "who.c").write_text(WHO)
+    instrumented_build = build(tmp, [tmp / "who.c"], "who")
+    original = tmp / "who-original"
+    subprocess.run(["gcc", "-O2", str(tmp / "who.c"), "-o", str(original)], check=True)
+    return instrumented_build, original
+
+
+def test_the_slowdown_is_against_the_original_build(who, tmp_path):
+    program, original = who
+    log, out = tmp_path / "ran.log", tmp_path / "g.json"
+    done = run_pinlab("trace", "-n", "1", "-o", str(out), "--original", str(original), "--", str(program), str(log))
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [str(program), str(original)]  # traced, then the untraced run: the original
+    measured = load_graph(out).measured
+    assert measured["baseline_argv"] == [str(original), str(log)] and measured["baseline_seconds"] > 0
+    assert measured["slowdown"] == round(measured["traced_seconds"] / measured["baseline_seconds"], 3)
+    assert f"slowdown x{measured['slowdown']:.1f}" in done.stderr
+
+
+def test_without_the_original_no_slowdown_is_measured_against_the_instrumented_build(who, tmp_path):
+    program, _ = who
+    log, out = tmp_path / "ran.log", tmp_path / "g.json"
+    done = run_pinlab("trace", "-n", "1", "-o", str(out), "--", str(program), str(log))
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [str(program)]  # no second run of the instrumented build
+    assert ("pinlab: warning: no slowdown measured: the exact method traces a build made with pinlab cc, slower than the "
+            "original however it runs; give --original PROGRAM (the same program built without pinlab cc) to measure it\n") in done.stderr
+    assert "slowdown x" not in done.stderr
+    measured = load_graph(out).measured
+    assert measured["slowdown"] is None and measured["baseline_seconds"] is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--original", "{program}", "--", "{program}"], "was built with pinlab cc too: give the same program built without it"),
+    (["--original", "no-such-original", "--", "{program}"], "--original no-such-original: command not found"),
+    (["--original", "{original}", "--no-baseline", "--", "{program}"], "which --no-baseline turns off"),
+    (["--original", "/bin/true", "-m", "pages", "--", "/bin/true"], "--original is for --method exact"),
+])
+def test_a_wrong_original_is_refused_before_anything_runs(who, tmp_path, args, message):
+    program, original = who
+    args = [a.format(program=program, original=original) for a in args]
+    done = subprocess.run([str(PINLAB), "trace", "-n", "1", "-o", "g.json", *args, str(tmp_path / "ran.log")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "ran.log").exists() and not (tmp_path / "g.json").exists()
 
 
 def test_exit_status_and_output_pass_through(tmp_path):

@@ -15,7 +15,7 @@ import importlib
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pinlab.errors import UsageError
@@ -87,6 +87,28 @@ def choose_method(request: TraceRequest, method: str = "auto") -> str:
     raise UsageError("no tracing method can trace this program here (" + "; ".join(reasons) + ")")
 
 
+def check_original(original: str | None, method: str, request: TraceRequest) -> str | None:
+    """The executable ``--original`` names, checked: it is for the exact method only (the other
+    methods trace the original program itself) and must be a build made without ``pinlab cc``."""
+    if original is None:
+        return None
+    if method != "exact":
+        raise UsageError(f"--original is for --method exact (a program built with pinlab cc): the {method} method traces "
+                         f"the original program itself, so its slowdown is already measured against it; drop --original")
+    from pinlab.graph.trace.exact import instrumented
+    from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound, resolve_program
+
+    env = os.environ if request.env is None else request.env
+    try:
+        path = resolve_program(original, env.get("PATH", os.defpath))
+    except (ProgramNotFound, ProgramNotExecutable) as exc:
+        raise UsageError(f"--original {exc}: give the program built without pinlab cc") from None
+    if instrumented(path):
+        raise UsageError(f"--original {original} was built with pinlab cc too: give the same program built without it, "
+                         "the one whose speed matters")
+    return path
+
+
 def run_untraced(request: TraceRequest) -> tuple[float, int, int | None]:
     """The program's wall time, exit status and the stopping signal pinlab received meanwhile (None
     mostly), untraced, through the same launcher and placement as the exact method (one thread per
@@ -101,9 +123,16 @@ def run_untraced(request: TraceRequest) -> tuple[float, int, int | None]:
     return record.wall_seconds, record.exit_status, record.interrupted
 
 
-def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool = True, output: str | Path | None = None) -> TraceOutcome:
+def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool = True, output: str | Path | None = None,
+                  original: str | None = None) -> TraceOutcome:
     """Trace ``request`` with ``method`` (auto: see the module's docstring) and, with ``baseline``,
     run it once more untraced for the slowdown; the graph is written to ``output`` when given.
+
+    The slowdown is always against the original program. The exact method traces a build made
+    with ``pinlab cc``, whose instrumentation alone costs many times the counting (a call per
+    access, no vectorisation): its baseline is ``original`` (the program built without pinlab cc,
+    run with the same arguments), and without it no slowdown is measured, rather than one
+    against the instrumented build.
 
     The traced run's output and exit status are the program's (the caller passes the status on).
     """
@@ -119,15 +148,27 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
         if OPTION_METHOD.get(key) != name:
             raise UsageError(f"{key.replace('_', '-')} is a setting of --method {OPTION_METHOD.get(key, '?')}, "
                              f"but the program is traced with {name}; drop it or choose that method")
+    if original is not None and not baseline:
+        raise UsageError("--original names the program to time for the slowdown, which --no-baseline turns off: drop one of them")
+    original_path = check_original(original, name, request)
+    untraced = request if original_path is None else replace(request, argv=[original_path, *request.argv[1:]])
+    if baseline and name == "exact" and original_path is None:
+        baseline = False
+        no_original = ("no slowdown measured: the exact method traces a build made with pinlab cc, slower than the original "
+                       "however it runs; give --original PROGRAM (the same program built without pinlab cc) to measure it")
+    else:
+        no_original = None
     result = method_module(name).trace(request)
     interrupted = result.interrupted
     baseline_seconds = slowdown = None
+    if no_original and interrupted is None:
+        result.warnings.append(no_original)
     if interrupted is not None:
         # Ctrl-C stops everything: no untraced run, and no graph of a run cut short.
         where = f" to {output}" if output is not None else ""
         result.warnings.append(f"interrupted by {signal.Signals(interrupted).name}: the program was stopped, no graph was written{where}")
     elif baseline:
-        seconds, status, stopped = run_untraced(request)
+        seconds, status, stopped = run_untraced(untraced)
         if stopped is not None:
             interrupted = stopped
             result.warnings.append(f"interrupted by {signal.Signals(stopped).name} during the untraced run: no slowdown measured")
@@ -145,6 +186,7 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
     measured.setdefault("date", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     measured.setdefault("traced_seconds", round(result.wall_seconds, 6))
     measured["baseline_seconds"] = baseline_seconds
+    measured["baseline_argv"] = list(untraced.argv) if baseline_seconds is not None else None
     measured["slowdown"] = slowdown
     written = False
     if output is not None and result.interrupted is None:

@@ -52,8 +52,9 @@ def test_more_threads_than_the_machine_can_trace_is_refused_at_once(tmp_path):
 
 def test_ctrl_c_stops_the_trace_at_once_without_an_untraced_run_or_a_graph(tmp_path):
     out = tmp_path / "g.json"
-    # A new session stands for the terminal: Ctrl-C sends SIGINT to its whole foreground group.
-    process = subprocess.Popen([str(PINLAB), "trace", "-n", "2", "-m", "pages", "-o", str(out), "--", "sh", "-c", "echo started; sleep 60"],
+    # A new session stands for the terminal: Ctrl-C sends SIGINT to its whole foreground group. exec: one
+    # process, so no sleep forked just after the signal outlives the shell holding the output pipes.
+    process = subprocess.Popen([str(PINLAB), "trace", "-n", "2", "-m", "pages", "-o", str(out), "--", "sh", "-c", "echo started; exec sleep 60"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert process.stdout.readline() == "started\n"

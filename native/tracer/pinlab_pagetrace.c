@@ -11,7 +11,9 @@
  * creation order), no malloc and no stdio in the handlers.
  *
  * What is protected: unnamed rw-p mappings of at least PINLAB_PAGETRACE_MIN_BYTES (default 64 KiB),
- * never [heap], [stack] or other named ones, never one that directly follows a PROT_NONE mapping
+ * and malloc's main heap ([heap]) with PINLAB_PAGETRACE_HEAP=1 (less the pages of the standard
+ * streams' buffers, which libc writes and reads with system calls the tracer cannot interpose),
+ * never [stack] or other named ones, never one that directly follows a PROT_NONE mapping
  * that is not ours (glibc's guard page under each thread stack), never one that directly follows
  * a file mapping (a library's .bss), never the tracer's own memory, never the range holding the
  * round's own stack. At most PINLAB_PAGETRACE_MAX_PAGES pages a round (a cursor moves on through
@@ -28,6 +30,7 @@
  *   - system calls given user buffers (read, write, pread, pwrite, readv, writev, recv, recvfrom,
  *     recvmsg, send, sendto, sendmsg, fread, fwrite) touch every page of their buffers first, so the
  *     kernel never meets a protected page (EFAULT); no round starts while such a call is in flight.
+ *     pthread_create reads its attributes first in the same way (glibc reads them with signals blocked).
  *   - the program's mprotect, munmap, mremap, madvise and mmap end the round first (every range we
  *     protected gets read-write back), so they act on the protection the program set.
  *
@@ -89,6 +92,7 @@ static int enabled;
 static long page_size = 4096;
 static long period_ms = 10, max_pages = 65536;
 static unsigned long min_bytes = 65536;
+static int trace_heap; /* PINLAB_PAGETRACE_HEAP=1: [heap] is protected too */
 static int timer_signal;
 static timer_t timer;
 static pid_t owner_pid;
@@ -113,7 +117,9 @@ static atomic_int busy;      /* a round (or ending one) is under way */
 static atomic_int in_flight; /* interposed calls touching their buffers */
 static uintptr_t cursor;     /* where the next round starts protecting */
 
-static __thread uintptr_t replayed; /* the address of a fault replayed once (see the handler) */
+/* initial-exec: reached through the thread pointer alone; the general model reads the thread's
+ * DTV, which glibc mallocs on the heap, so with PINLAB_PAGETRACE_HEAP a fault there would recur. */
+static __thread uintptr_t replayed __attribute__((tls_model("initial-exec"))); /* the address of a fault replayed once (see the handler) */
 
 static struct sigaction program_segv; /* the program's own SIGSEGV action (SIG_DFL at first) */
 
@@ -320,6 +326,40 @@ done:
     syscall(SYS_close, fd);
 }
 
+/* Protects part of the heap, [s, e), less the pages holding stdin's, stdout's and stderr's
+ * buffers: libc fills them in user space (a fault there is harmless) but flushes them with its
+ * own write(2), which would fail with EFAULT on a protected page and lose the program's output. */
+static long protect_heap(uintptr_t s, uintptr_t e, long budget)
+{
+    uintptr_t skip[3][2];
+    int n = 0;
+#ifdef __GLIBC__
+    FILE *streams[3] = {stdin, stdout, stderr};
+    uintptr_t mask = ~((uintptr_t)page_size - 1);
+    for (int i = 0; i < 3; i++) {
+        uintptr_t b = (uintptr_t)streams[i]->_IO_buf_base, t = (uintptr_t)streams[i]->_IO_buf_end;
+        if (!b || t <= b)
+            continue;
+        int j = n++;
+        for (; j > 0 && skip[j - 1][0] > (b & mask); j--)
+            skip[j][0] = skip[j - 1][0], skip[j][1] = skip[j - 1][1];
+        skip[j][0] = b & mask, skip[j][1] = (t + (uintptr_t)page_size - 1) & mask;
+    }
+#endif
+    long done = 0;
+    for (int i = 0; i < n && s < e; i++) {
+        if (skip[i][1] <= s || skip[i][0] >= e)
+            continue;
+        if (skip[i][0] > s)
+            done += protect_outside_excluded(s, skip[i][0], budget - done);
+        if (skip[i][1] > s)
+            s = skip[i][1];
+    }
+    if (s < e)
+        done += protect_outside_excluded(s, e, budget - done);
+    return done;
+}
+
 static int exclude_startup(const struct mapping *m, const char *line, void *arg)
 {
     (void)line, (void)arg;
@@ -340,13 +380,15 @@ static int round_mapping(const struct mapping *m, const char *line, void *arg)
 {
     struct round *r = arg;
     int adjacent = r->prev.end == m->start;
-    int eligible = m->anonymous && m->perms[0] == 'r' && m->perms[1] == 'w' && m->perms[3] == 'p';
+    int heap = trace_heap && strstr(line, " [heap]") != NULL;
+    int eligible = (m->anonymous || heap) && m->perms[0] == 'r' && m->perms[1] == 'w' && m->perms[3] == 'p';
     int after_guard = adjacent && r->prev.perms[0] == '-' && r->prev.perms[1] == '-' && r->prev.perms[2] == '-' && !r->prev_ours;
-    int after_file = adjacent && r->prev_file;
+    int after_file = adjacent && r->prev_file && !heap; /* the heap follows the program's .bss when ASLR is off */
     uintptr_t s = m->start > r->from ? m->start : r->from, e = m->end < r->to ? m->end : r->to;
-    if (eligible && !after_guard && !after_file && m->end - m->start >= min_bytes && s < e
+    /* The heap is watched whole: the pieces a round's faults cut it into are smaller than min_bytes. */
+    if (eligible && !after_guard && !after_file && (heap || m->end - m->start >= min_bytes) && s < e
         && !(r->stack_here >= m->start && r->stack_here < m->end))
-        r->budget -= protect_outside_excluded(s, e, r->budget);
+        r->budget -= heap ? protect_heap(s, e, r->budget) : protect_outside_excluded(s, e, r->budget);
     r->prev = *m;
     r->prev_ours = m->perms[0] == '-' && m->perms[1] == '-' && in_ranges(m->start);
     r->prev_file = !m->anonymous && strchr(line, '/') != NULL;
@@ -526,6 +568,20 @@ INTERPOSE(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags), touch
 INTERPOSE(size_t, fread, (void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
 INTERPOSE(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
 
+/* glibc's pthread_create reads the attributes' CPU set (malloc'd: on the heap, which rounds protect
+ * with PINLAB_PAGETRACE_HEAP; pinlab's preload library pins threads that way) while every signal
+ * is blocked, where a fault on a protected page kills the program: it is read here first, and no
+ * round starts until the thread is created. */
+static void touch_attr(const pthread_attr_t *attr)
+{
+    cpu_set_t set;
+    if (attr)
+        (void)pthread_attr_getaffinity_np(attr, sizeof set, &set);
+}
+
+INTERPOSE(int, pthread_create, (pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg), touch_attr(attr),
+          (thread, attr, fn, arg))
+
 /* The program changes its own mappings: end the round first, so that it acts on its protection. */
 static void before_mapping_change(void)
 {
@@ -638,6 +694,7 @@ __attribute__((constructor)) static void pagetrace_start(void)
     period_ms = env_long("PINLAB_PAGETRACE_PERIOD_MS", 10, 1, 3600000);
     min_bytes = (unsigned long)env_long("PINLAB_PAGETRACE_MIN_BYTES", 65536, 1, 1L << 40);
     max_pages = env_long("PINLAB_PAGETRACE_MAX_PAGES", 65536, 1, 1L << 30);
+    trace_heap = (int)env_long("PINLAB_PAGETRACE_HEAP", 0, 0, 1);
     timer_signal = (int)env_long("PINLAB_PAGETRACE_SIGNAL", SIGRTMAX - 2, SIGRTMIN, SIGRTMAX);
     table_bytes = sizeof(struct slot) << TABLE_BITS;
     ranges_bytes = sizeof(struct range) * MAX_RANGES;

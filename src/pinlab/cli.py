@@ -1133,10 +1133,11 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
 @click.option("--original", metavar="PROGRAM", help="exact: the program built without pinlab cc, run with the same arguments for the slowdown.")
 @click.option("--period-ms", type=int, help="pages: milliseconds between protection rounds [default: 10].")
 @click.option("--min-bytes", type=int, help="pages: only mappings at least this large are watched [default: 65536].")
+@click.option("--heap", is_flag=True, help="pages: watch malloc's main heap too (small blocks; see the README for the risk).")
 @click.option("--sample-period", type=int, help="sampled: one data-address sample every this many loads/stores [default: 1000].")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def trace(threads, method, output, no_baseline, original, period_ms, min_bytes, sample_period, quiet, program) -> int:
+def trace(threads, method, output, no_baseline, original, period_ms, min_bytes, heap, sample_period, quiet, program) -> int:
     """Measure which threads share data: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]
 
     The program's output and exit status pass through unchanged (pinlab exits with the program's
@@ -1145,7 +1146,7 @@ def trace(threads, method, output, no_baseline, original, period_ms, min_bytes, 
     from pinlab.graph.trace import trace_program
     from pinlab.graph.trace.common import TraceRequest
 
-    settings = {"period_ms": period_ms, "min_bytes": min_bytes, "sample_period": sample_period}
+    settings = {"period_ms": period_ms, "min_bytes": min_bytes, "heap": True if heap else None, "sample_period": sample_period}
     request = TraceRequest(argv=list(program), threads=threads, options={k: v for k, v in settings.items() if v is not None})
     outcome = _started(lambda: trace_program(request, method, baseline=not no_baseline, output=output, original=original))
     if isinstance(outcome, int):

@@ -27,7 +27,7 @@ from pinlab.graph.trace.limits import check_threads
 METHODS = ("exact", "sampled", "pages")
 CHOICES = ("auto", *METHODS)
 # Method settings (TraceRequest.options) and the one method each belongs to.
-OPTION_METHOD = {"period_ms": "pages", "min_bytes": "pages", "max_pages": "pages", "sample_period": "sampled"}
+OPTION_METHOD = {"period_ms": "pages", "min_bytes": "pages", "max_pages": "pages", "heap": "pages", "sample_period": "sampled"}
 _OTHER = {"exact": "pages", "sampled": "pages", "pages": "exact (rebuild with pinlab cc)"}
 
 

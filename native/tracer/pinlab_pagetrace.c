@@ -46,10 +46,14 @@
  * can read them while the program runs: key = (page number << 22 | tid) + 1 and count, two uint64
  * a slot, key 0 for an empty slot; then the control words, see struct control), PINLAB_PAGETRACE_PERIOD_MS
  * (default 10), PINLAB_PAGETRACE_MIN_BYTES (default 65536), PINLAB_PAGETRACE_MAX_PAGES (default
- * 65536), PINLAB_PAGETRACE_SIGNAL (the timer's signal number, default SIGRTMAX - 2).
+ * 65536), PINLAB_PAGETRACE_SIGNAL (the timer's signal number, default SIGRTMAX - 2),
+ * PINLAB_TRACE_START (when the rounds start; unset: at once): SECONDS after the constructor,
+ * "parallel" (the program's first pthread_create: an OpenMP program's first parallel region) or
+ * "mark" (the program's call to pinlab_trace_start()).
  *
  * Output, at exit, $PINLAB_TRACE_DIR/pagetrace-PID.txt (text, one record a line):
- *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R faults=F lost=L ns=TRACED_NS
+ *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R faults=F lost=L ns=TRACED_NS opened_ns=NS
+ *   (opened_ns: when the rounds started, after the constructor; absent when they never did)
  *   TID PAGE_NUMBER_HEX COUNT       (COUNT rounds in which thread TID touched the page first)
  * lost counts faults not recorded because the table was full.
  */
@@ -114,12 +118,13 @@ static struct control *control;
 static size_t table_bytes, ranges_bytes;
 static atomic_long rounds, faults, lost;
 static atomic_int busy;      /* a round (or ending one) is under way */
+static atomic_int window_open = 1; /* rounds run (PINLAB_TRACE_START: once the window opens) */
+static atomic_llong opened_ns = -1; /* when it opened, after start_time */
+static int window_by_mark;
 static atomic_int in_flight; /* interposed calls touching their buffers */
 static uintptr_t cursor;     /* where the next round starts protecting */
 
-/* initial-exec: reached through the thread pointer alone; the general model reads the thread's
- * DTV, which glibc mallocs on the heap, so with PINLAB_PAGETRACE_HEAP a fault there would recur. */
-static __thread uintptr_t replayed __attribute__((tls_model("initial-exec"))); /* the address of a fault replayed once (see the handler) */
+static __thread uintptr_t replayed; /* the address of a fault replayed once (see the handler) */
 
 static struct sigaction program_segv; /* the program's own SIGSEGV action (SIG_DFL at first) */
 
@@ -403,8 +408,13 @@ static void round_handler(int sig, siginfo_t *info, void *ctx)
     int idle = 0;
     if (!atomic_compare_exchange_strong(&busy, &idle, 1))
         goto out;
-    if (atomic_load(&in_flight) > 0)
+    if (atomic_load(&in_flight) > 0 || !atomic_load(&window_open))
         goto unlock;
+    if (atomic_load(&opened_ns) < 0) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        atomic_store(&opened_ns, (now.tv_sec - start_time.tv_sec) * 1000000000LL + (now.tv_nsec - start_time.tv_nsec));
+    }
     uint64_t pause = control ? atomic_load(&control->pause) : 0;
     if (pause) {
         end_round();
@@ -579,8 +589,15 @@ static void touch_attr(const pthread_attr_t *attr)
         (void)pthread_attr_getaffinity_np(attr, sizeof set, &set);
 }
 
-INTERPOSE(int, pthread_create, (pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg), touch_attr(attr),
-          (thread, attr, fn, arg))
+INTERPOSE(int, pthread_create, (pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg),
+          touch_attr(attr); atomic_store(&window_open, window_open || !window_by_mark), (thread, attr, fn, arg))
+
+/* The program's phase mark: the rounds start here (with PINLAB_TRACE_START=mark; a no-op otherwise). */
+__attribute__((visibility("default"))) void pinlab_trace_start(void)
+{
+    if (window_by_mark)
+        atomic_store(&window_open, 1);
+}
 
 /* The program changes its own mappings: end the round first, so that it acts on its protection. */
 static void before_mapping_change(void)
@@ -742,10 +759,24 @@ __attribute__((constructor)) static void pagetrace_start(void)
     if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0)
         return;
     clock_gettime(CLOCK_MONOTONIC, &start_time);
+    long long first_ns = period_ms * 1000000LL;
+    const char *start_at = getenv("PINLAB_TRACE_START");
+    if (start_at && *start_at) {
+        char *end;
+        double seconds = strtod(start_at, &end);
+        if (!strcmp(start_at, "mark"))
+            window_by_mark = 1, window_open = 0;
+        else if (!strcmp(start_at, "parallel"))
+            window_open = 0; /* opened by the first pthread_create */
+        else if (!*end && seconds >= 0 && seconds < 1e9)
+            first_ns = (long long)(seconds * 1e9) > 0 ? (long long)(seconds * 1e9) : 1;
+    }
     enabled = 1;
     struct itimerspec it;
-    it.it_value.tv_sec = it.it_interval.tv_sec = period_ms / 1000;
-    it.it_value.tv_nsec = it.it_interval.tv_nsec = (period_ms % 1000) * 1000000L;
+    it.it_interval.tv_sec = period_ms / 1000;
+    it.it_interval.tv_nsec = (period_ms % 1000) * 1000000L;
+    it.it_value.tv_sec = (time_t)(first_ns / 1000000000LL);
+    it.it_value.tv_nsec = (long)(first_ns % 1000000000LL);
     timer_settime(timer, 0, &it, NULL);
 }
 
@@ -806,6 +837,10 @@ __attribute__((destructor)) static void pagetrace_end(void)
     put_num(buf, &used, room, (unsigned long long)atomic_load(&lost), 10);
     put(buf, &used, room, " ns=");
     put_num(buf, &used, room, (unsigned long long)(ns > 0 ? ns : 0), 10);
+    if (atomic_load(&opened_ns) >= 0) {
+        put(buf, &used, room, " opened_ns=");
+        put_num(buf, &used, room, (unsigned long long)atomic_load(&opened_ns), 10);
+    }
     put(buf, &used, room, "\n");
     for (size_t i = 0; i < ((size_t)1 << TABLE_BITS); i++) {
         uint64_t key = atomic_load(&table[i].key);

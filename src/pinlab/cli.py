@@ -1130,6 +1130,8 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
               help="exact: built with pinlab cc; sampled: memory-sampling hardware; pages: any program. auto picks in that order.")
 @click.option("--output", "-o", required=True, help="The graph file: FILE.json (or .csv for a bare matrix).")
 @click.option("--no-baseline", is_flag=True, help="Do not run the program a second time untraced to measure the slowdown.")
+@click.option("--after", metavar="WHEN", help="Count only from WHEN: SECONDS after the start, 'parallel' (the first thread "
+              "created: an OpenMP program's first parallel region) or 'mark' (the program's call to pinlab_trace_start()).")
 @click.option("--original", metavar="PROGRAM", help="exact: the program built without pinlab cc, run with the same arguments for the slowdown.")
 @click.option("--period-ms", type=int, help="pages: milliseconds between protection rounds [default: 10].")
 @click.option("--min-bytes", type=int, help="pages: only mappings at least this large are watched [default: 65536].")
@@ -1137,7 +1139,7 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
 @click.option("--sample-period", type=int, help="sampled: one data-address sample every this many loads/stores [default: 1000].")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def trace(threads, method, output, no_baseline, original, period_ms, min_bytes, heap, sample_period, quiet, program) -> int:
+def trace(threads, method, output, no_baseline, after, original, period_ms, min_bytes, heap, sample_period, quiet, program) -> int:
     """Measure which threads share data: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]
 
     The program's output and exit status pass through unchanged (pinlab exits with the program's
@@ -1147,7 +1149,7 @@ def trace(threads, method, output, no_baseline, original, period_ms, min_bytes, 
     from pinlab.graph.trace.common import TraceRequest
 
     settings = {"period_ms": period_ms, "min_bytes": min_bytes, "heap": True if heap else None, "sample_period": sample_period}
-    request = TraceRequest(argv=list(program), threads=threads, options={k: v for k, v in settings.items() if v is not None})
+    request = TraceRequest(argv=list(program), threads=threads, options={k: v for k, v in settings.items() if v is not None}, after=after)
     outcome = _started(lambda: trace_program(request, method, baseline=not no_baseline, output=output, original=original))
     if isinstance(outcome, int):
         return outcome

@@ -294,3 +294,94 @@ def test_pinlab_cc_splits_compile_and_link():
     assert plan_commands(["cc", "a.o", "b.o", "-fsanitize=thread", "-o", "p"], "/w") == [["cc", "a.o", "b.o", "-o", "p", *link_flags()]]
     with pytest.raises(UsageError, match="-x LANGUAGE"):
         plan_commands(["cc", "-x", "c", "a.txt"], "/w")
+
+
+# A main thread that initialises its data alone (10 x 64k read-and-write accesses), then, with
+# argv[1] = "sleep", waits 1.5 s, marks its parallel phase and starts two threads that share one
+# array (100 x 512 read-and-write accesses each).
+PHASES = r"""
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+void pinlab_trace_start(void) __attribute__((weak));
+
+static long init_data[1 << 16];
+static long shared[512];
+
+static void *worker(void *arg)
+{
+    long t = (long)arg;
+    for (int r = 0; r < 100; r++)
+        for (int i = 0; i < 512; i++)
+            __atomic_fetch_add(&shared[i], t, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    for (int r = 0; r < 10; r++)
+        for (int i = 0; i < (1 << 16); i++)
+            init_data[i] += i;
+    if (argc > 1 && !strcmp(argv[1], "sleep")) {
+        struct timespec left = {1, 500000000L};
+        while (nanosleep(&left, &left) == -1 && errno == EINTR) {}
+    }
+    if (pinlab_trace_start)
+        pinlab_trace_start();
+    pthread_t threads[2];
+    for (long t = 0; t < 2; t++)
+        pthread_create(&threads[t], NULL, worker, (void *)(t + 1));
+    for (int t = 0; t < 2; t++)
+        pthread_join(threads[t], NULL);
+    printf("%ld\n", shared[7]);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def phases(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("phases")
+    (tmp / "phases.c").write_text(PHASES)
+    return build(tmp, [tmp / "phases.c"], "phases", "-pthread")
+
+
+def traced_graph(tmp: Path, program: Path, *args: str, after: str | None = None):
+    out = tmp / f"g-{after}.json"
+    window = ["--after", after] if after else []
+    done = run_pinlab("trace", "-n", "3", "--no-baseline", *window, "-o", str(out), "--", str(program), *args)
+    assert done.returncode == 0 and done.stdout == "300\n", done.stderr
+    return load_graph(out), done.stderr
+
+
+@pytest.mark.parametrize("after, args", [("parallel", []), ("mark", []), ("0.75", ["sleep"])])
+def test_a_window_leaves_the_serial_initialisation_out(phases, tmp_path, after, args):
+    whole, _ = traced_graph(tmp_path, phases, *args)
+    assert whole.volume[0] >= 10 * 2 * (1 << 16)  # every read and write of the initialisation
+    windowed, _ = traced_graph(tmp_path, phases, *args, after=after)
+    assert windowed.measured["after"] == after
+    assert windowed.volume[0] < 1 << 16  # none of it now: what is left is the thread start and the join
+    # the parallel phase is counted in full: the same accesses, the same weight
+    assert windowed.weight(1, 2) == whole.weight(1, 2) >= 100 * 512
+    assert windowed.volume[1] == whole.volume[1] and windowed.volume[2] == whole.volume[2]
+
+
+def test_a_window_that_never_opens_says_why(phases, tmp_path):
+    out = tmp_path / "g.json"
+    done = run_pinlab("trace", "-n", "3", "--no-baseline", "--after", "60", "-o", str(out), "--", str(phases))
+    assert done.returncode == 0 and done.stdout == "300\n"
+    assert "pinlab: warning: counting never started (--after 60): the program ended before 60 s\n" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("after", ["-1", "soon", "nan", "1e7", ""])
+def test_a_bad_window_is_refused_in_one_line(tmp_path, after):
+    done = subprocess.run([str(PINLAB), "trace", "-n", "1", "--after", after, "-o", "g.json", "--", "true"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"pinlab: error: --after {after!r}: give SECONDS after the program starts"), done.stderr
+    with pytest.raises(UsageError, match="give SECONDS after the program starts"):
+        check_request(TraceRequest(argv=["true"], threads=1, after=after))

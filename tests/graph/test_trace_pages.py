@@ -373,3 +373,92 @@ def test_page_level_false_sharing_is_named_and_the_exact_method_suggested(sharin
 def test_heap_is_a_switch_of_the_pages_method():
     with pytest.raises(UsageError, match="heap must be true or false"):
         traced(["true"], heap=1)
+
+
+# The main thread alone on a 4 MiB buffer for 0.5 s (its "initialisation"), then two threads on
+# another 1 MiB buffer for 0.5 s, taking turns of 40 ms (as in SHARING); with argv[1] = "mark" the
+# program marks the start of its parallel phase.
+PHASES = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void pinlab_trace_start(void) __attribute__((weak));
+
+static unsigned char *serial, *parallel;
+static double start;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void *worker(void *arg)
+{
+    long t = (long)arg;
+    volatile unsigned char *b = parallel;
+    struct timespec nap = {0, 1000000};
+    for (double at; (at = now() - start) < 0.5;) {
+        if (at < 0 || (long)(at / 0.04) % 2 != t) {
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        for (size_t i = (size_t)t * 64; i < (1u << 20); i += 128)
+            b[i]++;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    serial = malloc(4u << 20);
+    parallel = malloc(1u << 20);
+    volatile unsigned char *s = serial;
+    for (double end = now() + 0.5; now() < end;)
+        for (size_t i = 0; i < (4u << 20); i += 4096)
+            s[i]++;
+    if (argc > 1 && !strcmp(argv[1], "mark") && pinlab_trace_start)
+        pinlab_trace_start();
+    pthread_t threads[2];
+    start = now() + 0.02;
+    for (long t = 0; t < 2; t++)
+        pthread_create(&threads[t], NULL, worker, (void *)t);
+    for (int t = 0; t < 2; t++)
+        pthread_join(threads[t], NULL);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def phases(tmp_path_factory) -> str:
+    directory = tmp_path_factory.mktemp("phases")
+    (directory / "phases.c").write_text(PHASES)
+    out = directory / "phases"
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(out), str(directory / "phases.c")], check=True)
+    return str(out)
+
+
+@pytest.mark.parametrize("after, args", [("parallel", []), ("mark", ["mark"]), ("0.8", [])])
+def test_a_window_leaves_the_main_threads_initialisation_out(phases, after, args):
+    whole = pages.trace(TraceRequest(argv=[phases, *args], threads=3, options=FAST))
+    assert whole.exit_status == 0
+    # the main thread was first on its 1024 pages in most rounds of its 0.5 s alone
+    assert whole.graph.volume[0] > 1024
+    windowed = pages.trace(TraceRequest(argv=[phases, *args], threads=3, options=FAST, after=after))
+    assert windowed.exit_status == 0
+    m = windowed.graph.measured
+    assert m["after"] == after and m["window_opened_seconds"] >= 0.5  # the initialisation lasts 0.5 s at least
+    assert windowed.graph.volume[0] < whole.graph.volume[0] / 10, (windowed.graph.volume, whole.graph.volume)
+    assert windowed.graph.weight(1, 2) > 0
+
+
+def test_a_mark_never_made_says_so(phases):
+    result = pages.trace(TraceRequest(argv=[phases], threads=3, options=FAST, after="mark"))
+    assert result.exit_status == 0 and result.graph.empty
+    assert "counting never started (--after mark): the program never called pinlab_trace_start() (declare it weak and call it " \
+           "where its parallel phase starts)" in result.warnings
+    assert not any("no two threads" in w for w in result.warnings)

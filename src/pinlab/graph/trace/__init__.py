@@ -21,7 +21,7 @@ from pathlib import Path
 from pinlab.errors import UsageError
 from pinlab.outputs import check_writable
 from pinlab.graph.model import MATRIX_SUFFIXES
-from pinlab.graph.trace.common import TraceRequest, TraceResult
+from pinlab.graph.trace.common import TraceRequest, TraceResult, check_window
 from pinlab.graph.trace.limits import check_threads
 
 METHODS = ("exact", "sampled", "pages")
@@ -56,6 +56,7 @@ def check_request(request: TraceRequest) -> None:
     if request.threads < 1:
         raise UsageError(f"-n must be at least 1 thread (got {request.threads})")
     check_threads(request.threads)
+    request.after = check_window(request.after)
 
 
 def check_output(path: str | Path) -> None:
@@ -183,6 +184,7 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
     measured.setdefault("argv", list(request.argv))
     measured.setdefault("program", list(request.argv))
     measured.setdefault("threads", request.threads)
+    measured.setdefault("after", request.after)
     measured.setdefault("date", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     measured.setdefault("traced_seconds", round(result.wall_seconds, 6))
     measured["baseline_seconds"] = baseline_seconds

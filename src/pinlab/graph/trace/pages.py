@@ -42,7 +42,7 @@ import tempfile
 from pathlib import Path
 
 from pinlab.errors import UsageError
-from pinlab.graph.trace.common import TraceRequest, TraceResult, graph_from_counts
+from pinlab.graph.trace.common import TraceRequest, TraceResult, graph_from_counts, window_unopened
 from pinlab.graph.trace.traced_run import check_request, preload_problem, run_traced, thread_indexes
 
 LIBRARY = "libpinlab-pagetrace.so"
@@ -175,7 +175,9 @@ def trace(request: TraceRequest) -> TraceResult:
             by_index.setdefault(index, {}).update(pages)
         if header.get("lost"):
             warnings.append(f"the page tracer's table was full: {header['lost']} faults were not counted")
-        if header.get("rounds", 0) < 10:
+        if request.after is not None and "opened_ns" not in header:
+            warnings.append(window_unopened(request.after))
+        elif header.get("rounds", 0) < 10:
             warnings.append(f"only {header.get('rounds', 0)} protection rounds ran: the graph is thin; "
                             f"lower period_ms (now {settings['period_ms']}) or trace a longer run")
     units = len({page for pages in by_index.values() for page in pages})
@@ -184,6 +186,8 @@ def trace(request: TraceRequest) -> TraceResult:
         "rounds": header.get("rounds", 0), "faults": header.get("faults", 0), "units_seen": units,
         "traced_seconds": round(header.get("ns", 0) / 1e9, 6), "wall_seconds": record.wall_seconds,
         "min_bytes": settings["min_bytes"], "max_pages": settings["max_pages"], "heap": bool(settings["heap"]),
+        "after": request.after,
+        "window_opened_seconds": round(header["opened_ns"] / 1e9, 6) if "opened_ns" in header else None,
     }
     graph = graph_from_counts(by_index, request.threads, granularity="page", unit_bytes=header.get("page", os.sysconf("SC_PAGE_SIZE")),
                               measured=measured)
@@ -193,7 +197,7 @@ def trace(request: TraceRequest) -> TraceResult:
         warnings.append(f"thread(s) {named} of the {request.threads} were never seen first on a traced "
                         "page, so their rows are empty: they ran too little for the rounds to catch them, use no large "
                         "anonymous memory, or were never started; trace a longer run or lower period_ms")
-    if text is not None:
+    if text is not None and (request.after is None or "opened_ns" in header):
         warnings += sharing_warnings(graph, settings)
     return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings,
                        interrupted=record.interrupted)

@@ -13,7 +13,7 @@ import os
 import shutil
 
 from pinlab.errors import UsageError
-from pinlab.graph.trace.common import TraceRequest
+from pinlab.graph.trace.common import ENV_WINDOW, TraceRequest, check_window
 from pinlab.graph.trace.limits import check_threads
 from pinlab.launch.record import RunRecord
 from pinlab.launch.runner import (LaunchSpec, ProgramNotExecutable, ProgramNotFound, allowed_cpus, preload_blocker,
@@ -27,6 +27,7 @@ def check_request(request: TraceRequest) -> None:
     if request.threads < 1:
         raise UsageError(f"cannot trace {request.threads} threads: give -n 1 or more")
     check_threads(request.threads)
+    request.after = check_window(request.after)
 
 
 def program_path(request: TraceRequest) -> str:
@@ -57,6 +58,8 @@ def run_traced(request: TraceRequest, extra_env: dict[str, str], *, preload: str
     env = dict(os.environ if request.env is None else request.env)
     env.setdefault("OMP_NUM_THREADS", str(request.threads))
     env.update(extra_env)
+    if request.after is not None:
+        env[ENV_WINDOW] = request.after
     if preload:
         env["LD_PRELOAD"] = " ".join(p for p in (preload, env.get("LD_PRELOAD", "")) if p)
     spec = LaunchSpec(argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="wrap",

@@ -172,16 +172,7 @@ static void count_access(pid_t tid, uintptr_t page)
     atomic_fetch_add(&lost, 1);
 }
 
-/* Gives every range protected since the last end read-write back, and forgets them. */
-static void end_round(void)
-{
-    int n = atomic_load(&nranges);
-    for (int i = 0; i < n; i++) {
-        uintptr_t s = atomic_load(&ranges[i].start), e = atomic_load(&ranges[i].end);
-        raw_mprotect((void *)s, e - s, PROT_READ | PROT_WRITE);
-    }
-    atomic_store(&nranges, 0);
-}
+static void end_round(void); /* below, with the reading of /proc/self/maps */
 
 static void lock_rounds(void)
 {
@@ -329,6 +320,34 @@ static void each_mapping(int (*fn)(const struct mapping *, const char *, void *)
     }
 done:
     syscall(SYS_close, fd);
+}
+
+/* The part of a mapping still protected by a round: given read-write back. Only anonymous
+ * mappings without access are touched: a range may have been unmapped since (free() calls munmap
+ * inside libc, which is not interposed) and something else mapped there, such as a library's
+ * code by dlopen, which read-write protection would make unexecutable. */
+static int give_back(const struct mapping *m, const char *line, void *arg)
+{
+    (void)line, (void)arg;
+    if (!m->anonymous || m->perms[0] != '-' || m->perms[1] != '-' || m->perms[2] != '-')
+        return 1;
+    int n = atomic_load(&nranges);
+    for (int i = 0; i < n; i++) {
+        uintptr_t s = atomic_load(&ranges[i].start), e = atomic_load(&ranges[i].end);
+        s = s > m->start ? s : m->start;
+        e = e < m->end ? e : m->end;
+        if (s < e)
+            raw_mprotect((void *)s, e - s, PROT_READ | PROT_WRITE);
+    }
+    return 1;
+}
+
+/* Gives every range protected since the last end read-write back, and forgets them. */
+static void end_round(void)
+{
+    if (atomic_load(&nranges) > 0)
+        each_mapping(give_back, NULL);
+    atomic_store(&nranges, 0);
 }
 
 /* Protects part of the heap, [s, e), less the pages holding stdin's, stdout's and stderr's

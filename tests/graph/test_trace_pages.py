@@ -376,7 +376,7 @@ def test_heap_is_a_switch_of_the_pages_method():
 
 
 # The main thread alone on a 4 MiB buffer for 0.5 s (its "initialisation"), then two threads on
-# another 1 MiB buffer for 0.5 s, taking turns of 40 ms (as in SHARING); with argv[1] = "mark" the
+# another 1 MiB buffer for 1 s, taking turns of 40 ms (as in SHARING); with argv[1] = "mark" the
 # program marks the start of its parallel phase.
 PHASES = r"""
 #include <pthread.h>
@@ -401,7 +401,7 @@ static void *worker(void *arg)
     long t = (long)arg;
     volatile unsigned char *b = parallel;
     struct timespec nap = {0, 1000000};
-    for (double at; (at = now() - start) < 0.5;) {
+    for (double at; (at = now() - start) < 1.0;) {
         if (at < 0 || (long)(at / 0.04) % 2 != t) {
             nanosleep(&nap, NULL);
             continue;

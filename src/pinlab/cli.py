@@ -1143,7 +1143,8 @@ def trace(threads, method, output, no_baseline, after, original, period_ms, min_
     """Measure which threads share data: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]
 
     The program's output and exit status pass through unchanged (pinlab exits with the program's
-    status, 128+N if it died of signal N); 2 for bad options.
+    status, 128+N if it died of signal N); 128+N when pinlab is stopped by signal N (Ctrl-C: 130);
+    127/126 for a program that cannot be found or executed; 2 for bad options.
     """
     from pinlab.graph.trace import trace_program
     from pinlab.graph.trace.common import TraceRequest

@@ -11,7 +11,9 @@
  * creation order), no malloc and no stdio in the handlers.
  *
  * What is protected: unnamed rw-p mappings of at least PINLAB_PAGETRACE_MIN_BYTES (default 64 KiB),
- * never [heap], [stack] or other named ones, never one that directly follows a PROT_NONE mapping
+ * and malloc's main heap ([heap]) with PINLAB_PAGETRACE_HEAP=1 (less the pages of the standard
+ * streams' buffers, which libc writes and reads with system calls the tracer cannot interpose),
+ * never [stack] or other named ones, never one that directly follows a PROT_NONE mapping
  * that is not ours (glibc's guard page under each thread stack), never one that directly follows
  * a file mapping (a library's .bss), never the tracer's own memory, never the range holding the
  * round's own stack. At most PINLAB_PAGETRACE_MAX_PAGES pages a round (a cursor moves on through
@@ -28,6 +30,7 @@
  *   - system calls given user buffers (read, write, pread, pwrite, readv, writev, recv, recvfrom,
  *     recvmsg, send, sendto, sendmsg, fread, fwrite) touch every page of their buffers first, so the
  *     kernel never meets a protected page (EFAULT); no round starts while such a call is in flight.
+ *     pthread_create reads its attributes first in the same way (glibc reads them with signals blocked).
  *   - the program's mprotect, munmap, mremap, madvise and mmap end the round first (every range we
  *     protected gets read-write back), so they act on the protection the program set.
  *
@@ -43,10 +46,14 @@
  * can read them while the program runs: key = (page number << 22 | tid) + 1 and count, two uint64
  * a slot, key 0 for an empty slot; then the control words, see struct control), PINLAB_PAGETRACE_PERIOD_MS
  * (default 10), PINLAB_PAGETRACE_MIN_BYTES (default 65536), PINLAB_PAGETRACE_MAX_PAGES (default
- * 65536), PINLAB_PAGETRACE_SIGNAL (the timer's signal number, default SIGRTMAX - 2).
+ * 65536), PINLAB_PAGETRACE_SIGNAL (the timer's signal number, default SIGRTMAX - 2),
+ * PINLAB_TRACE_START (when the rounds start; unset: at once): SECONDS after the constructor,
+ * "parallel" (the program's first pthread_create: an OpenMP program's first parallel region) or
+ * "mark" (the program's call to pinlab_trace_start()).
  *
  * Output, at exit, $PINLAB_TRACE_DIR/pagetrace-PID.txt (text, one record a line):
- *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R faults=F lost=L ns=TRACED_NS
+ *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R faults=F lost=L ns=TRACED_NS opened_ns=NS
+ *   (opened_ns: when the rounds started, after the constructor; absent when they never did)
  *   TID PAGE_NUMBER_HEX COUNT       (COUNT rounds in which thread TID touched the page first)
  * lost counts faults not recorded because the table was full.
  */
@@ -89,6 +96,7 @@ static int enabled;
 static long page_size = 4096;
 static long period_ms = 10, max_pages = 65536;
 static unsigned long min_bytes = 65536;
+static int trace_heap; /* PINLAB_PAGETRACE_HEAP=1: [heap] is protected too */
 static int timer_signal;
 static timer_t timer;
 static pid_t owner_pid;
@@ -110,6 +118,9 @@ static struct control *control;
 static size_t table_bytes, ranges_bytes;
 static atomic_long rounds, faults, lost;
 static atomic_int busy;      /* a round (or ending one) is under way */
+static atomic_int window_open = 1; /* rounds run (PINLAB_TRACE_START: once the window opens) */
+static atomic_llong opened_ns = -1; /* when it opened, after start_time */
+static int window_by_mark;
 static atomic_int in_flight; /* interposed calls touching their buffers */
 static uintptr_t cursor;     /* where the next round starts protecting */
 
@@ -161,16 +172,7 @@ static void count_access(pid_t tid, uintptr_t page)
     atomic_fetch_add(&lost, 1);
 }
 
-/* Gives every range protected since the last end read-write back, and forgets them. */
-static void end_round(void)
-{
-    int n = atomic_load(&nranges);
-    for (int i = 0; i < n; i++) {
-        uintptr_t s = atomic_load(&ranges[i].start), e = atomic_load(&ranges[i].end);
-        raw_mprotect((void *)s, e - s, PROT_READ | PROT_WRITE);
-    }
-    atomic_store(&nranges, 0);
-}
+static void end_round(void); /* below, with the reading of /proc/self/maps */
 
 static void lock_rounds(void)
 {
@@ -320,6 +322,68 @@ done:
     syscall(SYS_close, fd);
 }
 
+/* The part of a mapping still protected by a round: given read-write back. Only anonymous
+ * mappings without access are touched: a range may have been unmapped since (free() calls munmap
+ * inside libc, which is not interposed) and something else mapped there, such as a library's
+ * code by dlopen, which read-write protection would make unexecutable. */
+static int give_back(const struct mapping *m, const char *line, void *arg)
+{
+    (void)line, (void)arg;
+    if (!m->anonymous || m->perms[0] != '-' || m->perms[1] != '-' || m->perms[2] != '-')
+        return 1;
+    int n = atomic_load(&nranges);
+    for (int i = 0; i < n; i++) {
+        uintptr_t s = atomic_load(&ranges[i].start), e = atomic_load(&ranges[i].end);
+        s = s > m->start ? s : m->start;
+        e = e < m->end ? e : m->end;
+        if (s < e)
+            raw_mprotect((void *)s, e - s, PROT_READ | PROT_WRITE);
+    }
+    return 1;
+}
+
+/* Gives every range protected since the last end read-write back, and forgets them. */
+static void end_round(void)
+{
+    if (atomic_load(&nranges) > 0)
+        each_mapping(give_back, NULL);
+    atomic_store(&nranges, 0);
+}
+
+/* Protects part of the heap, [s, e), less the pages holding stdin's, stdout's and stderr's
+ * buffers: libc fills them in user space (a fault there is harmless) but flushes them with its
+ * own write(2), which would fail with EFAULT on a protected page and lose the program's output. */
+static long protect_heap(uintptr_t s, uintptr_t e, long budget)
+{
+    uintptr_t skip[3][2];
+    int n = 0;
+#ifdef __GLIBC__
+    FILE *streams[3] = {stdin, stdout, stderr};
+    uintptr_t mask = ~((uintptr_t)page_size - 1);
+    for (int i = 0; i < 3; i++) {
+        uintptr_t b = (uintptr_t)streams[i]->_IO_buf_base, t = (uintptr_t)streams[i]->_IO_buf_end;
+        if (!b || t <= b)
+            continue;
+        int j = n++;
+        for (; j > 0 && skip[j - 1][0] > (b & mask); j--)
+            skip[j][0] = skip[j - 1][0], skip[j][1] = skip[j - 1][1];
+        skip[j][0] = b & mask, skip[j][1] = (t + (uintptr_t)page_size - 1) & mask;
+    }
+#endif
+    long done = 0;
+    for (int i = 0; i < n && s < e; i++) {
+        if (skip[i][1] <= s || skip[i][0] >= e)
+            continue;
+        if (skip[i][0] > s)
+            done += protect_outside_excluded(s, skip[i][0], budget - done);
+        if (skip[i][1] > s)
+            s = skip[i][1];
+    }
+    if (s < e)
+        done += protect_outside_excluded(s, e, budget - done);
+    return done;
+}
+
 static int exclude_startup(const struct mapping *m, const char *line, void *arg)
 {
     (void)line, (void)arg;
@@ -340,13 +404,15 @@ static int round_mapping(const struct mapping *m, const char *line, void *arg)
 {
     struct round *r = arg;
     int adjacent = r->prev.end == m->start;
-    int eligible = m->anonymous && m->perms[0] == 'r' && m->perms[1] == 'w' && m->perms[3] == 'p';
+    int heap = trace_heap && strstr(line, " [heap]") != NULL;
+    int eligible = (m->anonymous || heap) && m->perms[0] == 'r' && m->perms[1] == 'w' && m->perms[3] == 'p';
     int after_guard = adjacent && r->prev.perms[0] == '-' && r->prev.perms[1] == '-' && r->prev.perms[2] == '-' && !r->prev_ours;
-    int after_file = adjacent && r->prev_file;
+    int after_file = adjacent && r->prev_file && !heap; /* the heap follows the program's .bss when ASLR is off */
     uintptr_t s = m->start > r->from ? m->start : r->from, e = m->end < r->to ? m->end : r->to;
-    if (eligible && !after_guard && !after_file && m->end - m->start >= min_bytes && s < e
+    /* The heap is watched whole: the pieces a round's faults cut it into are smaller than min_bytes. */
+    if (eligible && !after_guard && !after_file && (heap || m->end - m->start >= min_bytes) && s < e
         && !(r->stack_here >= m->start && r->stack_here < m->end))
-        r->budget -= protect_outside_excluded(s, e, r->budget);
+        r->budget -= heap ? protect_heap(s, e, r->budget) : protect_outside_excluded(s, e, r->budget);
     r->prev = *m;
     r->prev_ours = m->perms[0] == '-' && m->perms[1] == '-' && in_ranges(m->start);
     r->prev_file = !m->anonymous && strchr(line, '/') != NULL;
@@ -361,8 +427,13 @@ static void round_handler(int sig, siginfo_t *info, void *ctx)
     int idle = 0;
     if (!atomic_compare_exchange_strong(&busy, &idle, 1))
         goto out;
-    if (atomic_load(&in_flight) > 0)
+    if (atomic_load(&in_flight) > 0 || !atomic_load(&window_open))
         goto unlock;
+    if (atomic_load(&opened_ns) < 0) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        atomic_store(&opened_ns, (now.tv_sec - start_time.tv_sec) * 1000000000LL + (now.tv_nsec - start_time.tv_nsec));
+    }
     uint64_t pause = control ? atomic_load(&control->pause) : 0;
     if (pause) {
         end_round();
@@ -526,6 +597,27 @@ INTERPOSE(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags), touch
 INTERPOSE(size_t, fread, (void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
 INTERPOSE(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
 
+/* glibc's pthread_create reads the attributes' CPU set (malloc'd: on the heap, which rounds protect
+ * with PINLAB_PAGETRACE_HEAP; pinlab's preload library pins threads that way) while every signal
+ * is blocked, where a fault on a protected page kills the program: it is read here first, and no
+ * round starts until the thread is created. */
+static void touch_attr(const pthread_attr_t *attr)
+{
+    cpu_set_t set;
+    if (attr)
+        (void)pthread_attr_getaffinity_np(attr, sizeof set, &set);
+}
+
+INTERPOSE(int, pthread_create, (pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg),
+          touch_attr(attr); atomic_store(&window_open, window_open || !window_by_mark), (thread, attr, fn, arg))
+
+/* The program's phase mark: the rounds start here (with PINLAB_TRACE_START=mark; a no-op otherwise). */
+__attribute__((visibility("default"))) void pinlab_trace_start(void)
+{
+    if (window_by_mark)
+        atomic_store(&window_open, 1);
+}
+
 /* The program changes its own mappings: end the round first, so that it acts on its protection. */
 static void before_mapping_change(void)
 {
@@ -638,6 +730,7 @@ __attribute__((constructor)) static void pagetrace_start(void)
     period_ms = env_long("PINLAB_PAGETRACE_PERIOD_MS", 10, 1, 3600000);
     min_bytes = (unsigned long)env_long("PINLAB_PAGETRACE_MIN_BYTES", 65536, 1, 1L << 40);
     max_pages = env_long("PINLAB_PAGETRACE_MAX_PAGES", 65536, 1, 1L << 30);
+    trace_heap = (int)env_long("PINLAB_PAGETRACE_HEAP", 0, 0, 1);
     timer_signal = (int)env_long("PINLAB_PAGETRACE_SIGNAL", SIGRTMAX - 2, SIGRTMIN, SIGRTMAX);
     table_bytes = sizeof(struct slot) << TABLE_BITS;
     ranges_bytes = sizeof(struct range) * MAX_RANGES;
@@ -685,10 +778,24 @@ __attribute__((constructor)) static void pagetrace_start(void)
     if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0)
         return;
     clock_gettime(CLOCK_MONOTONIC, &start_time);
+    long long first_ns = period_ms * 1000000LL;
+    const char *start_at = getenv("PINLAB_TRACE_START");
+    if (start_at && *start_at) {
+        char *end;
+        double seconds = strtod(start_at, &end);
+        if (!strcmp(start_at, "mark"))
+            window_by_mark = 1, window_open = 0;
+        else if (!strcmp(start_at, "parallel"))
+            window_open = 0; /* opened by the first pthread_create */
+        else if (!*end && seconds >= 0 && seconds < 1e9)
+            first_ns = (long long)(seconds * 1e9) > 0 ? (long long)(seconds * 1e9) : 1;
+    }
     enabled = 1;
     struct itimerspec it;
-    it.it_value.tv_sec = it.it_interval.tv_sec = period_ms / 1000;
-    it.it_value.tv_nsec = it.it_interval.tv_nsec = (period_ms % 1000) * 1000000L;
+    it.it_interval.tv_sec = period_ms / 1000;
+    it.it_interval.tv_nsec = (period_ms % 1000) * 1000000L;
+    it.it_value.tv_sec = (time_t)(first_ns / 1000000000LL);
+    it.it_value.tv_nsec = (long)(first_ns % 1000000000LL);
     timer_settime(timer, 0, &it, NULL);
 }
 
@@ -749,6 +856,10 @@ __attribute__((destructor)) static void pagetrace_end(void)
     put_num(buf, &used, room, (unsigned long long)atomic_load(&lost), 10);
     put(buf, &used, room, " ns=");
     put_num(buf, &used, room, (unsigned long long)(ns > 0 ? ns : 0), 10);
+    if (atomic_load(&opened_ns) >= 0) {
+        put(buf, &used, room, " opened_ns=");
+        put_num(buf, &used, room, (unsigned long long)atomic_load(&opened_ns), 10);
+    }
     put(buf, &used, room, "\n");
     for (size_t i = 0; i < ((size_t)1 << TABLE_BITS); i++) {
         uint64_t key = atomic_load(&table[i].key);

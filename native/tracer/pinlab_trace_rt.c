@@ -17,6 +17,12 @@
  * Environment:
  *   PINLAB_TRACE_DIR  directory the counts go to; unset or empty: accesses only pass through
  *                     (one predictable branch each), nothing is allocated and nothing written.
+ *   PINLAB_TRACE_START  when counting starts (unset: at once): SECONDS after the library's
+ *                     constructor (a one-shot timer signal, PINLAB_TRACE_SIGNAL, default SIGRTMAX - 2),
+ *                     "parallel" (the first access of a thread other than the main thread: an
+ *                     OpenMP program's first parallel region) or "mark" (the program's call to
+ *                     pinlab_trace_start(), which it can declare weak so that it builds without
+ *                     pinlab too). Until then accesses pass through as when not tracing.
  *
  * Per thread: an open-addressing hash table (line -> count) private to the thread, found through
  * an initial-exec TLS pointer: no lock and no atomic instruction on the hot path. It starts at
@@ -48,6 +54,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +62,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -90,7 +98,12 @@ struct table {
     struct table *next;   /* the registry */
 };
 
-static int enabled;                          /* PINLAB_TRACE_DIR was set at start */
+static int enabled;                          /* counting: PINLAB_TRACE_DIR was set, and the window is open */
+static int ready;                            /* PINLAB_TRACE_DIR was set at start */
+enum { WINDOW_NOW, WINDOW_SECONDS, WINDOW_PARALLEL, WINDOW_MARK };
+static int window;                           /* what opens it (PINLAB_TRACE_START) */
+static pid_t main_pid;
+static __thread int thread_checked __attribute__((tls_model("initial-exec"))); /* WINDOW_PARALLEL: this thread was looked at */
 static char trace_dir[PATH_MAX];
 static pthread_key_t flush_key;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -239,11 +252,24 @@ static __attribute__((noinline)) void count_slow(struct table *t, uint64_t key)
     remember(t, key, &s->count);
 }
 
+/* WINDOW_PARALLEL: a thread's first access while counting is off opens the window when the
+ * thread is not the main thread. */
+static __attribute__((noinline)) int opens_window(void)
+{
+    thread_checked = 1;
+    if ((pid_t)syscall(SYS_gettid) == main_pid)
+        return 0;
+    __atomic_store_n(&enabled, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 /* One access to the line holding `addr`: the hot path. */
 HOT void count(const volatile void *addr)
 {
-    if (__builtin_expect(!enabled, 1))
-        return;
+    if (__builtin_expect(!__atomic_load_n(&enabled, __ATOMIC_RELAXED), 1)) {
+        if (__builtin_expect(window != WINDOW_PARALLEL || thread_checked, 1) || !opens_window())
+            return;
+    }
     uint64_t key = ((uint64_t)(uintptr_t)addr >> LINE_SHIFT) + 1;
     struct table *t = mine;
     if (__builtin_expect(t == NULL, 0)) {
@@ -276,8 +302,13 @@ HOT void count(const volatile void *addr)
 /* Every line of [addr, addr + size), once each. */
 HOT void count_range(const volatile void *addr, size_t size)
 {
-    if (__builtin_expect(!enabled || size == 0, 1))
+    if (size == 0)
         return;
+    if (__builtin_expect(!__atomic_load_n(&enabled, __ATOMIC_RELAXED), 1)) {
+        count(addr); /* may open the window (WINDOW_PARALLEL) */
+        if (!__atomic_load_n(&enabled, __ATOMIC_RELAXED))
+            return;
+    }
     uintptr_t first = (uintptr_t)addr >> LINE_SHIFT, last = ((uintptr_t)addr + size - 1) >> LINE_SHIFT;
     for (uintptr_t line = first; line <= last; line++)
         count((const void *)(line << LINE_SHIFT));
@@ -397,6 +428,44 @@ static void forget_after_fork(void)
     pthread_setspecific(flush_key, NULL);
 }
 
+static void window_timer(int sig)
+{
+    (void)sig;
+    __atomic_store_n(&enabled, 1, __ATOMIC_RELAXED);
+}
+
+/* WINDOW_SECONDS: one timer signal, `seconds` from now, opens the window. */
+static int start_timer(double seconds)
+{
+    int signo = SIGRTMAX - 2;
+    const char *chosen = getenv("PINLAB_TRACE_SIGNAL");
+    if (chosen && *chosen)
+        signo = atoi(chosen);
+    if (signo < SIGRTMIN || signo > SIGRTMAX)
+        return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = window_timer;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(signo, &sa, NULL) != 0)
+        return 0;
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_SIGNAL;
+    ev.sigev_signo = signo;
+    timer_t timer;
+    if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0)
+        return 0;
+    struct itimerspec it;
+    memset(&it, 0, sizeof it);
+    it.it_value.tv_sec = (time_t)seconds;
+    it.it_value.tv_nsec = (long)((seconds - (double)it.it_value.tv_sec) * 1e9);
+    if (it.it_value.tv_sec == 0 && it.it_value.tv_nsec == 0)
+        it.it_value.tv_nsec = 1; /* zero would disarm it */
+    return timer_settime(timer, 0, &it, NULL) == 0;
+}
+
 __attribute__((constructor)) static void start(void)
 {
     const char *dir = getenv("PINLAB_TRACE_DIR");
@@ -406,14 +475,36 @@ __attribute__((constructor)) static void start(void)
     if (pthread_key_create(&flush_key, flush_at_thread_exit) != 0)
         return;
     pthread_atfork(NULL, NULL, forget_after_fork);
-    enabled = 1;
+    main_pid = getpid();
+    ready = 1;
+    const char *start_at = getenv("PINLAB_TRACE_START");
+    if (!start_at || !*start_at) {
+        enabled = 1;
+    } else if (!strcmp(start_at, "parallel")) {
+        window = WINDOW_PARALLEL;
+    } else if (!strcmp(start_at, "mark")) {
+        window = WINDOW_MARK;
+    } else {
+        window = WINDOW_SECONDS;
+        char *end;
+        double seconds = strtod(start_at, &end);
+        if (*end || !(seconds >= 0) || !start_timer(seconds))
+            enabled = 1; /* pinlab checks the setting; a timer that cannot be set: count it all */
+    }
+}
+
+/* The program's phase mark: counting starts here (with PINLAB_TRACE_START=mark; a no-op otherwise). */
+EXPORT void pinlab_trace_start(void)
+{
+    if (ready && window == WINDOW_MARK)
+        __atomic_store_n(&enabled, 1, __ATOMIC_RELAXED);
 }
 
 /* After the program's own destructors (this library is a dependency of the program): every
  * table not yet written, the exiting thread's and those of threads still alive (an OpenMP pool). */
 __attribute__((destructor)) static void finish(void)
 {
-    if (!enabled)
+    if (!ready)
         return;
     mine = DONE; /* the exiting thread counts nothing more */
     pthread_mutex_lock(&registry_lock);

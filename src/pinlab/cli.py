@@ -1162,23 +1162,28 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
               help="exact: built with pinlab cc; sampled: memory-sampling hardware; pages: any program. auto picks in that order.")
 @click.option("--output", "-o", required=True, help="The graph file: FILE.json (or .csv for a bare matrix).")
 @click.option("--no-baseline", is_flag=True, help="Do not run the program a second time untraced to measure the slowdown.")
+@click.option("--after", metavar="WHEN", help="Count only from WHEN: SECONDS after the start, 'parallel' (the first thread "
+              "created: an OpenMP program's first parallel region) or 'mark' (the program's call to pinlab_trace_start()).")
+@click.option("--original", metavar="PROGRAM", help="exact: the program built without pinlab cc, run with the same arguments for the slowdown.")
 @click.option("--period-ms", type=int, help="pages: milliseconds between protection rounds [default: 10].")
 @click.option("--min-bytes", type=int, help="pages: only mappings at least this large are watched [default: 65536].")
+@click.option("--heap", is_flag=True, help="pages: watch malloc's main heap too (small blocks; see the README for the risk).")
 @click.option("--sample-period", type=int, help="sampled: one data-address sample every this many loads/stores [default: 1000].")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def trace(threads, method, output, no_baseline, period_ms, min_bytes, sample_period, quiet, program) -> int:
+def trace(threads, method, output, no_baseline, after, original, period_ms, min_bytes, heap, sample_period, quiet, program) -> int:
     """Measure which threads share data: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]
 
     The program's output and exit status pass through unchanged (pinlab exits with the program's
-    status, 128+N if it died of signal N); 2 for bad options.
+    status, 128+N if it died of signal N); 128+N when pinlab is stopped by signal N (Ctrl-C: 130);
+    127/126 for a program that cannot be found or executed; 2 for bad options.
     """
     from pinlab.graph.trace import trace_program
     from pinlab.graph.trace.common import TraceRequest
 
-    settings = {"period_ms": period_ms, "min_bytes": min_bytes, "sample_period": sample_period}
-    request = TraceRequest(argv=list(program), threads=threads, options={k: v for k, v in settings.items() if v is not None})
-    outcome = _started(lambda: trace_program(request, method, baseline=not no_baseline, output=output))
+    settings = {"period_ms": period_ms, "min_bytes": min_bytes, "heap": True if heap else None, "sample_period": sample_period}
+    request = TraceRequest(argv=list(program), threads=threads, options={k: v for k, v in settings.items() if v is not None}, after=after)
+    outcome = _started(lambda: trace_program(request, method, baseline=not no_baseline, output=output, original=original))
     if isinstance(outcome, int):
         return outcome
     result = outcome.result
@@ -1187,9 +1192,10 @@ def trace(threads, method, output, no_baseline, period_ms, min_bytes, sample_per
     if not quiet:
         measured = result.graph.measured
         speed = f", untraced {outcome.baseline_seconds:.3f} s, slowdown x{outcome.slowdown:.1f}" if outcome.slowdown else ""
+        where = f"graph of {threads} threads -> {output}" if outcome.written else "no graph written"
         click.echo(f"pinlab: traced with {outcome.method} in {result.wall_seconds:.3f} s{speed}; "
-                   f"{measured.get('units_seen', '?')} {result.graph.granularity}s seen; graph of {threads} threads -> {output}", err=True)
-    return result.exit_status
+                   f"{measured.get('units_seen', '?')} {result.graph.granularity}s seen; {where}", err=True)
+    return 128 + outcome.interrupted if outcome.interrupted else result.exit_status
 
 
 @cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})

@@ -20,6 +20,7 @@ from pinlab.graph.trace.common import TraceRequest
 from pinlab.graph.trace.elf import needed_libraries
 from pinlab.graph.trace.exact import instrumented, read_counts
 from pinlab.errors import UsageError
+from pinlab.native import native_path
 from tests.conftest import PINLAB, run_pinlab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def test_pairs_graph_shows_exactly_the_planted_groups(pairs, tmp_path, group):
     threads = group * max(2, min(4, CPUS // group))
     argv = [str(pairs), "--groups", str(group), "--size", "8k", "--reps", "200"]
     out = tmp_path / "g.json"
-    done = run_pinlab("trace", "-n", str(threads), "-o", str(out), "--", *argv)
+    done = run_pinlab("trace", "-n", str(threads), "-o", str(out), "--original", str(native_path("pinlab-pairs")), "--", *argv)
     assert done.returncode == 0, done.stderr
     untraced = plain_run(argv, threads)
     assert timing_free(done.stdout) == timing_free(untraced.stdout)
@@ -85,6 +86,68 @@ def test_pairs_graph_shows_exactly_the_planted_groups(pairs, tmp_path, group):
     assert measured["method"] == "exact" and measured["threads"] == threads and measured["argv"] == argv
     assert measured["baseline_seconds"] > 0 and measured["slowdown"] > 0 and measured["units_seen"] >= 1000 * threads // group
     assert "slowdown" in done.stderr
+
+
+# Logs which executable ran (the instrumented build or the original) to the file argv[1], then works a little.
+WHO = (
+    '#include <stdio.h>\n#include <unistd.h>\n'
+    'int data[4096];\n'
+    'int main(int argc, char **argv) {\n'
+    '  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1); exe[n > 0 ? n : 0] = 0;\n'
+    '  FILE *log = fopen(argv[1], "a"); fprintf(log, "%s\\n", exe); fclose(log);\n'
+    '  long s = 0; for (int r = 0; r < 200; r++) for (int i = 0; i < 4096; i++) s += data[i] += i;\n'
+    '  return (int)(s & 0);\n}\n')
+
+
+@pytest.fixture(scope="module")
+def who(tmp_path_factory) -> tuple[Path, Path]:
+    """(the instrumented build, the original build) of WHO."""
+    tmp = tmp_path_factory.mktemp("who")
+    (tmp / "who.c").write_text(WHO)
+    instrumented_build = build(tmp, [tmp / "who.c"], "who")
+    original = tmp / "who-original"
+    subprocess.run(["gcc", "-O2", str(tmp / "who.c"), "-o", str(original)], check=True)
+    return instrumented_build, original
+
+
+def test_the_slowdown_is_against_the_original_build(who, tmp_path):
+    program, original = who
+    log, out = tmp_path / "ran.log", tmp_path / "g.json"
+    done = run_pinlab("trace", "-n", "1", "-o", str(out), "--original", str(original), "--", str(program), str(log))
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [str(program), str(original)]  # traced, then the untraced run: the original
+    measured = load_graph(out).measured
+    assert measured["baseline_argv"] == [str(original), str(log)] and measured["baseline_seconds"] > 0
+    assert measured["slowdown"] == round(measured["traced_seconds"] / measured["baseline_seconds"], 3)
+    assert f"slowdown x{measured['slowdown']:.1f}" in done.stderr
+
+
+def test_without_the_original_no_slowdown_is_measured_against_the_instrumented_build(who, tmp_path):
+    program, _ = who
+    log, out = tmp_path / "ran.log", tmp_path / "g.json"
+    done = run_pinlab("trace", "-n", "1", "-o", str(out), "--", str(program), str(log))
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [str(program)]  # no second run of the instrumented build
+    assert ("pinlab: warning: no slowdown measured: the exact method traces a build made with pinlab cc, slower than the "
+            "original however it runs; give --original PROGRAM (the same program built without pinlab cc) to measure it\n") in done.stderr
+    assert "slowdown x" not in done.stderr
+    measured = load_graph(out).measured
+    assert measured["slowdown"] is None and measured["baseline_seconds"] is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--original", "{program}", "--", "{program}"], "was built with pinlab cc too: give the same program built without it"),
+    (["--original", "no-such-original", "--", "{program}"], "--original no-such-original: command not found"),
+    (["--original", "{original}", "--no-baseline", "--", "{program}"], "which --no-baseline turns off"),
+    (["--original", "/bin/true", "-m", "pages", "--", "/bin/true"], "--original is for --method exact"),
+])
+def test_a_wrong_original_is_refused_before_anything_runs(who, tmp_path, args, message):
+    program, original = who
+    args = [a.format(program=program, original=original) for a in args]
+    done = subprocess.run([str(PINLAB), "trace", "-n", "1", "-o", "g.json", *args, str(tmp_path / "ran.log")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "ran.log").exists() and not (tmp_path / "g.json").exists()
 
 
 def test_exit_status_and_output_pass_through(tmp_path):
@@ -237,3 +300,94 @@ def test_pinlab_cc_splits_compile_and_link():
     assert plan_commands(["cc", "a.o", "b.o", "-fsanitize=thread", "-o", "p"], "/w") == [["cc", "a.o", "b.o", "-o", "p", *link_flags()]]
     with pytest.raises(UsageError, match="-x LANGUAGE"):
         plan_commands(["cc", "-x", "c", "a.txt"], "/w")
+
+
+# A main thread that initialises its data alone (10 x 64k read-and-write accesses), then, with
+# argv[1] = "sleep", waits 1.5 s, marks its parallel phase and starts two threads that share one
+# array (100 x 512 read-and-write accesses each).
+PHASES = r"""
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+void pinlab_trace_start(void) __attribute__((weak));
+
+static long init_data[1 << 16];
+static long shared[512];
+
+static void *worker(void *arg)
+{
+    long t = (long)arg;
+    for (int r = 0; r < 100; r++)
+        for (int i = 0; i < 512; i++)
+            __atomic_fetch_add(&shared[i], t, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    for (int r = 0; r < 10; r++)
+        for (int i = 0; i < (1 << 16); i++)
+            init_data[i] += i;
+    if (argc > 1 && !strcmp(argv[1], "sleep")) {
+        struct timespec left = {1, 500000000L};
+        while (nanosleep(&left, &left) == -1 && errno == EINTR) {}
+    }
+    if (pinlab_trace_start)
+        pinlab_trace_start();
+    pthread_t threads[2];
+    for (long t = 0; t < 2; t++)
+        pthread_create(&threads[t], NULL, worker, (void *)(t + 1));
+    for (int t = 0; t < 2; t++)
+        pthread_join(threads[t], NULL);
+    printf("%ld\n", shared[7]);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def phases(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("phases")
+    (tmp / "phases.c").write_text(PHASES)
+    return build(tmp, [tmp / "phases.c"], "phases", "-pthread")
+
+
+def traced_graph(tmp: Path, program: Path, *args: str, after: str | None = None):
+    out = tmp / f"g-{after}.json"
+    window = ["--after", after] if after else []
+    done = run_pinlab("trace", "-n", "3", "--no-baseline", *window, "-o", str(out), "--", str(program), *args)
+    assert done.returncode == 0 and done.stdout == "300\n", done.stderr
+    return load_graph(out), done.stderr
+
+
+@pytest.mark.parametrize("after, args", [("parallel", []), ("mark", []), ("0.75", ["sleep"])])
+def test_a_window_leaves_the_serial_initialisation_out(phases, tmp_path, after, args):
+    whole, _ = traced_graph(tmp_path, phases, *args)
+    assert whole.volume[0] >= 10 * 2 * (1 << 16)  # every read and write of the initialisation
+    windowed, _ = traced_graph(tmp_path, phases, *args, after=after)
+    assert windowed.measured["after"] == after
+    assert windowed.volume[0] < 1 << 16  # none of it now: what is left is the thread start and the join
+    # the parallel phase is counted in full: the same accesses, the same weight
+    assert windowed.weight(1, 2) == whole.weight(1, 2) >= 100 * 512
+    assert windowed.volume[1] == whole.volume[1] and windowed.volume[2] == whole.volume[2]
+
+
+def test_a_window_that_never_opens_says_why(phases, tmp_path):
+    out = tmp_path / "g.json"
+    done = run_pinlab("trace", "-n", "3", "--no-baseline", "--after", "60", "-o", str(out), "--", str(phases))
+    assert done.returncode == 0 and done.stdout == "300\n"
+    assert "pinlab: warning: counting never started (--after 60): the program ended before 60 s\n" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("after", ["-1", "soon", "nan", "1e7", ""])
+def test_a_bad_window_is_refused_in_one_line(tmp_path, after):
+    done = subprocess.run([str(PINLAB), "trace", "-n", "1", "--after", after, "-o", "g.json", "--", "true"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"pinlab: error: --after {after!r}: give SECONDS after the program starts"), done.stderr
+    with pytest.raises(UsageError, match="give SECONDS after the program starts"):
+        check_request(TraceRequest(argv=["true"], threads=1, after=after))

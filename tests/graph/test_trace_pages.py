@@ -253,3 +253,213 @@ def test_a_team_thread_never_seen_is_named_in_a_warning(program, capfd):
     assert result.graph.volume[0] > 0 and result.graph.volume[1] == 0
     unseen = [w for w in result.warnings if "never seen first" in w]
     assert unseen and unseen[0].startswith("thread(s) 1 of the 2 ")
+
+
+# Worker threads 1-4 in pairs (1, 2) and (3, 4), each pair on its own small malloc'd buffer (argv[1]
+# bytes, on malloc's main heap), or, with argv[3] = "slots", all four on one 1 MiB array where each
+# writes only its own 64-byte slot of every page. They take turns of 40 ms for argv[2] seconds (the
+# others sleep), so that whoever touches a page first in a round is the thread whose turn it is,
+# however busy the machine: the counts follow the sharing, not the scheduler.
+SHARING = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TURN 0.04
+
+static unsigned char *buffers[2], *array;
+static void *volatile spacers[2];
+static size_t bytes;
+static double seconds, start;
+static int slots;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void *worker(void *arg)
+{
+    long t = (long)arg;
+    volatile unsigned char *b = buffers[t / 2], *a = array;
+    struct timespec nap = {0, 1000000};
+    for (double at; (at = now() - start) < seconds;) {
+        if (at < 0 || (long)(at / TURN) % 4 != t) {
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        if (slots)
+            for (size_t page = 0; page < (1u << 20); page += 4096)
+                a[page + (size_t)t * 64]++;
+        else
+            for (size_t i = (size_t)(t % 2) * 64; i < bytes; i += 128)
+                b[i]++;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    bytes = (size_t)atol(argv[1]);
+    seconds = atof(argv[2]);
+    slots = argc > 3 && !strcmp(argv[3], "slots");
+    for (int k = 0; k < 2; k++) {
+        memset(buffers[k] = malloc(bytes), 0, bytes);
+        spacers[k] = malloc(4096); /* a page between the buffers: the pairs share no page */
+    }
+    memset(array = malloc(1u << 20), 0, 1u << 20);
+    pthread_t threads[4];
+    start = now() + 0.02; /* the first turn starts once all four exist */
+    for (long t = 0; t < 4; t++)
+        pthread_create(&threads[t], NULL, worker, (void *)t);
+    for (int t = 0; t < 4; t++)
+        pthread_join(threads[t], NULL);
+    printf("done\n");
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def sharing(tmp_path_factory) -> str:
+    directory = tmp_path_factory.mktemp("sharing")
+    (directory / "sharing.c").write_text(SHARING)
+    out = directory / "sharing"
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(out), str(directory / "sharing.c")], check=True)
+    return str(out)
+
+
+@pytest.mark.parametrize("size", [4096, 16384])
+def test_pairs_sharing_small_heap_buffers_without_heap_are_explained(sharing, size, capfd):
+    result = traced([sharing, str(size), "0.5"], threads=5)
+    assert result.exit_status == 0 and capfd.readouterr().out == "done\n"
+    assert result.graph.empty
+    explained = [w for w in result.warnings if w.startswith("no two threads were seen touching one page")]
+    assert explained == [
+        "no two threads were seen touching one page, so the graph has no weight at all: the pages method watched only anonymous "
+        "mappings of at least 65536 bytes (mmaps, malloc's blocks above its mmap threshold, 128 KiB by default), not malloc's "
+        "main heap; data shared in smaller blocks, globals or on stacks is not seen. If the threads share such data, trace "
+        "malloc's heap too with --heap, or use --method exact (rebuild with pinlab cc), which sees every access"], result.warnings
+
+
+def test_pairs_sharing_small_heap_buffers_are_seen_with_heap(sharing, capfd):
+    # pinlab's preload library pins each thread through pthread_create's attributes, whose CPU set
+    # glibc mallocs on the heap and reads with signals blocked: the heap's rounds must not kill it.
+    result = traced([sharing, "16384", "1"], threads=5, heap=True)
+    assert result.exit_status == 0 and capfd.readouterr().out == "done\n"  # stdout's buffer is on the heap: still printed
+    assert result.graph.measured["heap"] is True
+    w = result.graph.weights
+    # Each pair's buffer covers five pages, apart from the other pair's.
+    across = max(w[i][j] for i in (1, 2) for j in (3, 4))
+    assert min(w[1][2], w[3][4]) > 5 * across, w
+    assert not any("no two threads" in x or "in common" in x for x in result.warnings), result.warnings
+
+
+def test_page_level_false_sharing_is_named_and_the_exact_method_suggested(sharing, capfd):
+    result = traced([sharing, "4096", "1", "slots"], threads=5)
+    assert result.exit_status == 0 and capfd.readouterr().out == "done\n"
+    w = result.graph.weights
+    assert all(w[i][j] > 0 for i in range(1, 5) for j in range(1, 5) if i != j)
+    notes = [x for x in result.warnings if "of its page accesses in common" in x]
+    assert len(notes) == 1, (w, result.warnings)
+    assert notes[0].startswith("every pair of the 4 threads 1, 2, 3, 4 has at least ") and "page-level false sharing" in notes[0]
+    assert notes[0].endswith("use --method exact (rebuild with pinlab cc), which counts cache lines")
+
+
+def test_heap_is_a_switch_of_the_pages_method():
+    with pytest.raises(UsageError, match="heap must be true or false"):
+        traced(["true"], heap=1)
+
+
+# The main thread alone on a 4 MiB buffer for 0.5 s (its "initialisation"), then two threads on
+# another 1 MiB buffer for 1 s, taking turns of 40 ms (as in SHARING); with argv[1] = "mark" the
+# program marks the start of its parallel phase.
+PHASES = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void pinlab_trace_start(void) __attribute__((weak));
+
+static unsigned char *serial, *parallel;
+static double start;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void *worker(void *arg)
+{
+    long t = (long)arg;
+    volatile unsigned char *b = parallel;
+    struct timespec nap = {0, 1000000};
+    for (double at; (at = now() - start) < 1.0;) {
+        if (at < 0 || (long)(at / 0.04) % 2 != t) {
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        for (size_t i = (size_t)t * 64; i < (1u << 20); i += 128)
+            b[i]++;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    serial = malloc(4u << 20);
+    parallel = malloc(1u << 20);
+    volatile unsigned char *s = serial;
+    for (double end = now() + 0.5; now() < end;)
+        for (size_t i = 0; i < (4u << 20); i += 4096)
+            s[i]++;
+    if (argc > 1 && !strcmp(argv[1], "mark") && pinlab_trace_start)
+        pinlab_trace_start();
+    pthread_t threads[2];
+    start = now() + 0.02;
+    for (long t = 0; t < 2; t++)
+        pthread_create(&threads[t], NULL, worker, (void *)t);
+    for (int t = 0; t < 2; t++)
+        pthread_join(threads[t], NULL);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def phases(tmp_path_factory) -> str:
+    directory = tmp_path_factory.mktemp("phases")
+    (directory / "phases.c").write_text(PHASES)
+    out = directory / "phases"
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(out), str(directory / "phases.c")], check=True)
+    return str(out)
+
+
+@pytest.mark.parametrize("after, args", [("parallel", []), ("mark", ["mark"]), ("0.8", [])])
+def test_a_window_leaves_the_main_threads_initialisation_out(phases, after, args):
+    whole = pages.trace(TraceRequest(argv=[phases, *args], threads=3, options=FAST))
+    assert whole.exit_status == 0
+    # the main thread was first on its 1024 pages in most rounds of its 0.5 s alone
+    assert whole.graph.volume[0] > 1024
+    windowed = pages.trace(TraceRequest(argv=[phases, *args], threads=3, options=FAST, after=after))
+    assert windowed.exit_status == 0
+    m = windowed.graph.measured
+    assert m["after"] == after and m["window_opened_seconds"] >= 0.5  # the initialisation lasts 0.5 s at least
+    assert windowed.graph.volume[0] < whole.graph.volume[0] / 10, (windowed.graph.volume, whole.graph.volume)
+    assert windowed.graph.volume[1] + windowed.graph.volume[2] > 0  # the parallel phase was counted
+
+
+def test_a_mark_never_made_says_so(phases):
+    result = pages.trace(TraceRequest(argv=[phases], threads=3, options=FAST, after="mark"))
+    assert result.exit_status == 0 and result.graph.empty
+    assert "counting never started (--after mark): the program never called pinlab_trace_start() (declare it weak and call it " \
+           "where its parallel phase starts)" in result.warnings
+    assert not any("no two threads" in w for w in result.warnings)
+

@@ -31,6 +31,8 @@ import csv
 import io
 import json
 import math
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -140,10 +142,26 @@ class AffinityGraph:
 
             return save_binary(self, path)
         text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else self.to_json_text()
+        # Written beside the target and renamed over it: a full disk or a kill midway leaves
+        # neither a truncated graph nor an empty file, and a graph already there stays whole.
+        temporary = None
         try:
-            path.write_text(text)
+            with tempfile.NamedTemporaryFile("w", dir=path.resolve().parent, prefix=f".{path.name}.", suffix=".part", delete=False) as out:
+                temporary = out.name
+                out.write(text)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)  # as a file created in place would be, not the temporary's 0600
+            os.replace(temporary, path)
+            temporary = None
         except OSError as exc:
             raise UsageError(f"cannot write the graph to {path}: {exc.strerror or exc}") from None
+        finally:
+            if temporary is not None:
+                try:
+                    os.unlink(temporary)
+                except OSError:
+                    pass
 
 
 def graph_format(path: str | Path, *, reading: bool = False) -> str:

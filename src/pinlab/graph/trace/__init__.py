@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pinlab.errors import UsageError
 from pinlab.outputs import check_writable
 from pinlab.graph.model import MATRIX_SUFFIXES
-from pinlab.graph.trace.common import TraceRequest, TraceResult
+from pinlab.graph.trace.common import TraceRequest, TraceResult, check_window
+from pinlab.graph.trace.limits import check_threads
 
 METHODS = ("exact", "sampled", "pages")
 CHOICES = ("auto", *METHODS)
 # Method settings (TraceRequest.options) and the one method each belongs to.
-OPTION_METHOD = {"period_ms": "pages", "min_bytes": "pages", "max_pages": "pages", "sample_period": "sampled"}
+OPTION_METHOD = {"period_ms": "pages", "min_bytes": "pages", "max_pages": "pages", "heap": "pages", "sample_period": "sampled"}
 _OTHER = {"exact": "pages", "sampled": "pages", "pages": "exact (rebuild with pinlab cc)"}
 
 
@@ -35,6 +37,8 @@ class TraceOutcome:
     method: str
     baseline_seconds: float | None  # the untraced run, None with baseline=False
     slowdown: float | None
+    written: bool = False  # the graph is in the output file
+    interrupted: int | None = None  # the stopping signal (SIGINT for Ctrl-C) that ended the trace or its untraced run
 
 
 def method_module(name: str):
@@ -46,11 +50,13 @@ def method_module(name: str):
 
 
 def check_request(request: TraceRequest) -> None:
-    """Refuse what no method can trace: no program, fewer than one thread."""
+    """Refuse what no method can trace: no program, fewer than one thread, more than this machine can (see limits)."""
     if not request.argv:
         raise UsageError("no program given: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]")
     if request.threads < 1:
         raise UsageError(f"-n must be at least 1 thread (got {request.threads})")
+    check_threads(request.threads)
+    request.after = check_window(request.after)
 
 
 def check_output(path: str | Path) -> None:
@@ -82,9 +88,32 @@ def choose_method(request: TraceRequest, method: str = "auto") -> str:
     raise UsageError("no tracing method can trace this program here (" + "; ".join(reasons) + ")")
 
 
-def run_untraced(request: TraceRequest) -> tuple[float, int]:
-    """The program's wall time and exit status untraced, through the same launcher and placement as
-    the exact method (one thread per allowed CPU, the rest unpinned); its output is discarded."""
+def check_original(original: str | None, method: str, request: TraceRequest) -> str | None:
+    """The executable ``--original`` names, checked: it is for the exact method only (the other
+    methods trace the original program itself) and must be a build made without ``pinlab cc``."""
+    if original is None:
+        return None
+    if method != "exact":
+        raise UsageError(f"--original is for --method exact (a program built with pinlab cc): the {method} method traces "
+                         f"the original program itself, so its slowdown is already measured against it; drop --original")
+    from pinlab.graph.trace.exact import instrumented
+    from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound, resolve_program
+
+    env = os.environ if request.env is None else request.env
+    try:
+        path = resolve_program(original, env.get("PATH", os.defpath))
+    except (ProgramNotFound, ProgramNotExecutable) as exc:
+        raise UsageError(f"--original {exc}: give the program built without pinlab cc") from None
+    if instrumented(path):
+        raise UsageError(f"--original {original} was built with pinlab cc too: give the same program built without it, "
+                         "the one whose speed matters")
+    return path
+
+
+def run_untraced(request: TraceRequest) -> tuple[float, int, int | None]:
+    """The program's wall time, exit status and the stopping signal pinlab received meanwhile (None
+    mostly), untraced, through the same launcher and placement as the exact method (one thread per
+    allowed CPU, the rest unpinned); its output is discarded."""
     from pinlab.launch.runner import LaunchSpec, allowed_cpus
     from pinlab.launch.runner import run as launch
 
@@ -92,12 +121,19 @@ def run_untraced(request: TraceRequest) -> tuple[float, int]:
         spec = LaunchSpec(argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="unpinned",
                           env=None if request.env is None else dict(request.env), sample_ms=None, stdout=sink.fileno(), stderr=sink.fileno())
         record = launch(spec)
-    return record.wall_seconds, record.exit_status
+    return record.wall_seconds, record.exit_status, record.interrupted
 
 
-def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool = True, output: str | Path | None = None) -> TraceOutcome:
+def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool = True, output: str | Path | None = None,
+                  original: str | None = None) -> TraceOutcome:
     """Trace ``request`` with ``method`` (auto: see the module's docstring) and, with ``baseline``,
     run it once more untraced for the slowdown; the graph is written to ``output`` when given.
+
+    The slowdown is always against the original program. The exact method traces a build made
+    with ``pinlab cc``, whose instrumentation alone costs many times the counting (a call per
+    access, no vectorisation): its baseline is ``original`` (the program built without pinlab cc,
+    run with the same arguments), and without it no slowdown is measured, rather than one
+    against the instrumented build.
 
     The traced run's output and exit status are the program's (the caller passes the status on).
     """
@@ -113,26 +149,53 @@ def trace_program(request: TraceRequest, method: str = "auto", *, baseline: bool
         if OPTION_METHOD.get(key) != name:
             raise UsageError(f"{key.replace('_', '-')} is a setting of --method {OPTION_METHOD.get(key, '?')}, "
                              f"but the program is traced with {name}; drop it or choose that method")
+    if original is not None and not baseline:
+        raise UsageError("--original names the program to time for the slowdown, which --no-baseline turns off: drop one of them")
+    original_path = check_original(original, name, request)
+    untraced = request if original_path is None else replace(request, argv=[original_path, *request.argv[1:]])
+    if baseline and name == "exact" and original_path is None:
+        baseline = False
+        no_original = ("no slowdown measured: the exact method traces a build made with pinlab cc, slower than the original "
+                       "however it runs; give --original PROGRAM (the same program built without pinlab cc) to measure it")
+    else:
+        no_original = None
     result = method_module(name).trace(request)
+    interrupted = result.interrupted
     baseline_seconds = slowdown = None
-    if baseline:
-        baseline_seconds, status = run_untraced(request)
-        if status != result.exit_status:
-            result.warnings.append(f"the untraced run ended with status {status}, the traced one with {result.exit_status}")
-        if baseline_seconds > 0:
-            slowdown = round(result.wall_seconds / baseline_seconds, 3)
+    if no_original and interrupted is None:
+        result.warnings.append(no_original)
+    if interrupted is not None:
+        # Ctrl-C stops everything: no untraced run, and no graph of a run cut short.
+        where = f" to {output}" if output is not None else ""
+        result.warnings.append(f"interrupted by {signal.Signals(interrupted).name}: the program was stopped, no graph was written{where}")
+    elif baseline:
+        seconds, status, stopped = run_untraced(untraced)
+        if stopped is not None:
+            interrupted = stopped
+            result.warnings.append(f"interrupted by {signal.Signals(stopped).name} during the untraced run: no slowdown measured")
+        else:
+            baseline_seconds = seconds
+            if status != result.exit_status:
+                result.warnings.append(f"the untraced run ended with status {status}, the traced one with {result.exit_status}")
+            if baseline_seconds > 0:
+                slowdown = round(result.wall_seconds / baseline_seconds, 3)
     measured = result.graph.measured
     measured.setdefault("method", name)
     measured.setdefault("argv", list(request.argv))
     measured.setdefault("program", list(request.argv))
     measured.setdefault("threads", request.threads)
+    measured.setdefault("after", request.after)
     measured.setdefault("date", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     measured.setdefault("traced_seconds", round(result.wall_seconds, 6))
     measured["baseline_seconds"] = baseline_seconds
+    measured["baseline_argv"] = list(untraced.argv) if baseline_seconds is not None else None
     measured["slowdown"] = slowdown
-    if output is not None:
+    written = False
+    if output is not None and result.interrupted is None:
         if sum(result.graph.volume or []) > 0:
             result.graph.save(output)
+            written = True
         else:
             result.warnings.append(f"nothing was counted, so no graph was written to {output}")
-    return TraceOutcome(result=result, method=name, baseline_seconds=baseline_seconds, slowdown=slowdown)
+    return TraceOutcome(result=result, method=name, baseline_seconds=baseline_seconds, slowdown=slowdown, written=written,
+                        interrupted=interrupted)

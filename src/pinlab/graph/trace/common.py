@@ -20,9 +20,11 @@ over all units. Each method module provides::
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from pinlab.errors import UsageError
 from pinlab.graph.model import AffinityGraph
 
 
@@ -34,6 +36,41 @@ class TraceRequest:
     threads: int
     env: dict[str, str] | None = None  # the program's environment (default: pinlab's own)
     options: dict[str, Any] = field(default_factory=dict)  # method-specific (sample period...)
+    after: str | None = None  # the window: count from SECONDS after the start, "parallel" or "mark" (see check_window)
+
+
+WINDOW_WORDS = ("parallel", "mark")
+ENV_WINDOW = "PINLAB_TRACE_START"  # read by both tracer libraries
+
+
+def check_window(after: str | None) -> str | None:
+    """The window setting, checked and written as the tracer libraries read it; None: the whole run.
+
+    A whole-run graph of a program whose main thread initialises its data alone is that
+    initialisation's; a window leaves it out: SECONDS after the program starts, ``parallel`` from
+    its first thread creation (an OpenMP program's first parallel region), ``mark`` from its call
+    to ``pinlab_trace_start()``.
+    """
+    if after is None:
+        return None
+    text = str(after).strip()
+    if text in WINDOW_WORDS:
+        return text
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or not 0 <= seconds <= 1e6:
+        raise UsageError(f"--after {after!r}: give SECONDS after the program starts (0 to 1000000), 'parallel' (from its first "
+                         f"thread creation: an OpenMP program's first parallel region) or 'mark' (from its call to pinlab_trace_start())")
+    return f"{seconds:g}"
+
+
+def window_unopened(after: str) -> str:
+    """Why a window that never opened counted nothing."""
+    why = {"parallel": "the program never created a thread",
+           "mark": "the program never called pinlab_trace_start() (declare it weak and call it where its parallel phase starts)"}
+    return f"counting never started (--after {after}): " + why.get(after, f"the program ended before {after} s")
 
 
 @dataclass
@@ -42,6 +79,7 @@ class TraceResult:
     exit_status: int  # the program's, unchanged by the tracer (128 + signal when killed)
     wall_seconds: float  # the traced run
     warnings: list[str] = field(default_factory=list)
+    interrupted: int | None = None  # the stopping signal (Ctrl-C: SIGINT) pinlab received while the program ran
 
 
 def graph_from_counts(counts: Mapping[int, Mapping[int, int | float]], threads: int, *, granularity: str,

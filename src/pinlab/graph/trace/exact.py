@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pinlab.errors import UsageError
 from pinlab.graph.trace.cc import TRACE_LIBRARY
-from pinlab.graph.trace.common import TraceRequest, TraceResult, graph_from_counts
+from pinlab.graph.trace.common import ENV_WINDOW, TraceRequest, TraceResult, graph_from_counts, window_unopened
 from pinlab.graph.trace.elf import needed_libraries
 
 MAGIC = b"PLTRACE1"
@@ -74,6 +74,9 @@ def trace(request: TraceRequest) -> TraceResult:
     from pinlab.launch.runner import LaunchSpec, allowed_cpus
     from pinlab.launch.runner import run as launch
 
+    from pinlab.graph.trace.traced_run import check_request
+
+    check_request(request)
     why = unavailable(request)
     if why is not None:
         raise UsageError(f"the exact method cannot trace here: {why}")
@@ -81,6 +84,8 @@ def trace(request: TraceRequest) -> TraceResult:
     env = dict(os.environ if request.env is None else request.env)
     with tempfile.TemporaryDirectory(prefix="pinlab-trace-") as directory:
         env["PINLAB_TRACE_DIR"] = directory
+        if request.after is not None:
+            env[ENV_WINDOW] = request.after
         spec = LaunchSpec(argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="unpinned",
                           env=env, sample_ms=None)
         started = time.monotonic()
@@ -108,7 +113,9 @@ def trace(request: TraceRequest) -> TraceResult:
         warnings.append(f"{len(unknown)} traced thread(s) (tid {', '.join(map(str, unknown[:5]))}) were not seen starting; left out of the graph")
     if totals["missed"]:
         warnings.append(f"{totals['missed']} accesses to new lines were not counted (the tracer ran out of memory)")
-    if not counts:
+    if not counts and request.after is not None and record.signal is None:
+        warnings.append(window_unopened(request.after))
+    elif not counts:
         warnings.append("the program wrote no trace: it ended by _exit or a signal before any thread finished, or it ran no instrumented code")
     helpers = sorted(i for i in counts if i >= request.threads)
     if helpers:
@@ -125,6 +132,8 @@ def trace(request: TraceRequest) -> TraceResult:
         "threads_traced": len(counts),
         "tracer_memory_bytes": totals["table_bytes"],
         "exit_status": record.exit_status,
+        "after": request.after,
     }
     graph = graph_from_counts(counts, request.threads, granularity="line", unit_bytes=line_bytes, measured=measured)
-    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=elapsed, warnings=warnings)
+    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=elapsed, warnings=warnings,
+                       interrupted=record.interrupted)

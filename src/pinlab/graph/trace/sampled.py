@@ -55,6 +55,9 @@ def _paranoid() -> int | None:
 
 def unavailable(request: TraceRequest) -> str | None:
     """Why no data-address samples can be taken of this program here, naming what is missing."""
+    if request.after is not None:
+        return ("the sampled method cannot start counting late (--after): perf samples the whole run; "
+                "use --method pages or --method exact for a window")
     events, system_wide = memory_events()
     if not events:
         return (f"the sampled method needs memory-sampling hardware, and this machine has none: {PMU_ROOT} has no "
@@ -189,4 +192,5 @@ def trace(request: TraceRequest) -> TraceResult:
     measured = {"method": "sampled", "argv": list(request.argv), "threads": request.threads, "events": events,
                 "sample_period": period, "samples": used, "units_seen": units, "traced_seconds": record.wall_seconds}
     graph = graph_from_counts(counts, request.threads, granularity="line", unit_bytes=LINE, measured=measured)
-    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings)
+    return TraceResult(graph=graph, exit_status=record.exit_status, wall_seconds=record.wall_seconds, warnings=warnings,
+                       interrupted=record.interrupted)

@@ -13,18 +13,21 @@ import os
 import shutil
 
 from pinlab.errors import UsageError
-from pinlab.graph.trace.common import TraceRequest
+from pinlab.graph.trace.common import ENV_WINDOW, TraceRequest, check_window
+from pinlab.graph.trace.limits import check_threads
 from pinlab.launch.record import RunRecord
 from pinlab.launch.runner import (LaunchSpec, ProgramNotExecutable, ProgramNotFound, allowed_cpus, preload_blocker,
                                   resolve_program, run)
 
 
 def check_request(request: TraceRequest) -> None:
-    """Refuse what no method can trace: no program, or a thread count below 1."""
+    """Refuse what no method can trace: no program, a thread count below 1 or above this machine's bound (see limits)."""
     if not request.argv:
         raise UsageError("no program to trace: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]")
     if request.threads < 1:
         raise UsageError(f"cannot trace {request.threads} threads: give -n 1 or more")
+    check_threads(request.threads)
+    request.after = check_window(request.after)
 
 
 def program_path(request: TraceRequest) -> str:
@@ -55,14 +58,13 @@ def run_traced(request: TraceRequest, extra_env: dict[str, str], *, preload: str
     env = dict(os.environ if request.env is None else request.env)
     env.setdefault("OMP_NUM_THREADS", str(request.threads))
     env.update(extra_env)
+    if request.after is not None:
+        env[ENV_WINDOW] = request.after
     if preload:
         env["LD_PRELOAD"] = " ".join(p for p in (preload, env.get("LD_PRELOAD", "")) if p)
     spec = LaunchSpec(argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="wrap",
                       sample_ms=None, env=env, controller=controller)
-    try:
-        return run(spec)
-    except (ProgramNotFound, ProgramNotExecutable) as exc:
-        raise UsageError(f"cannot trace {exc}") from None
+    return run(spec)  # ProgramNotFound / ProgramNotExecutable pass on: 127 / 126, as with pinlab run
 
 
 def thread_indexes(record: RunRecord) -> dict[int, int]:

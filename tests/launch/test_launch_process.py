@@ -96,7 +96,10 @@ def test_signals_sent_to_pinlab_reach_the_program(sig):
 
 def test_sigterm_to_pinlab_ends_the_program_and_pinlab_with_143():
     proc = subprocess.Popen([str(PINLAB), "run", "-q", "--", "sleep", "30"])
-    time.sleep(0.5)
+    # pinlab blocks the signals it waits for before it starts anything: once the program's process
+    # exists, SIGTERM is pinlab's to handle (a fixed wait could end, on a busy machine, while
+    # Python is still importing, and the signal's default action would end it instead)
+    assert _wait_until(lambda: len(_descendants(proc.pid)) >= 1, timeout=120)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
 
@@ -228,7 +231,9 @@ def _descendants(pid: int) -> list[int]:
         return []
 
 
-def _wait_until(predicate, timeout: float = 20.0) -> bool:
+def _wait_until(predicate, timeout: float = 120.0) -> bool:
+    """Whether ``predicate`` came true within ``timeout`` seconds (long: pinlab's start takes
+    seconds of CPU, many times that on a busy machine; a true predicate returns at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -259,7 +264,7 @@ def test_a_kill_9_of_pinlab_run_leaves_no_process_of_the_program(pinned):
     below = _descendants(proc.pid)
     proc.kill()
     proc.wait(timeout=10)
-    assert _wait_until(lambda: not any(_alive(p) for p in below), timeout=10), [p for p in below if _alive(p)]
+    assert _wait_until(lambda: not any(_alive(p) for p in below), timeout=60), [p for p in below if _alive(p)]
 
 
 def test_a_kill_9_of_a_study_leaves_no_process_of_the_program(tmp_path):
@@ -269,7 +274,7 @@ def test_a_kill_9_of_a_study_leaves_no_process_of_the_program(tmp_path):
     below = _descendants(proc.pid)
     proc.kill()
     proc.wait(timeout=10)
-    assert _wait_until(lambda: not any(_alive(p) for p in below), timeout=10), [p for p in below if _alive(p)]
+    assert _wait_until(lambda: not any(_alive(p) for p in below), timeout=60), [p for p in below if _alive(p)]
 
 
 def test_the_program_ends_with_pinlab_exec_if_that_is_killed_alone():

@@ -218,7 +218,7 @@ def test_ctrl_c_ends_watching_with_status_0_and_leaves_the_program_running(start
     first = watching.stdout.readline()
     assert json.loads(first)["pid"] == program.pid
     watching.send_signal(signal.SIGINT)
-    out, err = watching.communicate(timeout=30)
+    out, err = watching.communicate(timeout=120)
     assert watching.returncode == 0 and "Traceback" not in err, err
     assert program.process.poll() is None
     assert program.wait() == 0

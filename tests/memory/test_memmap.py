@@ -112,9 +112,16 @@ def test_the_command_prints_the_summary_the_mappings_and_json(holder):
 
 
 def test_watch_follows_the_process_until_it_ends():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2)"])
-    result = subprocess.run([str(PINLAB), "memmap", str(proc.pid), "--watch", "0.2", "--json"], capture_output=True, text=True, timeout=30)
+    # The process lives until the watcher has looked twice (a fixed lifetime could end before a
+    # watcher started late on a busy machine), then ends.
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    watcher = subprocess.Popen([str(PINLAB), "memmap", str(proc.pid), "--watch", "0.2", "--json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    lines = [watcher.stdout.readline(), watcher.stdout.readline()]
+    proc.stdin.close()
     proc.wait()
+    out, err = watcher.communicate(timeout=120)
+    result = subprocess.CompletedProcess(watcher.args, watcher.returncode, "".join(lines) + out, err)
     assert result.returncode == 0, result.stderr
     looks = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(looks) >= 2 and all(look["pid"] == proc.pid for look in looks)

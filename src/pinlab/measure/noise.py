@@ -173,7 +173,8 @@ def busy(root: Path, threshold: float = 0.1) -> Finding:
         except psutil.Error:
             continue
         if share >= threshold:
-            hot.append(f"{p.info['name']} (pid {p.info['pid']}, {share:.0%})")
+            hot.append((share, f"{p.info['name']} (pid {p.info['pid']}, {share:.0%})"))
+    hot = [text for _, text in sorted(hot, key=lambda h: -h[0])]  # the busiest first: the list is cut at 8
     if not hot:
         return Finding("other busy processes", OK, "none using 10% of a CPU or more", "nothing competes with the measured program")
     return Finding("other busy processes", WARNING, ", ".join(hot[:8]) + (f" and {len(hot) - 8} more" if len(hot) > 8 else ""),

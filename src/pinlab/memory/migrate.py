@@ -3,9 +3,10 @@
 After autopin moves a program's threads to CPUs of other nodes, their data stays where it was
 first touched: every access is then remote. ``migrate_pages(pid, maxnode, old, new)`` asks the
 kernel to move the pages of the whole process that lie on the ``old`` nodes to the ``new`` ones
-(node ``old[i]`` to ``new[i]`` when the sets have the same size; otherwise the kernel folds
-them in order, see ``nodes_remap`` in the kernel). It needs the same rights as ``kill``
-(same user, or CAP_SYS_NICE).
+(the k-th lowest node of ``old`` to the k-th lowest of ``new`` when the sets have the same size;
+otherwise the kernel folds them in order, see ``nodes_remap`` in the kernel): pairs written in
+another order are moved one call each (:func:`pairwise_steps`). It needs the same rights as
+``kill`` (same user, or CAP_SYS_NICE).
 """
 from __future__ import annotations
 
@@ -148,12 +149,13 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
     memory_nodes = machine_nodes()
     to = _nodes(to_nodes, "--to", memory_nodes)
     old = _nodes(from_nodes, "--from", memory_nodes) if from_nodes else [n for n in memory_nodes if n not in to]
+    steps = pairwise_steps(old, to) if from_nodes and len(old) == len(to) else [(old, to)]
     check_process(pid, repin=True)
     before = pages_per_node(pid)
     if not old:
         return before, before, 0
     try:
-        left = migrate_pages(pid, old, to)
+        left = sum(migrate_pages(pid, source, target) for source, target in steps)
     except OSError as exc:
         if exc.errno == errnos.ESRCH:
             raise UsageError(f"no process {pid}: it has ended") from None
@@ -163,6 +165,34 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
             raise UsageError("this kernel has no migrate_pages (built without NUMA support)") from None
         raise UsageError(f"migrate_pages of process {pid}: {exc.strerror}") from None
     return before, pages_per_node(pid), left
+
+
+def pairwise_steps(old: list[int], new: list[int]) -> list[tuple[list[int], list[int]]]:
+    """The migrate_pages calls that send node ``old[i]`` to node ``new[i]`` for every i.
+
+    One call pairs the nodes of its two masks in ascending order (the k-th lowest of ``old`` to the
+    k-th lowest of ``new``), whatever order they were written in: pairs given in another order are
+    moved one at a time, each node emptied before it receives, so that no page moves twice. Pairs
+    that form a cycle (``--from 0,1 --to 1,0``) cannot be moved so and are refused."""
+    from pinlab.errors import UsageError
+
+    if len(set(old)) != len(old):
+        raise UsageError(f"--from names node {next(n for n in old if old.count(n) > 1)} twice: each node's pages go to one node")
+    pairs = [(a, b) for a, b in zip(old, new) if a != b]
+    if [b for _, b in sorted(pairs)] == sorted(b for _, b in pairs) and len({b for _, b in pairs}) == len(pairs):
+        return [([a for a, _ in pairs], [b for _, b in pairs])] if pairs else []
+    steps, waiting = [], list(pairs)
+    while waiting:
+        # a pair whose target is no waiting pair's source: its target holds nothing still to move
+        ready = [p for p in waiting if not any(q[0] == p[1] for q in waiting if q is not p)]
+        if not ready:
+            cycle = ",".join(f"{a}->{b}" for a, b in waiting)
+            raise UsageError(f"--from/--to move pages in a cycle ({cycle}), which migrate_pages cannot do: "
+                             "move one node through a node outside the cycle first, in two commands")
+        for pair in ready:
+            steps.append(([pair[0]], [pair[1]]))
+            waiting.remove(pair)
+    return steps
 
 
 def _nodes(text: str, option: str, memory_nodes: list[int]) -> list[int]:

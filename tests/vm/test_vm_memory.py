@@ -216,7 +216,8 @@ def test_autonuma_switches_the_balancing_on_for_the_run_and_off_after(guest):
     parts = _sections(results["autonuma"].check("autonuma run").stdout)
     assert parts["before"].strip() == "0" and parts["during"].strip() == "1" and parts["after"].strip() == "0"
     state = json.loads(parts["record"])["numa_balancing"]
-    assert state == {"value": "1", "was": "0", "set_by_pinlab": True, "wanted": True}
+    assert state == {"value": "1", "was": "0", "set_by_pinlab": True, "wanted": True, "means": state["means"]}
+    assert state["means"].startswith("on: pages")
 
 
 def test_weighted_interleave_is_refused_on_a_kernel_without_it(guest):

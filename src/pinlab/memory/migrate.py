@@ -92,8 +92,8 @@ def move_pages(pid: int, start: int, size: int, node: int, attempts: int = 3, wh
 
 def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Counter | None = None) -> tuple[int, int]:
     """Move the pages at ``addresses`` (page-aligned) in process ``pid`` to ``node`` with
-    ``move_pages(2)``, in batches. Returns (pages now on node, pages not moved); pages never touched
-    (or not mapped any more) count in neither. A page the kernel leaves behind (busy: the program
+    ``move_pages(2)``, in batches. Returns (pages now on node, pages not moved), each page as the
+    kernel answers for it; pages never touched (or not mapped any more) count in neither. A page the kernel leaves behind (busy: the program
     is using it) is tried again, up to ``attempts`` times in all; ``why`` (when given) counts the
     reasons of the pages left, by errno name (or ``node N`` for a page the kernel left on node N).
     Raises :class:`ProcessEnded` when the process ends meanwhile (the kernel then answers ESRCH, or
@@ -118,6 +118,7 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
     there = stuck = 0
     for first in range(0, len(addresses), _BATCH):
         batch = addresses[first:first + _BATCH]
+        unseen: list[tuple[int, int]] = []  # (address, answer) of pages the kernel did not find
         for attempt in range(attempts):
             try:
                 status = call(batch, node)
@@ -126,14 +127,41 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
                     raise ProcessEnded(pid, there) from None
                 raise
             there += sum(1 for answer in status if answer == node)
-            batch = [a for a, answer in zip(batch, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
+            unseen += [(a, answer) for a, answer in zip(batch, status) if answer in (-errnos.ENOENT, -errnos.EFAULT)]
+            left = [(a, answer) for a, answer in zip(batch, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
+            batch = [a for a, _ in left]
             if not batch:
                 break
-        stuck += len(batch)
-        if why is not None and batch:
-            why.update(errno_name(-answer) if answer < 0 else f"node {answer}"
-                       for answer in status if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT))
+        # Not found is not always never touched: a kernel may answer EFAULT for a page that is
+        # there but that it will not move (before Linux 6.5, one mapped PROT_NONE, as next touch
+        # and the page tracer leave them). The page table says which were there: those are left.
+        present = resident(pid, [a for a, _ in unseen])
+        refused = [answer for a, answer in unseen if a in present]
+        stuck += len(batch) + len(refused)
+        if why is not None:
+            why.update(errno_name(-answer) if answer < 0 else f"node {answer}" for _, answer in left)
+            why.update(errno_name(-answer) for answer in refused)
     return there, stuck
+
+
+def resident(pid: int, addresses: list[int]) -> set[int]:
+    """Those of ``addresses`` (page-aligned) that are in memory or swapped out in process ``pid``,
+    from its page table (/proc/PID/pagemap: bit 63 present, bit 62 swapped; readable by its user).
+    When the page table cannot be read, none (as before: not found, not counted)."""
+    if not addresses:
+        return set()
+    page = os.sysconf("SC_PAGE_SIZE")
+    found = set()
+    try:
+        with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+            for address in addresses:
+                pagemap.seek(address // page * 8)
+                entry = int.from_bytes(pagemap.read(8), "little")
+                if entry >> 62 & 3:
+                    found.add(address)
+    except OSError:
+        return set()
+    return found
 
 
 def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tuple[dict[int, int], dict[int, int], int]:

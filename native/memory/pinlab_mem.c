@@ -1102,6 +1102,112 @@ __attribute__((constructor)) static void find_real_calls(void)
 
 /* ---- where pages are ------------------------------------------------------------------------ */
 
+/* Whether the page at addr is in memory or swapped out, from /proc/self/pagemap (bits 63, 62);
+ * -1 when the page table cannot be read. */
+static int page_there(int pagemap, uintptr_t addr)
+{
+    uint64_t entry;
+    if (pagemap < 0 || pread(pagemap, &entry, sizeof entry, (off_t)(addr / (uintptr_t)page_size * sizeof entry)) != sizeof entry)
+        return -1;
+    return (entry >> 62 & 3) != 0;
+}
+
+/* Pages per node of the mapping starting at `start` as /proc/self/numa_maps counts them (N<node>=
+ * pages), which walks the page table itself; 0 when the mapping is not listed. */
+static int numa_maps_counts(uintptr_t start, long *counts, int max_nodes)
+{
+    FILE *f = fopen("/proc/self/numa_maps", "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *end;
+        if ((uintptr_t)strtoul(line, &end, 16) != start)
+            continue;
+        found = 1;
+        for (char *p = strstr(end, " N"); p; p = strstr(p + 1, " N")) {
+            char *eq;
+            long node = strtol(p + 2, &eq, 10);
+            if (eq != p + 2 && *eq == '=' && node >= 0 && node < max_nodes)
+                counts[node] += strtol(eq + 1, NULL, 10);
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The mapping [*lo, *hi) of /proc/self/maps that holds addr; 0 when none. */
+static int mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return 0;
+    char line[512];
+    int found = 0;
+    unsigned long a, b;
+    while (!found && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a <= addr && addr < b) {
+            *lo = a, *hi = b;
+            found = 1;
+        }
+    fclose(f);
+    return found;
+}
+
+/* Pages per node that move_pages finds in [lo, hi) (it queries, moves nothing). */
+static void found_counts(uintptr_t lo, uintptr_t hi, long *counts, int max_nodes)
+{
+    void *pages[CHUNK];
+    int status[CHUNK];
+    size_t count = (hi - lo) / (size_t)page_size;
+    for (size_t done = 0; done < count; done += CHUNK) {
+        size_t n = count - done < CHUNK ? count - done : CHUNK;
+        for (size_t i = 0; i < n; i++)
+            pages[i] = (void *)(lo + (done + i) * (size_t)page_size);
+        if (syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0)
+            return;
+        for (size_t i = 0; i < n; i++)
+            if (status[i] >= 0 && status[i] < max_nodes)
+                counts[status[i]]++;
+    }
+}
+
+/* Pages that are there though move_pages could not find them: kernels before 6.5 answer EFAULT
+ * for a page mapped PROT_NONE, as next touch leaves armed pages. Their nodes come from
+ * numa_maps, per mapping: what it counts less what move_pages found in the same mapping. Exact
+ * when the range holds all such pages of the mapping, or when they are all on one node;
+ * otherwise they are given to the nodes in order. Returns the pages placed so. */
+static long place_hidden(uintptr_t *hidden, long count, long *pages_per_node, int max_nodes)
+{
+    long placed = 0;
+    long *listed = calloc((size_t)max_nodes * 2, sizeof *listed);
+    if (!listed)
+        return 0;
+    long *found = listed + max_nodes;
+    for (long i = 0; i < count;) {
+        uintptr_t lo, hi;
+        memset(listed, 0, sizeof *listed * (size_t)max_nodes * 2);
+        if (!mapping_of(hidden[i], &lo, &hi) || !numa_maps_counts(lo, listed, max_nodes)) {
+            i++;
+            continue;
+        }
+        found_counts(lo, hi, found, max_nodes);
+        int node = 0;
+        for (; i < count && hidden[i] < hi; i++) { /* hidden is ascending: the mapping's pages in turn */
+            while (node < max_nodes && listed[node] - found[node] <= 0)
+                node++;
+            if (node == max_nodes)
+                continue; /* numa_maps does not account for it: left absent */
+            pages_per_node[node]++;
+            found[node]++;
+            placed++;
+        }
+    }
+    free(listed);
+    return placed;
+}
+
 int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes, long *absent)
 {
     init();
@@ -1116,37 +1222,65 @@ int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes,
         size = r->size;
     }
     memset(pages_per_node, 0, sizeof *pages_per_node * (size_t)max_nodes);
-    long missing = 0;
+    long missing = 0, hidden_count = 0, hidden_room = 0;
+    uintptr_t *hidden = NULL;
+    int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     size_t count = (size + (size_t)page_size - 1) / (size_t)page_size;
     void *pages[CHUNK];
     int status[CHUNK];
-    for (size_t done = 0; done < count; done += CHUNK) {
+    int rc = PM_OK;
+    for (size_t done = 0; done < count && rc == PM_OK; done += CHUNK) {
         size_t n = count - done < CHUNK ? count - done : CHUNK;
         for (size_t i = 0; i < n; i++)
             pages[i] = (char *)addr + (done + i) * (size_t)page_size;
         if (syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0) {
             if (errno == ENOSYS) { /* no NUMA: what is resident is on node 0 */
                 unsigned char vec[CHUNK];
-                if (mincore(pages[0], n * (size_t)page_size, vec) != 0)
-                    return from_errno(errno, "mincore");
+                if (mincore(pages[0], n * (size_t)page_size, vec) != 0) {
+                    rc = from_errno(errno, "mincore");
+                    break;
+                }
                 for (size_t i = 0; i < n; i++)
                     vec[i] & 1 ? pages_per_node[0]++ : missing++;
                 continue;
             }
-            return from_errno(errno, "move_pages");
+            rc = from_errno(errno, "move_pages");
+            break;
         }
         for (size_t i = 0; i < n; i++) {
             unsigned char resident;
             /* Some kernels answer -EFAULT for a page never touched as for one not mapped at all
              * (follow_page with FOLL_DUMP): mincore tells them apart (ENOMEM: not mapped). */
-            if (status[i] == -EFAULT && mincore(pages[i], (size_t)page_size, &resident) != 0 && errno == ENOMEM)
-                return fail(PM_ENOTMAPPED, "%p is not mapped in this process", pages[i]);
-            if (status[i] < 0)
+            if (status[i] == -EFAULT && mincore(pages[i], (size_t)page_size, &resident) != 0 && errno == ENOMEM) {
+                rc = fail(PM_ENOTMAPPED, "%p is not mapped in this process", pages[i]);
+                break;
+            }
+            if (status[i] >= 0) {
+                if (status[i] < max_nodes)
+                    pages_per_node[status[i]]++;
+            } else if (page_there(pagemap, (uintptr_t)pages[i]) == 1) { /* there, but not found */
+                if (hidden_count == hidden_room) {
+                    hidden_room = hidden_room ? 2 * hidden_room : 256;
+                    uintptr_t *more = realloc(hidden, (size_t)hidden_room * sizeof *hidden);
+                    if (!more) {
+                        rc = fail(PM_ENOMEM, "pm_where: no memory");
+                        break;
+                    }
+                    hidden = more;
+                }
+                hidden[hidden_count++] = (uintptr_t)pages[i];
+            } else {
                 missing++;
-            else if (status[i] < max_nodes)
-                pages_per_node[status[i]]++;
+            }
         }
     }
+    if (pagemap >= 0)
+        close(pagemap);
+    if (rc == PM_OK && hidden_count)
+        missing += hidden_count - place_hidden(hidden, hidden_count, pages_per_node, max_nodes);
+    free(hidden);
+    if (rc)
+        return rc;
     if (absent)
         *absent = missing;
     return ok();

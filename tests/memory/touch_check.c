@@ -12,6 +12,7 @@
  *   cpu-only HOME  PM_LOCAL, and next touch of memory on node HOME, from a CPU of each node
  *             without memory;
  *   hold      a process holding memory bound to given nodes (for pinlab migrate);
+ *   where-armed  pm_where of an armed region, half of it touched, before any access;
  *   attached-exited  a region attached to a thread that has exited.
  * Built with the flags `pinlab cflags --mem` and `pinlab ldflags --mem` print. */
 #define _GNU_SOURCE
@@ -316,6 +317,23 @@ static int attached_exited(void)
     return 0;
 }
 
+/* Where the pages of an armed region are, asked before any touch: there, not "never touched". */
+static int where_armed(void)
+{
+    const size_t pages = 64;
+    char *a;
+    if (pm_alloc((void **)&a, pages * (size_t)page, PM_BIND, &home, 1) != PM_OK)
+        return 1;
+    for (size_t i = 0; i < pages / 2; i++) /* half of it touched */
+        a[i * (size_t)page] = 1;
+    printf("{\"case\": \"where-armed\", \"home\": %d, \"pages\": %zu, \"arm_rc\": %d, ", home, pages, pm_migrate_on_next_touch(a, PM_TOUCH_PAGE));
+    print_where(a, pages * (size_t)page);
+    long pending = -1;
+    pm_next_touch_pending(a, &pending);
+    printf(", \"pending\": %ld}\n", pending);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     page = sysconf(_SC_PAGESIZE);
@@ -327,12 +345,14 @@ int main(int argc, char **argv)
         return maplimit();
     if (strcmp(what, "fork") == 0)
         return forked();
+    if (strcmp(what, "where-armed") == 0)
+        return where_armed();
     if (strcmp(what, "cpu-only") == 0)
         return cpu_only_nodes();
     if (strcmp(what, "hold") == 0)
         return hold(argc - 2, argv + 2);
     if (strcmp(what, "attached-exited") == 0)
         return attached_exited();
-    fprintf(stderr, "usage: touch_check refused|maplimit|fork|cpu-only|hold NODE:MIB...|attached-exited\n");
+    fprintf(stderr, "usage: touch_check refused|maplimit|fork|where-armed|cpu-only|hold NODE:MIB...|attached-exited\n");
     return 2;
 }

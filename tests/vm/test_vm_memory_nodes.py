@@ -12,6 +12,8 @@ In it (tests/memory/touch_check.c, and pinlab's commands):
   page, and of memory shared with it (MAP_SHARED), touched from node 0, the data starting on
   node 2; pm_migrate's message for shared memory;
 - next touch by page at vm.max_map_count: the fallback, every page on the toucher's node;
+- pm_where of an armed region on this 6.1 kernel, whose move_pages answers EFAULT for a page
+  mapped PROT_NONE: the pages there are on their node, not "never touched";
 - PM_LOCAL and next touch from a CPU of node 1 (no memory): the nearest memory, node 2, as the
   kernel's own local allocation;
 - ``pinlab run --mem follow -c 2``: the thread on node 1 binds its memory to node 2;
@@ -58,6 +60,7 @@ def guest(numavm, pinlab_cmd, tmp_path_factory):
     commands = {
         "fork": f"{program} fork 2",
         "maplimit": f"{program} maplimit 2",
+        "where_armed": f"{program} where-armed 2",
         "cpu_only": f"{program} cpu-only 0",
         "follow": f"{pinlab_cmd} run -q -c 2 --mem follow -- cat /proc/self/numa_maps",
         "migrate": MIGRATE.format(check=program, pinlab=pinlab_cmd),
@@ -91,6 +94,12 @@ def test_next_touch_at_the_mapping_limit_puts_every_page_on_the_toucher_node(gue
     assert result["split"] > 0 and result["same"] and result["pending"] == 0, result
     assert result["fallback_regions"] == 1 and result["moved"] + result["failed"] == result["pages"], result
     assert mem_expect.pages(result["where"]) == {0: result["pages"]}, result
+
+
+def test_where_finds_the_pages_of_an_armed_region_on_their_node(guest):
+    result = cases(guest["where_armed"])["where-armed"]
+    assert result["arm_rc"] == 0 and result["pending"] == result["pages"], "asking moved nothing"
+    assert mem_expect.pages(result["where"]) == {2: result["pages"] // 2} and result["absent"] == result["pages"] // 2, result
 
 
 def test_a_cpu_of_a_node_without_memory_allocates_and_touches_into_the_nearest_memory(guest):

@@ -51,10 +51,11 @@ enum {
 
 /* Allocation policies. */
 enum {
-    PM_FIRST_TOUCH = 0, /* the kernel's default: each page on the node of the first thread that touches it */
+    PM_FIRST_TOUCH = 0, /* the kernel's default: each page on the node of the first thread that touches it (no nodes) */
     PM_BIND = 1,        /* on the given nodes only */
     PM_INTERLEAVE = 2,  /* page by page (huge page by huge page under THP), round robin over the given nodes (all with memory for none) */
-    PM_LOCAL = 3        /* now, on the node of the calling thread (the pages are touched by the call) */
+    PM_LOCAL = 3        /* now, on the node of the calling thread (the pages are touched by the call; no nodes); from a
+                         * CPU of a node without memory, on the nearest node with memory, as the kernel allocates */
 };
 
 /* System calls given armed memory would fail with EFAULT instead of faulting: the library
@@ -72,12 +73,15 @@ enum {
     PM_TOUCH_REGION = 1  /* the whole region moves to the node of the first thread touching any of it */
 };
 
+/* A process has at most 4096 regions at once (allocated and registered together): one more is
+ * refused with PM_ENOMEM. PM_FIRST_TOUCH and PM_LOCAL refuse a node list (PM_EINVAL). */
 int pm_alloc(void **out, size_t size, int policy, const int *nodes, int nnodes);
 int pm_register(void *addr, size_t size);
 int pm_free(void *addr); /* allocated regions are unmapped; registered ones are only forgotten */
 int pm_region_size(const void *addr, size_t *size);
 
-/* Attachment: tid 0 is the calling thread. */
+/* Attachment: tid 0 is the calling thread. A region attached to a thread that has exited is
+ * attached to none (pm_attached answers 0). */
 int pm_attach(void *addr, pid_t tid);
 int pm_detach(void *addr);
 int pm_attached(const void *addr, pid_t *tid);
@@ -85,12 +89,23 @@ int pm_attached_bytes(pid_t tid, size_t *bytes);
 /* Pin thread tid (0: the caller) to cpu and move every region attached to it to cpu's node. */
 int pm_move_thread(pid_t tid, int cpu);
 
+/* Move the region's pages to node now. Pages shared copy-on-write with a forked process are
+ * copied there; memory another process maps too (shared memory) is not moved (PM_EPERM), whatever
+ * the caller's privileges. */
 int pm_migrate(void *addr, int node);
+/* Next touch moves a page to the node of the toucher's CPU (the nearest node with memory for a
+ * CPU of a node without); pages this process shares copy-on-write after fork are copied there. */
 int pm_migrate_on_next_touch(void *addr, int granularity);
 int pm_next_touch_pending(const void *addr, long *pages);
 /* Pages moved by next touches so far in this process, pages the kernel would not move, and the
  * errno of the last refusal (pages already on the toucher's node count as moved). */
 int pm_next_touch_stats(long *moved, long *failed, int *last_errno);
+/* Page granularity unprotects page by page, and each unprotected page among protected ones is a
+ * mapping of its own: past the kernel's limit (vm.max_map_count, 65530 by default) a region falls
+ * back to region granularity, its pages still pending moving at once to the node of the thread
+ * that met the limit. Regions that fell back so far, and the pages they had pending then (also
+ * counted in pm_next_touch_stats's moved or failed). */
+int pm_next_touch_fallbacks(long *regions, long *pages);
 
 /* Pages of [addr, addr+size) per node (pages_per_node[0..max_nodes-1]); absent: not yet touched. */
 int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes, long *absent);

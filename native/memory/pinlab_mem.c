@@ -68,6 +68,7 @@ static pthread_mutex_t registry = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int armed_regions;
 static long page_size;
 static unsigned long memory_nodes[NODE_WORDS]; /* nodes with memory */
+static short memory_near[MAX_NODES];           /* nearest node with memory of each node (itself when it has memory) */
 static int numa_kernel = 1;                    /* 0: mbind & co. answer ENOSYS */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sigaction previous_segv;
@@ -157,6 +158,39 @@ static int read_text(const char *path, char *buf, size_t size)
 }
 
 static void open_published(void);
+static int has_memory(int node);
+
+/* For a node without memory (CPUs only), the node with memory at the least distance (the lowest
+ * numbered of equals), where the kernel's local allocation from its CPUs goes too; a table, so
+ * that the signal handler may look it up. */
+static void find_nearest_memory(void)
+{
+    for (int node = 0; node < MAX_NODES; node++) {
+        memory_near[node] = (short)node;
+        if (has_memory(node))
+            continue;
+        char path[96], text[8192];
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d/distance", node);
+        if (read_text(path, text, sizeof text) <= 0)
+            continue;
+        long best = -1;
+        char *p = text, *end;
+        for (int other = 0; other < MAX_NODES; other++, p = end) {
+            long d = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            if (has_memory(other) && (best < 0 || d < best)) {
+                best = d;
+                memory_near[node] = (short)other;
+            }
+        }
+    }
+}
+
+static int nearest_memory(int node)
+{
+    return node >= 0 && node < MAX_NODES ? memory_near[node] : node;
+}
 
 static void initialise(void)
 {
@@ -169,6 +203,7 @@ static void initialise(void)
         memory_nodes[0] = 1; /* no NUMA in the kernel: everything is node 0 */
     if (syscall(SYS_get_mempolicy, NULL, NULL, 0, NULL, 0) != 0 && errno == ENOSYS)
         numa_kernel = 0;
+    find_nearest_memory();
     open_published();
 }
 
@@ -345,50 +380,60 @@ static long sys_mbind(void *addr, size_t len, int mode, const unsigned long *mas
     return syscall(SYS_mbind, addr, len, mode, mask, mask ? (unsigned long)MAX_NODES + 1 : 0UL, flags);
 }
 
-/* Move [start, start+len) to node; pages not yet touched are skipped (they are not anywhere).
- * The kernel may leave a page where it is for the moment (one just faulted in and not yet on
- * the LRU lists, one locked by another thread): such pages are tried again, twice. Pages must be
- * accessible: the kernel does not move PROT_NONE pages and says nothing. Async-signal-safe:
- * stack arrays and the raw system call. Returns the pages left behind, the last reason in *err. */
-static long move_range(uintptr_t start, size_t len, int node, int *err)
+/* Move the n pages listed (n <= CHUNK; the list is reused) to node; pages not yet touched are
+ * skipped (they are not anywhere). The kernel may leave a page where it is for the moment (one
+ * just faulted in and not yet on the LRU lists, one locked by another thread): such pages are
+ * tried again, twice. Pages must be accessible: the kernel does not move PROT_NONE pages and says
+ * nothing. move_pages(2) without MPOL_MF_MOVE_ALL moves only pages no other process maps (EACCES
+ * otherwise, even for root): with `private_copy`, a page refused so is written (an atomic add of
+ * nothing, contents unchanged), which gives this process its own copy when the sharing is
+ * copy-on-write after fork, and tried again; shared memory stays shared and is refused.
+ * Async-signal-safe: stack arrays and the raw system call. Returns the pages left behind, the
+ * last reason in *err. */
+static long move_list(void **pages, size_t n, int node, int *err, int private_copy)
+{
+    int nodes[CHUNK], status[CHUNK];
+    for (size_t i = 0; i < n; i++)
+        nodes[i] = node;
+    for (int attempt = 0; n > 0; attempt++) {
+        long left = syscall(SYS_move_pages, 0, n, pages, nodes, status, MPOL_MF_MOVE_);
+        if (left < 0) {
+            *err = errno;
+            return (long)n;
+        }
+        /* A positive answer counts pages not moved, whose status may still name the target. */
+        if (left > 0 && syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0) {
+            *err = errno;
+            return left;
+        }
+        size_t again = 0;
+        for (size_t i = 0; i < n; i++) {
+            int stuck = status[i] >= 0 ? status[i] != node : status[i] != -ENOENT && status[i] != -EFAULT;
+            if (stuck) {
+                *err = status[i] < 0 ? -status[i] : EBUSY;
+                if (status[i] == -EACCES && private_copy)
+                    __atomic_fetch_add((volatile char *)pages[i], (char)0, __ATOMIC_RELAXED);
+                pages[again++] = pages[i];
+            }
+        }
+        if (again == 0 || attempt == 2)
+            return (long)again;
+        n = again;
+    }
+    return 0;
+}
+
+/* move_list over [start, start+len). */
+static long move_range(uintptr_t start, size_t len, int node, int *err, int private_copy)
 {
     void *pages[CHUNK];
-    int nodes[CHUNK], status[CHUNK];
     long failed = 0;
     size_t count = len / (size_t)page_size;
     for (size_t done = 0; done < count; done += CHUNK) {
         size_t n = count - done < CHUNK ? count - done : CHUNK;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++)
             pages[i] = (void *)(start + (done + i) * (size_t)page_size);
-            nodes[i] = node;
-        }
-        for (int attempt = 0; n > 0; attempt++) {
-            long left = syscall(SYS_move_pages, 0, n, pages, nodes, status, MPOL_MF_MOVE_);
-            if (left < 0) {
-                *err = errno;
-                failed += (long)n;
-                break;
-            }
-            /* A positive answer counts pages not moved, whose status may still name the target. */
-            if (left > 0 && syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0) {
-                *err = errno;
-                failed += left;
-                break;
-            }
-            size_t again = 0;
-            for (size_t i = 0; i < n; i++) {
-                int stuck = status[i] >= 0 ? status[i] != node : status[i] != -ENOENT && status[i] != -EFAULT;
-                if (stuck) {
-                    *err = status[i] < 0 ? -status[i] : EBUSY;
-                    pages[again++] = pages[i];
-                }
-            }
-            if (again == 0 || attempt == 2) {
-                failed += (long)again;
-                break;
-            }
-            n = again;
-        }
+        failed += move_list(pages, n, node, err, private_copy);
     }
     return failed;
 }
@@ -510,14 +555,19 @@ int pm_alloc(void **out, size_t size, int policy, const int *nodes, int nnodes)
         return fail(PM_EINVAL, "pm_alloc: unknown policy %d (PM_FIRST_TOUCH, PM_BIND, PM_INTERLEAVE or PM_LOCAL)", policy);
     if (nnodes < 0)
         return fail(PM_EINVAL, "pm_alloc: nnodes %d < 0", nnodes);
+    if (nnodes > 0 && (policy == PM_FIRST_TOUCH || policy == PM_LOCAL))
+        return fail(PM_EINVAL, "pm_alloc: %s takes no nodes (%d given): use PM_BIND or PM_INTERLEAVE to choose nodes, or pass NULL, 0",
+                    policy == PM_LOCAL ? "PM_LOCAL" : "PM_FIRST_TOUCH", nnodes);
     unsigned long mask[NODE_WORDS];
     int rc = PM_OK, local = -1;
     if (policy == PM_BIND)
         rc = node_mask(nodes, nnodes, mask, 0);
     else if (policy == PM_INTERLEAVE)
         rc = node_mask(nodes, nnodes, mask, 1);
-    else if (policy == PM_LOCAL && (rc = pm_current_node(&local)) == PM_OK)
+    else if (policy == PM_LOCAL && (rc = pm_current_node(&local)) == PM_OK) {
+        local = nearest_memory(local); /* from a CPU-only node: the nearest memory, as the kernel's local allocation */
         rc = node_mask(&local, 1, mask, 0);
+    }
     if (rc)
         return rc;
     size_t len = (size + (size_t)page_size - 1) / (size_t)page_size * (size_t)page_size;
@@ -631,6 +681,14 @@ int pm_region_size(const void *addr, size_t *size)
 
 /* ---- attachment ----------------------------------------------------------------------------- */
 
+static int thread_alive(pid_t tid)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+    return stat(path, &st) == 0;
+}
+
 static int check_tid(pid_t *tid)
 {
     if (*tid == 0)
@@ -673,7 +731,14 @@ int pm_attached(const void *addr, pid_t *tid)
         return rc;
     if (!tid)
         return fail(PM_EINVAL, "pm_attached: tid is NULL");
-    *tid = atomic_load(&r->owner);
+    pid_t owner = atomic_load(&r->owner);
+    if (owner && !thread_alive(owner)) { /* the thread has exited: the region is attached to nothing */
+        pid_t expected = owner;
+        if (atomic_compare_exchange_strong(&r->owner, &expected, 0))
+            publish((int)(r - regions));
+        owner = 0;
+    }
+    *tid = owner;
     return ok();
 }
 
@@ -685,9 +750,10 @@ int pm_attached_bytes(pid_t tid, size_t *bytes)
     if (tid == 0)
         tid = (pid_t)syscall(SYS_gettid);
     size_t total = 0;
-    for (int i = 0; i < MAX_REGIONS; i++)
-        if (atomic_load(&regions[i].used) && atomic_load(&regions[i].owner) == tid)
-            total += regions[i].size;
+    if (thread_alive(tid)) /* an exited thread has nothing attached any more */
+        for (int i = 0; i < MAX_REGIONS; i++)
+            if (atomic_load(&regions[i].used) && atomic_load(&regions[i].owner) == tid)
+                total += regions[i].size;
     *bytes = total;
     return ok();
 }
@@ -698,7 +764,7 @@ static int migrate_region(struct region *r, int node)
 {
     disarm(r);
     int err = 0;
-    long failed = move_range(r->start, r->size, node, &err);
+    long failed = move_range(r->start, r->size, node, &err, r->prot >= 0 && (r->prot & PROT_WRITE));
     if (numa_kernel) {
         unsigned long mask[NODE_WORDS] = {0};
         mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
@@ -710,7 +776,8 @@ static int migrate_region(struct region *r, int node)
         return fail(err == EACCES || err == EPERM ? PM_EPERM : PM_EBUSY,
                     "%ld of %zu pages of %#lx could not be moved to node %d: %s%s", failed, r->size / (size_t)page_size,
                     (unsigned long)r->start, node, strerror(err),
-                    err == EACCES ? " (pages shared with another process move only with CAP_SYS_NICE)" : "");
+                    err == EACCES ? " (memory another process maps too, as shared memory is, moves only from a process that "
+                                    "maps it alone: this library moves a process's own pages, whatever its privileges)" : "");
     return PM_OK;
 }
 
@@ -748,9 +815,7 @@ int pm_move_thread(pid_t tid, int cpu)
 
 /* ---- next touch ----------------------------------------------------------------------------- */
 
-/* Move what the touch of page `index` of r (armed) asks for, from the calling thread.
- * Async-signal-safe. */
-static _Atomic long touch_moved, touch_failed;
+static _Atomic long touch_moved, touch_failed, fallback_regions, fallback_pages;
 static _Atomic int touch_errno;
 
 static void count_touch(long pages, long failed, int err)
@@ -773,9 +838,18 @@ int pm_next_touch_stats(long *moved, long *failed, int *last_errno)
     return ok();
 }
 
+int pm_next_touch_fallbacks(long *regions, long *pages)
+{
+    if (regions)
+        *regions = atomic_load(&fallback_regions);
+    if (pages)
+        *pages = atomic_load(&fallback_pages);
+    return ok();
+}
+
 /* The whole region given its protection back, nothing left pending (held: the region's lock).
- * Also the way out when unprotecting one page fails (more mappings than vm.max_map_count): one
- * mprotect of the whole region merges its pieces again. */
+ * One mprotect of the whole region also merges the mappings page-by-page unprotecting split it
+ * into. */
 static void settle(struct region *r)
 {
     mprotect((void *)r->start, r->size, r->prot);
@@ -786,6 +860,46 @@ static void settle(struct region *r)
     }
 }
 
+/* Pages never touched are nowhere yet: the region prefers `node` from now on, so that they fault
+ * in there. */
+static void prefer(struct region *r, unsigned node)
+{
+    unsigned long mask[NODE_WORDS] = {0};
+    mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
+    if (numa_kernel)
+        sys_mbind((void *)r->start, r->size, MPOL_PREFERRED_, mask, 0);
+}
+
+/* Unprotecting one page failed: every page-by-page unprotect splits a mapping, and the kernel
+ * allows a process vm.max_map_count of them (ENOMEM past it). The region falls back to region
+ * granularity: its pages still pending move now to the node of this toucher, and the fallback is
+ * counted (pm_next_touch_fallbacks) along with what the kernel did with those pages. */
+static void fall_back(struct region *r, size_t index, unsigned node)
+{
+    long pending = r->pending_count, failed = 0;
+    int err = 0;
+    r->pending[index] = 1; /* still to move, with the rest */
+    settle(r);
+    prefer(r, node);
+    void *pages[CHUNK];
+    size_t n = 0, count = r->size / (size_t)page_size;
+    for (size_t i = 0; i < count; i++) {
+        if (r->pending[i]) {
+            r->pending[i] = 0;
+            pages[n++] = (void *)(r->start + i * (size_t)page_size);
+        }
+        if (n == CHUNK || (n && i + 1 == count)) {
+            failed += move_list(pages, n, (int)node, &err, 1);
+            n = 0;
+        }
+    }
+    atomic_fetch_add(&fallback_regions, 1);
+    atomic_fetch_add(&fallback_pages, pending);
+    count_touch(pending, failed, err);
+}
+
+/* Move what the touch of page `index` of r (armed) asks for, from the calling thread.
+ * Async-signal-safe. */
 static void resolve(struct region *r, size_t index)
 {
     region_lock(r);
@@ -794,26 +908,25 @@ static void resolve(struct region *r, size_t index)
         unsigned node = 0, cpu = 0;
         int err = 0;
         syscall(SYS_getcpu, &cpu, &node, NULL);
+        node = (unsigned)nearest_memory((int)node); /* a toucher on a CPU-only node: the nearest memory */
         if (armed == 1 + PM_TOUCH_REGION) {
             /* Accessible first (the kernel does not move PROT_NONE pages); a thread touching the
-             * region meanwhile waits in the kernel while its page moves. Pages never touched are
-             * nowhere yet: the region then prefers the toucher's node, so they fault in there. */
+             * region meanwhile waits in the kernel while its page moves. */
             settle(r);
-            unsigned long mask[NODE_WORDS] = {0};
-            mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
-            if (numa_kernel)
-                sys_mbind((void *)r->start, r->size, MPOL_PREFERRED_, mask, 0);
-            count_touch((long)(r->size / (size_t)page_size), move_range(r->start, r->size, (int)node, &err), err);
+            prefer(r, node);
+            long failed = move_range(r->start, r->size, (int)node, &err, 1);
+            count_touch((long)(r->size / (size_t)page_size), failed, err);
         } else if (r->pending[index]) {
             uintptr_t page = r->start + index * (size_t)page_size;
             r->pending[index] = 0;
             if (mprotect((void *)page, (size_t)page_size, r->prot) != 0) {
-                settle(r); /* the pages still armed keep their place: better than a fault that never ends */
+                fall_back(r, index, node);
             } else {
                 /* A page never touched has no place to move from: a write of nothing brings it in
                  * here (the toucher's node, or the region's policy), then it is moved here. */
                 __atomic_fetch_or((volatile char *)page, (char)0, __ATOMIC_RELAXED);
-                count_touch(1, move_range(page, (size_t)page_size, (int)node, &err), err);
+                long failed = move_range(page, (size_t)page_size, (int)node, &err, 1);
+                count_touch(1, failed, err);
                 if (--r->pending_count == 0)
                     settle(r);
             }
@@ -989,6 +1102,112 @@ __attribute__((constructor)) static void find_real_calls(void)
 
 /* ---- where pages are ------------------------------------------------------------------------ */
 
+/* Whether the page at addr is in memory or swapped out, from /proc/self/pagemap (bits 63, 62);
+ * -1 when the page table cannot be read. */
+static int page_there(int pagemap, uintptr_t addr)
+{
+    uint64_t entry;
+    if (pagemap < 0 || pread(pagemap, &entry, sizeof entry, (off_t)(addr / (uintptr_t)page_size * sizeof entry)) != sizeof entry)
+        return -1;
+    return (entry >> 62 & 3) != 0;
+}
+
+/* Pages per node of the mapping starting at `start` as /proc/self/numa_maps counts them (N<node>=
+ * pages), which walks the page table itself; 0 when the mapping is not listed. */
+static int numa_maps_counts(uintptr_t start, long *counts, int max_nodes)
+{
+    FILE *f = fopen("/proc/self/numa_maps", "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *end;
+        if ((uintptr_t)strtoul(line, &end, 16) != start)
+            continue;
+        found = 1;
+        for (char *p = strstr(end, " N"); p; p = strstr(p + 1, " N")) {
+            char *eq;
+            long node = strtol(p + 2, &eq, 10);
+            if (eq != p + 2 && *eq == '=' && node >= 0 && node < max_nodes)
+                counts[node] += strtol(eq + 1, NULL, 10);
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The mapping [*lo, *hi) of /proc/self/maps that holds addr; 0 when none. */
+static int mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return 0;
+    char line[512];
+    int found = 0;
+    unsigned long a, b;
+    while (!found && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a <= addr && addr < b) {
+            *lo = a, *hi = b;
+            found = 1;
+        }
+    fclose(f);
+    return found;
+}
+
+/* Pages per node that move_pages finds in [lo, hi) (it queries, moves nothing). */
+static void found_counts(uintptr_t lo, uintptr_t hi, long *counts, int max_nodes)
+{
+    void *pages[CHUNK];
+    int status[CHUNK];
+    size_t count = (hi - lo) / (size_t)page_size;
+    for (size_t done = 0; done < count; done += CHUNK) {
+        size_t n = count - done < CHUNK ? count - done : CHUNK;
+        for (size_t i = 0; i < n; i++)
+            pages[i] = (void *)(lo + (done + i) * (size_t)page_size);
+        if (syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0)
+            return;
+        for (size_t i = 0; i < n; i++)
+            if (status[i] >= 0 && status[i] < max_nodes)
+                counts[status[i]]++;
+    }
+}
+
+/* Pages that are there though move_pages could not find them: kernels before 6.5 answer EFAULT
+ * for a page mapped PROT_NONE, as next touch leaves armed pages. Their nodes come from
+ * numa_maps, per mapping: what it counts less what move_pages found in the same mapping. Exact
+ * when the range holds all such pages of the mapping, or when they are all on one node;
+ * otherwise they are given to the nodes in order. Returns the pages placed so. */
+static long place_hidden(uintptr_t *hidden, long count, long *pages_per_node, int max_nodes)
+{
+    long placed = 0;
+    long *listed = calloc((size_t)max_nodes * 2, sizeof *listed);
+    if (!listed)
+        return 0;
+    long *found = listed + max_nodes;
+    for (long i = 0; i < count;) {
+        uintptr_t lo, hi;
+        memset(listed, 0, sizeof *listed * (size_t)max_nodes * 2);
+        if (!mapping_of(hidden[i], &lo, &hi) || !numa_maps_counts(lo, listed, max_nodes)) {
+            i++;
+            continue;
+        }
+        found_counts(lo, hi, found, max_nodes);
+        int node = 0;
+        for (; i < count && hidden[i] < hi; i++) { /* hidden is ascending: the mapping's pages in turn */
+            while (node < max_nodes && listed[node] - found[node] <= 0)
+                node++;
+            if (node == max_nodes)
+                continue; /* numa_maps does not account for it: left absent */
+            pages_per_node[node]++;
+            found[node]++;
+            placed++;
+        }
+    }
+    free(listed);
+    return placed;
+}
+
 int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes, long *absent)
 {
     init();
@@ -1003,37 +1222,65 @@ int pm_where(const void *addr, size_t size, long *pages_per_node, int max_nodes,
         size = r->size;
     }
     memset(pages_per_node, 0, sizeof *pages_per_node * (size_t)max_nodes);
-    long missing = 0;
+    long missing = 0, hidden_count = 0, hidden_room = 0;
+    uintptr_t *hidden = NULL;
+    int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     size_t count = (size + (size_t)page_size - 1) / (size_t)page_size;
     void *pages[CHUNK];
     int status[CHUNK];
-    for (size_t done = 0; done < count; done += CHUNK) {
+    int rc = PM_OK;
+    for (size_t done = 0; done < count && rc == PM_OK; done += CHUNK) {
         size_t n = count - done < CHUNK ? count - done : CHUNK;
         for (size_t i = 0; i < n; i++)
             pages[i] = (char *)addr + (done + i) * (size_t)page_size;
         if (syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0) {
             if (errno == ENOSYS) { /* no NUMA: what is resident is on node 0 */
                 unsigned char vec[CHUNK];
-                if (mincore(pages[0], n * (size_t)page_size, vec) != 0)
-                    return from_errno(errno, "mincore");
+                if (mincore(pages[0], n * (size_t)page_size, vec) != 0) {
+                    rc = from_errno(errno, "mincore");
+                    break;
+                }
                 for (size_t i = 0; i < n; i++)
                     vec[i] & 1 ? pages_per_node[0]++ : missing++;
                 continue;
             }
-            return from_errno(errno, "move_pages");
+            rc = from_errno(errno, "move_pages");
+            break;
         }
         for (size_t i = 0; i < n; i++) {
             unsigned char resident;
             /* Some kernels answer -EFAULT for a page never touched as for one not mapped at all
              * (follow_page with FOLL_DUMP): mincore tells them apart (ENOMEM: not mapped). */
-            if (status[i] == -EFAULT && mincore(pages[i], (size_t)page_size, &resident) != 0 && errno == ENOMEM)
-                return fail(PM_ENOTMAPPED, "%p is not mapped in this process", pages[i]);
-            if (status[i] < 0)
+            if (status[i] == -EFAULT && mincore(pages[i], (size_t)page_size, &resident) != 0 && errno == ENOMEM) {
+                rc = fail(PM_ENOTMAPPED, "%p is not mapped in this process", pages[i]);
+                break;
+            }
+            if (status[i] >= 0) {
+                if (status[i] < max_nodes)
+                    pages_per_node[status[i]]++;
+            } else if (page_there(pagemap, (uintptr_t)pages[i]) == 1) { /* there, but not found */
+                if (hidden_count == hidden_room) {
+                    hidden_room = hidden_room ? 2 * hidden_room : 256;
+                    uintptr_t *more = realloc(hidden, (size_t)hidden_room * sizeof *hidden);
+                    if (!more) {
+                        rc = fail(PM_ENOMEM, "pm_where: no memory");
+                        break;
+                    }
+                    hidden = more;
+                }
+                hidden[hidden_count++] = (uintptr_t)pages[i];
+            } else {
                 missing++;
-            else if (status[i] < max_nodes)
-                pages_per_node[status[i]]++;
+            }
         }
     }
+    if (pagemap >= 0)
+        close(pagemap);
+    if (rc == PM_OK && hidden_count)
+        missing += hidden_count - place_hidden(hidden, hidden_count, pages_per_node, max_nodes);
+    free(hidden);
+    if (rc)
+        return rc;
     if (absent)
         *absent = missing;
     return ok();
@@ -1170,7 +1417,7 @@ static void *measure_pair(void *arg)
         memset(m, 2, moved);
         int err = 0;
         double t = now();
-        move_range((uintptr_t)m, moved, p->node, &err);
+        move_range((uintptr_t)m, moved, p->node, &err, 0);
         double spent = now() - t;
         p->result.migrate_mb_s = (double)moved / (spent > 1e-9 ? spent : 1e-9) / 1e6;
         munmap(m, moved);

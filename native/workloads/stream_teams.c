@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 const char *const pl_policy_names[] = {"first-touch", "next-touch", "move-threads", "mixed"};
 
@@ -26,6 +27,14 @@ uint64_t pl_vectors_bytes(uint64_t n)
     return pl_mul_sat(pl_mul_sat(n, sizeof(double)), 3);
 }
 
+/* Base pages for a team's vector: the vectors of the teams lie side by side in memory, and a
+ * transparent huge page spanning the end of one team's vector and the start of the next team's
+ * would be placed (and moved) whole, on one of the two teams' nodes. */
+static void base_pages(void *p, uint64_t bytes)
+{
+    madvise(p, (size_t)bytes, MADV_NOHUGEPAGE);
+}
+
 void pl_vectors_alloc(pl_vectors *v, uint64_t n)
 {
     uint64_t bytes = pl_mul_sat(n, sizeof(double));
@@ -33,6 +42,7 @@ void pl_vectors_alloc(pl_vectors *v, uint64_t n)
     v->a = pl_alloc(bytes, "a triad vector");
     v->b = pl_alloc(bytes, "a triad vector");
     v->c = pl_alloc(bytes, "a triad vector");
+    base_pages(v->a, bytes), base_pages(v->b, bytes), base_pages(v->c, bytes);
 }
 
 void pl_vectors_alloc_api(pl_vectors *v, uint64_t n)
@@ -44,6 +54,8 @@ void pl_vectors_alloc_api(pl_vectors *v, uint64_t n)
     for (int i = 0; i < 3; i++)
         if (bytes > SIZE_MAX || pm_alloc((void **)vectors[i], (size_t)bytes, PM_FIRST_TOUCH, NULL, 0) != PM_OK)
             pl_usage_error("cannot allocate %s for a triad vector (%s); choose a smaller size", pl_fmt_bytes(bytes, 0), pm_last_error());
+        else
+            base_pages(*vectors[i], bytes);
 }
 
 void pl_vectors_next_touch(pl_vectors *v)
@@ -69,6 +81,21 @@ int pl_vector_node(const double *x, uint64_t n)
         if (counts[node] > 0 && (best < 0 || counts[node] > counts[best]))
             best = node;
     return best;
+}
+
+void pl_json_vector_pages(pl_json *j, const double *x, uint64_t n)
+{
+    long counts[256] = {0}, absent = 0;
+    pl_json_begin_object(j, NULL);
+    if (pm_where(x, (size_t)pl_mul_sat(n, sizeof(double)) & ~(size_t)4095, counts, 256, &absent) == PM_OK) {
+        char node[16];
+        for (int i = 0; i < 256; i++)
+            if (counts[i] > 0) {
+                snprintf(node, sizeof node, "%d", i);
+                pl_json_int(j, node, counts[i]);
+            }
+    }
+    pl_json_end_object(j);
 }
 
 void pl_vectors_free(pl_vectors *v)

@@ -37,6 +37,8 @@ void pl_vectors_next_touch(pl_vectors *v);
 int pl_vectors_node(const pl_vectors *v);
 /* The same for any vector of n doubles. */
 int pl_vector_node(const double *x, uint64_t n);
+/* {"node": pages, ...} of the vector of n doubles, as pm_where measures it, as a JSON array item. */
+void pl_json_vector_pages(pl_json *j, const double *x, uint64_t n);
 void pl_vectors_free(pl_vectors *v);
 /* First touch by a parallel region of k threads (nested when called inside a parallel region),
  * with the same static schedule as the triad. Returns the size of the team that ran it. */

@@ -17,8 +17,10 @@
  * move-threads moves the threads of team t, as phase 2 starts, to the CPUs team t+1 ran on in
  * phase 1, where (most of) its data is; mixed moves the threads so, and moves the vector they
  * still own (c, with --remote 2) to that node at once, so that all three are local while the
- * least data moves. The JSON says, per team and phase, the node its threads ran on and, after the
- * run, the node of each team's vectors.
+ * least data moves. The JSON says, per team and phase, the nodes its threads ran on and, after the
+ * run, where each team's vectors are: pages per node of each (vector_pages_after) and the node of
+ * most of them (vector_nodes_after). The vectors use base pages (MADV_NOHUGEPAGE): a transparent
+ * huge page across two teams' vectors would sit on one team's node.
  */
 #define _GNU_SOURCE
 #include "stream_teams.h"
@@ -137,6 +139,23 @@ int main(int argc, char **argv)
     if (outer < teams)
         pl_warn("OpenMP gave %d outer threads for %d teams; some teams ran one after the other", outer, teams);
 
+    for (int t = 0; t < teams; t++) { /* a team whose threads ran on several nodes in phase 1 */
+        int first = -1, other = -1;
+        for (int k = 0; k < per_team && k < team_threads[t]; k++) {
+            int node;
+            if (cpus[(size_t)t * per_team + k] < 0 || pm_node_of_cpu(cpus[(size_t)t * per_team + k], &node) != PM_OK)
+                continue;
+            if (first < 0)
+                first = node;
+            else if (node != first && other < 0)
+                other = node;
+        }
+        if (other >= 0)
+            pl_warn("team %d's threads ran on nodes %d and %d in phase 1: OpenMP creates a team's inner threads anew "
+                    "for each parallel region and a placement gives them its CPUs in turn (under pinlab run, "
+                    "--nested inherit keeps those of every team but the main thread's on their master's node)", t, first, other);
+    }
+
     int used = 0;
     double total[PHASES] = {0};
     for (int p = 0; p < PHASES; p++) {
@@ -184,6 +203,14 @@ int main(int argc, char **argv)
                 if (cpus[slot * per_team] >= 0 && pm_node_of_cpu(cpus[slot * per_team], &node) != PM_OK)
                     node = -1;
                 pl_json_int(&j, "node", node); /* of its first thread's CPU */
+                pl_json_begin_array(&j, "nodes"); /* of each of its threads' CPUs, in thread order */
+                for (int k = 0; k < team_threads[slot] && k < per_team; k++) {
+                    int n_k = -1;
+                    if (cpus[slot * per_team + k] >= 0 && pm_node_of_cpu(cpus[slot * per_team + k], &n_k) != PM_OK)
+                        n_k = -1;
+                    pl_json_int(&j, NULL, n_k);
+                }
+                pl_json_end_array(&j);
                 pl_json_double(&j, "triad_best_mbs", best[slot]);
                 pl_json_double(&j, "triad_avg_mbs", avg[slot]);
                 pl_json_end_object(&j);
@@ -203,6 +230,15 @@ int main(int argc, char **argv)
             pl_json_int(&j, NULL, pl_vector_node(vec[t].a, n));
             pl_json_int(&j, NULL, pl_vector_node(vec[t].b, n));
             pl_json_int(&j, NULL, pl_vector_node(vec[t].c, n));
+            pl_json_end_array(&j);
+        }
+        pl_json_end_array(&j);
+        pl_json_begin_array(&j, "vector_pages_after"); /* team t's a, b and c: pages per node of each, as measured */
+        for (int t = 0; t < teams; t++) {
+            pl_json_begin_array(&j, NULL);
+            pl_json_vector_pages(&j, vec[t].a, n);
+            pl_json_vector_pages(&j, vec[t].b, n);
+            pl_json_vector_pages(&j, vec[t].c, n);
             pl_json_end_array(&j);
         }
         pl_json_end_array(&j);

@@ -941,8 +941,9 @@ def memmap(pid, watch, as_json, show_all, top) -> int:
 def migrate(pid, to_nodes, from_nodes) -> None:
     """Move a running process's pages to other NUMA nodes now (as migratepages does), and say where they are.
 
-    Node i of --from goes to node i of --to when both list as many nodes; the kernel folds them
-    otherwise. Exits 2 for a PID that is gone or not yours and for nodes without memory.
+    Node i of --from goes to node i of --to when both list as many nodes (a cycle, such as
+    --from 0,1 --to 1,0, is refused); the kernel folds them otherwise. Exits 2 for a PID that is
+    gone or not yours and for nodes without memory.
     """
     from pinlab.memory.migrate import move_process
 

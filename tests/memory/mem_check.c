@@ -390,6 +390,8 @@ int main(void)
         {"alloc-bad-policy", pm_alloc((void **)&a, 4096, 42, NULL, 0)},
         {"alloc-bind-no-nodes", pm_alloc((void **)&a, 4096, PM_BIND, NULL, 0)},
         {"alloc-missing-node", pm_alloc((void **)&a, 4096, PM_BIND, &bad_node, 1)},
+        {"alloc-first-touch-nodes", pm_alloc((void **)&a, 4096, PM_FIRST_TOUCH, &no, 1)},
+        {"alloc-local-nodes", pm_alloc((void **)&a, 4096, PM_LOCAL, &no, 1)},
         {"register-unaligned", pm_register(p + 1, 100)},
         {"register-unmapped", pm_register(hole, 4 * (size_t)page)},
         {"register-overlap", pm_register(p, (size_t)page)},

@@ -258,4 +258,121 @@ def test_a_program_that_ends_while_its_data_moves_leaves_nothing_behind():
     balancer._move_data(steal, [SimpleNamespace(tid=7, start=0x10000000, size=MiB)])
     assert steal.program_ended and steal.pages_moved == steal.pages_left == 0 and steal.errors == {}
     assert steal.to_json()["program_ended"] is True
-    assert steal.text().endswith("moved their 1.0 MiB of attached data (0 pages; the program ended meanwhile)")
+    assert steal.text().endswith("moved their 1.0 MiB of attached data (0 pages on node 1; the program ended meanwhile)")
+
+
+def _pages(count):
+    """``count`` pages of this process, written, and their page-aligned addresses."""
+    import mmap
+
+    buffer = mmap.mmap(-1, count * mmap.PAGESIZE)
+    buffer.write(b"x" * len(buffer))
+    import ctypes
+
+    start = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    return buffer, start
+
+
+def test_a_steal_counts_per_thread_and_per_call_what_the_kernel_moved_and_what_it_refused(monkeypatch):
+    """One stolen thread's move is refused by the kernel (EFAULT for its whole call), the other's
+    goes through: the steal does not claim the refused pages, it names them, per thread."""
+    from pinlab.memory import migrate
+
+    buffer, start = _pages(8)
+    page = os.sysconf("SC_PAGE_SIZE")
+    real = migrate.move_pages
+
+    def refusing(pid, address, size, node, attempts=3, why=None):
+        if address >= start + 4 * page:
+            raise OSError(14, "Bad address")
+        return real(pid, address, size, node, attempts, why)
+
+    monkeypatch.setattr(migrate, "move_pages", refusing)
+    node = min(linux.numa_nodes())
+    balancer = Balancer(nodes={node: [0], node + 1: [1]})
+    balancer.pid = os.getpid()
+    steal = Steal(at=1.0, from_node=node + 1, to_node=node, tids=[11, 12], cpus=[0, 0], attached_bytes=8 * page, why="test")
+    balancer._move_data(steal, [SimpleNamespace(tid=11, start=start, size=4 * page), SimpleNamespace(tid=12, start=start + 4 * page, size=4 * page)])
+    assert steal.per_thread == {11: {"pages_moved": 4, "pages_left": 0}, 12: {"pages_moved": 0, "pages_left": 4}}
+    assert (steal.pages_moved, steal.pages_left, steal.errors) == (4, 4, {"EFAULT": 4})
+    assert "moved part of their" in steal.text() and "4 could not move: 4 EFAULT" in steal.text()
+    assert steal.to_json()["per_thread"] == {"11": {"pages_moved": 4, "pages_left": 0}, "12": {"pages_moved": 0, "pages_left": 4}}
+    buffer.close()
+
+
+def test_a_page_the_kernel_will_not_find_though_it_is_there_is_left_not_ignored(monkeypatch):
+    """Before Linux 6.5 move_pages answers EFAULT for a page mapped PROT_NONE (next touch, the
+    page tracer): such a page is there (its page table says so) and did not move."""
+    from collections import Counter
+
+    from pinlab.memory import migrate
+
+    buffer, start = _pages(4)
+    page = os.sysconf("SC_PAGE_SIZE")
+    untouched = __import__("mmap").mmap(-1, 2 * page)
+    blank = __import__("ctypes").addressof(__import__("ctypes").c_char.from_buffer(untouched))
+    answers = {start + i * page: -14 for i in range(2)}  # what a 6.1 kernel answers for two resident PROT_NONE pages
+    answers.update({blank: -14, blank + page: -2})  # and for pages never touched
+
+    def kernel(pid, addresses, node):
+        return [answers.get(a, node) for a in addresses]
+
+    class Libc:
+        @staticmethod
+        def syscall(number, pid, count, pages, nodes, status, flags):
+            for i, answer in enumerate(kernel(pid.value, [pages[i] for i in range(count.value)], nodes[0] if nodes else None)):
+                status[i] = answer if nodes or answer < 0 else 0
+            return 0
+
+    monkeypatch.setattr(migrate, "_syscall", lambda name, numbers: (Libc, 0))
+    why = Counter()
+    addresses = [start + i * page for i in range(4)] + [blank, blank + page]
+    assert migrate.move_page_list(os.getpid(), addresses, 0, why=why) == (2, 2)
+    assert why == {"EFAULT": 2}, "the two resident pages are left with the kernel's reason; the untouched ones count nowhere"
+    buffer.close()
+    untouched.close()
+
+
+def test_a_steal_moves_its_data_beside_the_wait_loop_which_goes_on(monkeypatch):
+    """The move of a steal's data runs in a thread of pinlab's: the look that steals returns at
+    once (the wait loop goes on sampling), the record waits for the move's own counts."""
+    import threading
+
+    from pinlab.memory import migrate
+    from pinlab.memory.balance import StealPlan
+
+    release = threading.Event()
+
+    def slow(pid, address, size, node, attempts=3, why=None):
+        release.wait(30)
+        return size // os.sysconf("SC_PAGE_SIZE"), 0
+
+    monkeypatch.setattr(migrate, "move_pages", slow)
+    stop = threading.Event()
+    victim = threading.Thread(target=stop.wait)
+    victim.start()
+    cpu = min(os.sched_getaffinity(0))
+    said = []
+    balancer = Balancer(nodes={0: [cpu], 1: [cpu]}, say=said.append)
+    balancer.pid, balancer.started_at = os.getpid(), time.monotonic()
+    plan = StealPlan(victim=0, thief=1, threads=[SimpleNamespace(tid=victim.native_id, index=1)], why="test")
+    began = time.monotonic()
+    balancer._steal(plan, [SimpleNamespace(tid=victim.native_id, start=0x10000000, size=MiB)], {victim.native_id: MiB})
+    assert time.monotonic() - began < 5 and len(balancer.steals) == 1 and said == [], "the look returned while the data was moving"
+    assert os.sched_getaffinity(victim.native_id) == {cpu}, "the thread is already on its thief's CPU"
+    release.set()
+    assert balancer.steals[0].to_json()["pages_moved"] == MiB // os.sysconf("SC_PAGE_SIZE")
+    assert said and said[0].startswith("--balance: node 1 idle")
+    stop.set()
+    victim.join()
+
+
+def test_the_summary_does_not_call_pinlabs_own_steals_off_plan():
+    from pinlab.launch.record import RunRecord, ThreadRecord
+
+    record = RunRecord(argv=["prog"], plan={"strategy": "explicit"}, options={}, started_at=0.0)
+    record.threads = [ThreadRecord(tid=1, pid=1, planned_cpu=0, mask_at_start="0"), ThreadRecord(tid=2, pid=1, planned_cpu=0, mask_at_start="1")]
+    assert "1 NOT on its planned CPU" in record.summary() and "left its planned CPU" in record.summary()
+    record.balance = [{"tids": [2]}]
+    text = record.summary()
+    assert "NOT on" not in text and "1 moved by --balance's steals" in text and "left its planned CPU" not in text, text

@@ -145,3 +145,17 @@ def test_a_live_process_is_not_taken_for_ended():
 @pytest.mark.parametrize("code, name", [(errno.EBUSY, "EBUSY"), (errno.ENOENT, "ENOENT"), (99999, "99999")])
 def test_errno_names(code, name):
     assert errno_name(code) == name
+
+
+def test_from_and_to_pair_nodes_in_the_order_written():
+    from pinlab.errors import UsageError
+    from pinlab.memory.migrate import pairwise_steps
+
+    assert pairwise_steps([0, 1], [2, 3]) == [([0, 1], [2, 3])], "ascending pairs: one call"
+    # one call would pair 0 with 0 and 3 with 1: node 0 is emptied into 1 first, then receives node 3's pages
+    assert pairwise_steps([0, 3], [1, 0]) == [([0], [1]), ([3], [0])]
+    assert pairwise_steps([3, 0, 1], [0, 1, 2]) == [([1], [2]), ([0], [1]), ([3], [0])]
+    with pytest.raises(UsageError, match=r"cycle \(0->1,1->0\)"):
+        pairwise_steps([0, 1], [1, 0])
+    with pytest.raises(UsageError, match="names node 0 twice"):
+        pairwise_steps([0, 0], [1, 2])

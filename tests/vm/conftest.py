@@ -223,14 +223,16 @@ class NumaVM:
             pytest.skip(f"NUMA VM unavailable: {reason}")
 
     # -- one boot -----------------------------------------------------------------------------
-    def run(self, script: str, *, nodes: int = 2, sockets: int | None = None, cpus: int = 4, timeout: int = VM_TIMEOUT) -> VMResult:
+    def run(self, script: str, *, nodes: int = 2, sockets: int | None = None, cpus: int = 4, timeout: int = VM_TIMEOUT,
+            layout: tuple[str, ...] = ()) -> VMResult:
         """Run a shell snippet (``/bin/sh``) in a fresh guest; return its stdout, stderr and status.
 
         Skips the test when the VM cannot boot; a snippet failing inside the guest is returned
         as a non-zero ``returncode`` (the caller asserts), a VM timeout fails the test.
         """
         self._require()
-        shape = ["--nodes", str(nodes), "--sockets", str(sockets or nodes), "--cpus", str(cpus)]
+        # layout: more numavm options of the shape (--node-cpus, --node-mem, --dist)
+        shape = ["--nodes", str(nodes), "--sockets", str(sockets or nodes), "--cpus", str(cpus), *layout]
         # The marker tells "the guest ran our snippet" apart from a harness failure (also 125).
         wrapped = f"echo {_STARTED}\n{script}"
         command = [str(NUMAVM), *shape, "--timeout", str(timeout), "--boot-timeout", str(VM_BOOT_TIMEOUT), "--nice", VM_NICE,
@@ -254,7 +256,8 @@ class NumaVM:
             pytest.fail(f"the VM ({' '.join(shape)}) ran nothing (numavm exit {proc.returncode})\n{_tail(proc.stderr)}")
         return VMResult(stdout, proc.stderr, proc.returncode)
 
-    def batch(self, groups: list[Group], *, nodes: int = 2, sockets: int | None = None, cpus: int = 4, timeout: int = VM_TIMEOUT) -> dict[str, VMResult]:
+    def batch(self, groups: list[Group], *, nodes: int = 2, sockets: int | None = None, cpus: int = 4, timeout: int = VM_TIMEOUT,
+              layout: tuple[str, ...] = ()) -> dict[str, VMResult]:
         """Run named commands in one boot; return ``{name: VMResult}`` for every command (and setup).
 
         Groups run one after the other; the commands of a group run concurrently (the guest has
@@ -281,7 +284,7 @@ class NumaVM:
             'for f in "$OUT"/*.rc; do n=$(basename "$f" .rc); '
             f'printf \'{_RESULT} %s %s %sx %sx\\n\' "$n" "$(cat "$f")" "$(base64 -w0 <"$OUT/$n.out")" "$(base64 -w0 <"$OUT/$n.err")"; done'
         )
-        whole = self.run("\n".join(lines), nodes=nodes, sockets=sockets, cpus=cpus, timeout=timeout).check("the batch script")
+        whole = self.run("\n".join(lines), nodes=nodes, sockets=sockets, cpus=cpus, timeout=timeout, layout=layout).check("the batch script")
         results: dict[str, VMResult] = {}
         for line in whole.stdout.splitlines():
             if line.startswith(_RESULT + " "):

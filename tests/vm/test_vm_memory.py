@@ -108,6 +108,9 @@ for policy in next-touch mixed; do
   {pinlab} run -q -s scatter -n 2 -- "$({pinlab} workload path twisted-stream)" --teams 2 --threads-per-team 1 --size 4M --ntimes 3 \
       --json --policy $policy --remote 2
 done
+echo "@@nested_first_touch@@"
+{pinlab} run -q -s scatter -n 2 --nested inherit -- "$({pinlab} workload path twisted-stream)" --teams 2 --threads-per-team 2 \
+    --size 2M --ntimes 3 --json --policy first-touch
 """
 
 
@@ -216,7 +219,8 @@ def test_autonuma_switches_the_balancing_on_for_the_run_and_off_after(guest):
     parts = _sections(results["autonuma"].check("autonuma run").stdout)
     assert parts["before"].strip() == "0" and parts["during"].strip() == "1" and parts["after"].strip() == "0"
     state = json.loads(parts["record"])["numa_balancing"]
-    assert state == {"value": "1", "was": "0", "set_by_pinlab": True, "wanted": True}
+    assert state == {"value": "1", "was": "0", "set_by_pinlab": True, "wanted": True, "means": state["means"]}
+    assert state["means"].startswith("on: pages")
 
 
 def test_weighted_interleave_is_refused_on_a_kernel_without_it(guest):
@@ -243,6 +247,7 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     shape, results = guest
     parts = _sections(results["twisted"].check("twisted-stream policies").stdout)
     runs = {name: json.loads(text) for name, text in parts.items()}
+    nested = runs.pop("nested_first_touch")
     for name, run in runs.items():
         assert run["parameters"]["policy"] == name.removeprefix("remote2_").replace("_", "-") and run["valid"] is True, run
         assert run["parameters"]["remote"] == (2 if name.startswith("remote2_") else 3)
@@ -266,6 +271,22 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     assert nodes(touched, 1) == home, "next touch moves data, not threads"
     assert touched["results"]["vector_nodes_after"] == [[home[(t + 1) % 2], home[(t + 1) % 2], home[t]] for t in range(2)], \
         "next touch: a and b went to the team that used them in phase 2, c stayed with its own team"
+    # two threads a team: the node of each of a team's threads, a warning for a team whose threads
+    # ran on two nodes (the inner threads the main thread creates take plan slots even under
+    # --nested inherit, which places those of the other masters), and each vector's pages per node
+    # as measured page by page
+    assert nested["valid"] is True and nested["parameters"]["policy"] == "first-touch", nested
+    pages = 2_000_000 * 8 // 4096
+    for team in nested["results"]["phases"][0]["teams"]:
+        assert len(team["nodes"]) == 2 and set(team["nodes"]) <= {0, 1}, team
+        spans = f"team {team['team']}'s threads ran on nodes" in results["twisted"].stderr
+        assert spans == (len(set(team["nodes"])) == 2), (team, results["twisted"].stderr)
+        if team["team"] == 1:  # created by outer thread 1, not the main thread: inherited its node
+            assert team["nodes"] == [team["node"]] * 2, team
+    for vectors in nested["results"]["vector_pages_after"]:
+        assert [sum(mem_expect.pages(v).values()) for v in vectors] == [pages] * 3, vectors
+    for team_vectors, run in ((v, r) for r in runs.values() for v in r["results"]["vector_pages_after"]):
+        assert all(sum(v.values()) == 4_000_000 * 8 // 4096 for v in team_vectors), team_vectors
     mixed = runs["remote2_mixed"]
     home = nodes(mixed, 0)
     assert nodes(mixed, 1) == [home[(t + 1) % 2] for t in range(2)], "mixed: team t went to team t+1's node"

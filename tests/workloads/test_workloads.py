@@ -154,6 +154,10 @@ def test_twisted_stream_runs_every_policy_with_valid_results(policy, remote):
     nodes = {team["node"] for phase in data["results"]["phases"] for team in phase["teams"]}
     assert nodes <= set(range(256)) and len(data["results"]["data_node_after"]) == 2
     assert [len(v) for v in data["results"]["vector_nodes_after"]] == [3, 3]
+    # each vector's pages per node as measured: every whole page of the 50k doubles, on some node
+    pages = 50_000 * 8 // os.sysconf("SC_PAGE_SIZE")
+    assert [[sum(v.values()) for v in team] for team in data["results"]["vector_pages_after"]] == [[pages] * 3] * 2, data["results"]
+    assert all(len(team["nodes"]) == team["threads"] for phase in data["results"]["phases"] for team in phase["teams"])
     phase2 = data["results"]["phases"][1]["teams"]
     assert [t["vectors_of_team"] for t in phase2] == [1, 0]
     assert [t["c_of_team"] for t in phase2] == ([0, 1] if remote == 2 else [1, 0])

@@ -161,7 +161,7 @@ def plan_spec(
     if policy.kind == "follow":
         if planned is None:
             raise UsageError("--mem follow binds each pinned thread's memory to its CPU's node: it needs a placement (-s, -c or --plan)")
-        node_of = {cpu: node for node, node_cpus in linux.numa_nodes().items() for cpu in node_cpus}
+        node_of = {cpu: memory.nearest_memory_node(node) for node, node_cpus in linux.numa_nodes().items() for cpu in node_cpus}
         follow_nodes = [node_of.get(cpu, 0) for cpu in planned]
     balance_interval = None
     if balance is not None and balance is not False:

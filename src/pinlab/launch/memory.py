@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 
 from pinlab.errors import UsageError
+from pinlab.measure import linux
 from pinlab.measure.linux import mems_allowed, numa_nodes
 from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
@@ -89,6 +90,22 @@ def _checked_nodes(kind: str, arg: str) -> tuple[int, ...]:
         if node not in allowed:
             raise UsageError(f"NUMA node {node} is not allowed for this process (Mems_allowed: {format_cpulist(allowed)})")
     return tuple(dict.fromkeys(nodes))
+
+
+def nearest_memory_node(node: int) -> int:
+    """``node`` when it has memory; for a node of CPUs only, the node with memory at the least
+    distance (the lowest numbered of equals), where the kernel's local allocation from its CPUs
+    goes too: binding to a node without memory is refused (EINVAL)."""
+    from pinlab.memory.memmap import machine_nodes
+
+    with_memory = machine_nodes()
+    if node in with_memory or not with_memory:
+        return node
+    try:
+        distances = [int(d) for d in (linux.NODE_DIR / f"node{node}" / "distance").read_text().split()]
+    except (OSError, ValueError):
+        return with_memory[0]
+    return min(with_memory, key=lambda other: (distances[other] if other < len(distances) else 1 << 30, other))
 
 
 def _syscall(name: str, table: dict[str, int]) -> int:

@@ -367,8 +367,9 @@ class RunRecord:
             ending = f"exited with status {self.exit_status}"
         text = f"pinlab: {program} {ending} after {self.wall_seconds:.3f} s (user {self.user_seconds:.3f} s, sys {self.system_seconds:.3f} s)"
         pinned = [t for t in self.threads if t.planned_cpu is not None and t.planned_cpu >= 0]
+        stolen = {tid for steal in self.balance or [] for tid in steal["tids"]}  # moved by pinlab itself (--balance)
         if pinned:
-            wrong = [t for t in pinned if t.pinned_as_planned is False]
+            wrong = [t for t in pinned if t.pinned_as_planned is False and t.tid not in stolen]
             planned = {t.planned_cpu for t in pinned}
             cpus = f"{'CPU' if len(planned) == 1 else 'CPUs'} {format_cpulist(planned)}"
             processes = {t.pid for t in pinned}
@@ -376,11 +377,13 @@ class RunRecord:
             text += f"; {plural(len(pinned), 'thread')}{where} pinned on {cpus}"
             if wrong:
                 text += f", {len(wrong)} NOT on {'its' if len(wrong) == 1 else 'their'} planned CPU"
+            if stolen:
+                text += f", {len(stolen & {t.tid for t in pinned})} moved by --balance's steals"
         elif self.plan is None:
             text += "; not pinned"
         if self.sample_ms:
             text += f"; {plural(self.migrations, 'migration')} seen"
-        text += _departures_text(self.threads)
+        text += _departures_text([t for t in self.threads if t.tid not in stolen])
         if self.counters:
             text += "; " + ", ".join(_count_text(name, count["value"]) for name, count in self.counters.items())
         if self.balance is not None:

@@ -50,7 +50,7 @@ def library() -> ctypes.CDLL:
             "pm_attached_bytes": [pid, ctypes.POINTER(sz)], "pm_move_thread": [pid, ctypes.c_int],
             "pm_migrate": [vp, ctypes.c_int], "pm_migrate_on_next_touch": [vp, ctypes.c_int], "pm_next_touch_pending": [vp, lp],
             "pm_where": [vp, sz, lp, ctypes.c_int, lp], "pm_nodes": [ip], "pm_node_of_cpu": [ctypes.c_int, ip],
-            "pm_current_node": [ip],
+            "pm_current_node": [ip], "pm_next_touch_stats": [lp, lp, ip], "pm_next_touch_fallbacks": [lp, lp],
             "pm_free_memory": [ctypes.c_int, ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong)],
             "pm_access_cost": [ctypes.c_int, ctypes.c_int] + [ctypes.POINTER(ctypes.c_double)] * 3,
             "pm_migrate_cost": [sz, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)],
@@ -181,6 +181,16 @@ class Memory:
         seconds = ctypes.c_double()
         _check(self.lib.pm_migrate_cost(size, src, dst, ctypes.byref(seconds)))
         return seconds.value
+
+    def next_touch_stats(self) -> dict[str, int]:
+        """What next touches did in this process: pages moved, pages the kernel refused and the
+        errno of the last refusal, regions that fell back to region granularity at the kernel's
+        limit on mappings and the pages they had pending."""
+        moved, failed, regions, pages, err = ctypes.c_long(), ctypes.c_long(), ctypes.c_long(), ctypes.c_long(), ctypes.c_int()
+        _check(self.lib.pm_next_touch_stats(ctypes.byref(moved), ctypes.byref(failed), ctypes.byref(err)))
+        _check(self.lib.pm_next_touch_fallbacks(ctypes.byref(regions), ctypes.byref(pages)))
+        return {"moved": moved.value, "failed": failed.value, "last_errno": err.value, "fallback_regions": regions.value,
+                "fallback_pages": pages.value}
 
     def costs_source(self) -> str:
         return self.lib.pm_costs_source().decode()

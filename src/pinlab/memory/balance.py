@@ -24,6 +24,7 @@ for a program that does not use the memory API, --balance moves threads only and
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -52,11 +53,28 @@ class Steal:
     accessed_pages: int = 0  # --balance-data accessed: pages the threads without attached data mostly accessed
     errors: dict[str, int] = field(default_factory=dict)  # why pages were left: errno name (or "node N") -> pages
     program_ended: bool = False  # the program ended while the data was moving: the rest went with it
+    per_thread: dict[int, dict[str, int]] = field(default_factory=dict)  # tid -> its pages_moved and pages_left
+    moving: threading.Thread | None = field(default=None, repr=False, compare=False)  # the move, beside the wait loop
+
+    #: Seconds the record waits for a move still running when the run ends (the program has ended
+    #: then, so the kernel stops it at once; this only bounds a move the kernel hangs on).
+    WAIT = 60.0
+
+    def finished(self) -> bool:
+        """Waits for the move of the steal's data (it runs beside the wait loop, which goes on
+        sampling meanwhile); False when it is still running after WAIT seconds."""
+        if self.moving is not None:
+            self.moving.join(self.WAIT)
+            return not self.moving.is_alive()
+        return True
 
     def to_json(self) -> dict:
+        done = self.finished()
         return {"at": round(self.at, 3), "from_node": self.from_node, "to_node": self.to_node, "tids": self.tids, "cpus": self.cpus,
                 "attached_bytes": self.attached_bytes, "accessed_pages": self.accessed_pages, "pages_moved": self.pages_moved,
-                "pages_left": self.pages_left, "errors": self.errors, "program_ended": self.program_ended, "why": self.why}
+                "pages_left": self.pages_left, "errors": self.errors, "program_ended": self.program_ended,
+                "per_thread": {str(tid): counts for tid, counts in self.per_thread.items()},
+                **({} if done else {"still_moving": True}), "why": self.why}
 
     def text(self) -> str:
         what = []
@@ -65,8 +83,8 @@ class Steal:
         if self.accessed_pages:
             what.append(f"the {self.accessed_pages} pages they mostly accessed")
         left = ", ".join(f"{n} {reason}" for reason, n in sorted(self.errors.items()))
-        data = (f"moved {' and '.join(what)} ({self.pages_moved} pages"
-                + (f", {self.pages_left} could not move{': ' + left if left else ''}" if self.pages_left else "")
+        data = (f"moved {'part of ' if self.pages_left else ''}{' and '.join(what)} ({self.pages_moved} pages on node {self.to_node}"
+                + (f"; {self.pages_left} could not move{': ' + left if left else ''}" if self.pages_left else "")
                 + ("; the program ended meanwhile)" if self.program_ended else ")")
                 if what else "no data attached to them (threads only)")
         return (f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {plural(len(self.tids), 'thread')} of node {self.from_node} "
@@ -134,7 +152,9 @@ class Balancer:
             self.idle_looks[plan.thief] = 0
 
     def _steal(self, plan: StealPlan, regions: list, attached: dict[int, int]) -> None:
-        """Pin the plan's threads one per CPU on the thief's node, then move their data there."""
+        """Pin the plan's threads one per CPU on the thief's node, then move their data there
+        beside the wait loop (a thread of pinlab's), which goes on sampling meanwhile; the line
+        is said once the move has ended."""
         thief = plan.thief
         steal = Steal(at=time.monotonic() - self.started_at, from_node=plan.victim, to_node=thief, tids=[], cpus=[],
                       attached_bytes=0, why=plan.why)
@@ -149,10 +169,16 @@ class Balancer:
             steal.cpus.append(cpu)
             steal.attached_bytes += attached.get(t.tid, 0)
         if steal.tids:
-            self._move_data(steal, [r for r in regions if r.tid in steal.tids])
+            mine = [r for r in regions if r.tid in steal.tids]
+
+            def move() -> None:
+                self._move_data(steal, mine)
+                if self.say:
+                    self.say(steal.text())
+
+            steal.moving = threading.Thread(target=move, name=f"pinlab-balance-move-{len(self.steals)}", daemon=True)
             self.steals.append(steal)
-            if self.say:
-                self.say(steal.text())
+            steal.moving.start()
 
     def _move_data(self, steal: Steal, regions: list) -> None:
         """Move the stolen threads' attached ``regions``, then (--balance-data accessed) the pages
@@ -173,11 +199,23 @@ class Balancer:
                 return 0, pages
 
         page = os.sysconf("SC_PAGE_SIZE")
+        chunk = 1024 * page  # a refusal of the kernel for one call costs that call's pages, not the region's
+
+        moving = [0]  # the thread whose data is moving now
+
+        def count(tid: int, moved: int, left: int) -> None:
+            steal.pages_moved += moved
+            steal.pages_left += left
+            mine = steal.per_thread.setdefault(tid, {"pages_moved": 0, "pages_left": 0})
+            mine["pages_moved"] += moved
+            mine["pages_left"] += left
+
         try:
             for region in regions:
-                moved, left = attempt(lambda: move_pages(self.pid, region.start, region.size, steal.to_node, why=why), -(-region.size // page))
-                steal.pages_moved += moved
-                steal.pages_left += left
+                moving[0] = region.tid
+                for start in range(region.start, region.start + region.size, chunk):
+                    size = min(chunk, region.start + region.size - start)
+                    count(region.tid, *attempt(lambda: move_pages(self.pid, start, size, steal.to_node, why=why), -(-size // page)))
             owners = {r.tid for r in regions}
             without = [tid for tid in steal.tids if tid not in owners]
             if without and self.tracker is not None:
@@ -185,11 +223,12 @@ class Balancer:
                 addresses = sorted(a for tid in without for a in owned[tid])
                 steal.accessed_pages = len(addresses)
                 with self.tracker.paused():
-                    moved, left = attempt(lambda: move_page_list(self.pid, addresses, steal.to_node, why=why), len(addresses))
-                steal.pages_moved += moved
-                steal.pages_left += left
+                    for tid in without:
+                        moving[0] = tid
+                        mine = sorted(owned[tid])
+                        count(tid, *attempt(lambda: move_page_list(self.pid, mine, steal.to_node, why=why), len(mine)))
         except ProcessEnded as ended:
-            steal.pages_moved += ended.moved
+            count(moving[0], ended.moved, 0)
             steal.program_ended = True
         steal.errors = dict(why)
 

@@ -3,9 +3,10 @@
 After autopin moves a program's threads to CPUs of other nodes, their data stays where it was
 first touched: every access is then remote. ``migrate_pages(pid, maxnode, old, new)`` asks the
 kernel to move the pages of the whole process that lie on the ``old`` nodes to the ``new`` ones
-(node ``old[i]`` to ``new[i]`` when the sets have the same size; otherwise the kernel folds
-them in order, see ``nodes_remap`` in the kernel). It needs the same rights as ``kill``
-(same user, or CAP_SYS_NICE).
+(the k-th lowest node of ``old`` to the k-th lowest of ``new`` when the sets have the same size;
+otherwise the kernel folds them in order, see ``nodes_remap`` in the kernel): pairs written in
+another order are moved one call each (:func:`pairwise_steps`). It needs the same rights as
+``kill`` (same user, or CAP_SYS_NICE).
 """
 from __future__ import annotations
 
@@ -91,8 +92,8 @@ def move_pages(pid: int, start: int, size: int, node: int, attempts: int = 3, wh
 
 def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Counter | None = None) -> tuple[int, int]:
     """Move the pages at ``addresses`` (page-aligned) in process ``pid`` to ``node`` with
-    ``move_pages(2)``, in batches. Returns (pages now on node, pages not moved); pages never touched
-    (or not mapped any more) count in neither. A page the kernel leaves behind (busy: the program
+    ``move_pages(2)``, in batches. Returns (pages now on node, pages not moved), each page as the
+    kernel answers for it; pages never touched (or not mapped any more) count in neither. A page the kernel leaves behind (busy: the program
     is using it) is tried again, up to ``attempts`` times in all; ``why`` (when given) counts the
     reasons of the pages left, by errno name (or ``node N`` for a page the kernel left on node N).
     Raises :class:`ProcessEnded` when the process ends meanwhile (the kernel then answers ESRCH, or
@@ -117,6 +118,7 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
     there = stuck = 0
     for first in range(0, len(addresses), _BATCH):
         batch = addresses[first:first + _BATCH]
+        unseen: list[tuple[int, int]] = []  # (address, answer) of pages the kernel did not find
         for attempt in range(attempts):
             try:
                 status = call(batch, node)
@@ -125,14 +127,41 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
                     raise ProcessEnded(pid, there) from None
                 raise
             there += sum(1 for answer in status if answer == node)
-            batch = [a for a, answer in zip(batch, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
+            unseen += [(a, answer) for a, answer in zip(batch, status) if answer in (-errnos.ENOENT, -errnos.EFAULT)]
+            left = [(a, answer) for a, answer in zip(batch, status) if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT)]
+            batch = [a for a, _ in left]
             if not batch:
                 break
-        stuck += len(batch)
-        if why is not None and batch:
-            why.update(errno_name(-answer) if answer < 0 else f"node {answer}"
-                       for answer in status if answer != node and answer not in (-errnos.ENOENT, -errnos.EFAULT))
+        # Not found is not always never touched: a kernel may answer EFAULT for a page that is
+        # there but that it will not move (before Linux 6.5, one mapped PROT_NONE, as next touch
+        # and the page tracer leave them). The page table says which were there: those are left.
+        present = resident(pid, [a for a, _ in unseen])
+        refused = [answer for a, answer in unseen if a in present]
+        stuck += len(batch) + len(refused)
+        if why is not None:
+            why.update(errno_name(-answer) if answer < 0 else f"node {answer}" for _, answer in left)
+            why.update(errno_name(-answer) for answer in refused)
     return there, stuck
+
+
+def resident(pid: int, addresses: list[int]) -> set[int]:
+    """Those of ``addresses`` (page-aligned) that are in memory or swapped out in process ``pid``,
+    from its page table (/proc/PID/pagemap: bit 63 present, bit 62 swapped; readable by its user).
+    When the page table cannot be read, none (as before: not found, not counted)."""
+    if not addresses:
+        return set()
+    page = os.sysconf("SC_PAGE_SIZE")
+    found = set()
+    try:
+        with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+            for address in addresses:
+                pagemap.seek(address // page * 8)
+                entry = int.from_bytes(pagemap.read(8), "little")
+                if entry >> 62 & 3:
+                    found.add(address)
+    except OSError:
+        return set()
+    return found
 
 
 def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tuple[dict[int, int], dict[int, int], int]:
@@ -148,12 +177,13 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
     memory_nodes = machine_nodes()
     to = _nodes(to_nodes, "--to", memory_nodes)
     old = _nodes(from_nodes, "--from", memory_nodes) if from_nodes else [n for n in memory_nodes if n not in to]
+    steps = pairwise_steps(old, to) if from_nodes and len(old) == len(to) else [(old, to)]
     check_process(pid, repin=True)
     before = pages_per_node(pid)
     if not old:
         return before, before, 0
     try:
-        left = migrate_pages(pid, old, to)
+        left = sum(migrate_pages(pid, source, target) for source, target in steps)
     except OSError as exc:
         if exc.errno == errnos.ESRCH:
             raise UsageError(f"no process {pid}: it has ended") from None
@@ -163,6 +193,34 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
             raise UsageError("this kernel has no migrate_pages (built without NUMA support)") from None
         raise UsageError(f"migrate_pages of process {pid}: {exc.strerror}") from None
     return before, pages_per_node(pid), left
+
+
+def pairwise_steps(old: list[int], new: list[int]) -> list[tuple[list[int], list[int]]]:
+    """The migrate_pages calls that send node ``old[i]`` to node ``new[i]`` for every i.
+
+    One call pairs the nodes of its two masks in ascending order (the k-th lowest of ``old`` to the
+    k-th lowest of ``new``), whatever order they were written in: pairs given in another order are
+    moved one at a time, each node emptied before it receives, so that no page moves twice. Pairs
+    that form a cycle (``--from 0,1 --to 1,0``) cannot be moved so and are refused."""
+    from pinlab.errors import UsageError
+
+    if len(set(old)) != len(old):
+        raise UsageError(f"--from names node {next(n for n in old if old.count(n) > 1)} twice: each node's pages go to one node")
+    pairs = [(a, b) for a, b in zip(old, new) if a != b]
+    if [b for _, b in sorted(pairs)] == sorted(b for _, b in pairs) and len({b for _, b in pairs}) == len(pairs):
+        return [([a for a, _ in pairs], [b for _, b in pairs])] if pairs else []
+    steps, waiting = [], list(pairs)
+    while waiting:
+        # a pair whose target is no waiting pair's source: its target holds nothing still to move
+        ready = [p for p in waiting if not any(q[0] == p[1] for q in waiting if q is not p)]
+        if not ready:
+            cycle = ",".join(f"{a}->{b}" for a, b in waiting)
+            raise UsageError(f"--from/--to move pages in a cycle ({cycle}), which migrate_pages cannot do: "
+                             "move one node through a node outside the cycle first, in two commands")
+        for pair in ready:
+            steps.append(([pair[0]], [pair[1]]))
+            waiting.remove(pair)
+    return steps
 
 
 def _nodes(text: str, option: str, memory_nodes: list[int]) -> list[int]:

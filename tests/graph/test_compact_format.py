@@ -152,3 +152,20 @@ def test_a_bad_compact_file_is_refused_in_one_line_and_nothing_is_written(tmp_pa
 
 def test_a_missing_compact_file(tmp_path):
     assert_one_line_error(run_pinlab("graph", "show", str(tmp_path / "none.npz")), "does not exist; make one with pinlab trace")
+
+
+def test_trace_writes_a_compact_graph_that_reads_back_as_traced(tmp_path):
+    """pinlab trace -o G.npz: the traced graph in the compact form, the same as its JSON twin."""
+    from pinlab.native import native_path
+
+    pairs = str(native_path("pinlab-pairs"))
+    for name in ("g.npz", "g.json"):
+        result = run_pinlab("trace", "--method", "pages", "-n", "4", "--no-baseline", "-o", str(tmp_path / name), "--",
+                            pairs, "--groups", "2", "--reps", "2000")
+        assert result.returncode == 0, result.stderr
+    compact, text = load_graph(tmp_path / "g.npz"), load_graph(tmp_path / "g.json")
+    assert compact.threads == 4 and compact.granularity == "page" and compact.measured["method"] == "pages"
+    assert np.asarray(compact.weights).sum() > 0
+    assert not list(tmp_path.glob(".*.part"))  # written through a temporary file renamed into place
+    # one traced run each: the weights differ, their shapes and kinds do not
+    assert (compact.threads, compact.granularity, compact.unit_bytes) == (text.threads, text.granularity, text.unit_bytes)

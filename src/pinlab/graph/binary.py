@@ -24,8 +24,9 @@ from pinlab.errors import UsageError
 FORMAT_VERSION = 1
 
 
-def save_binary(graph, path: Path) -> None:
-    """Write ``graph`` (an AffinityGraph) to ``path`` in the compact form."""
+def write_binary(graph, out) -> None:
+    """Write ``graph`` (an AffinityGraph) in the compact form to the binary file ``out``
+    (:meth:`AffinityGraph.save` gives it a temporary file that it renames into place)."""
     import numpy as np
 
     w = graph.as_array()
@@ -45,11 +46,7 @@ def save_binary(graph, path: Path) -> None:
     arrays["volume"] = np.asarray(graph.volume, dtype=np.float64)
     arrays["meta"] = np.array(json.dumps({"granularity": graph.granularity, "unit_bytes": graph.unit_bytes,
                                           "measured": graph.measured}))
-    try:
-        with open(path, "wb") as out:
-            np.savez_compressed(out, **arrays)
-    except OSError as exc:
-        raise UsageError(f"cannot write the graph to {path}: {exc.strerror or exc}") from None
+    np.savez_compressed(out, **arrays)
 
 
 def _compact_numbers(values, np):

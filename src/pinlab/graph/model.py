@@ -137,18 +137,22 @@ class AffinityGraph:
     def save(self, path: str | Path) -> None:
         """Write the graph as JSON, as a matrix when the name ends in .csv/.txt/.mat, compact for .npz."""
         path = Path(path)
-        if path.suffix.lower() == BINARY_SUFFIX:
-            from pinlab.graph.binary import save_binary
-
-            return save_binary(self, path)
-        text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else self.to_json_text()
+        binary = path.suffix.lower() == BINARY_SUFFIX
+        if binary:
+            from pinlab.graph.binary import write_binary
+        else:
+            text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else self.to_json_text()
         # Written beside the target and renamed over it: a full disk or a kill midway leaves
         # neither a truncated graph nor an empty file, and a graph already there stays whole.
         temporary = None
         try:
-            with tempfile.NamedTemporaryFile("w", dir=path.resolve().parent, prefix=f".{path.name}.", suffix=".part", delete=False) as out:
+            with tempfile.NamedTemporaryFile("wb" if binary else "w", dir=path.resolve().parent, prefix=f".{path.name}.",
+                                             suffix=".part", delete=False) as out:
                 temporary = out.name
-                out.write(text)
+                if binary:
+                    write_binary(self, out)
+                else:
+                    out.write(text)
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(temporary, 0o666 & ~umask)  # as a file created in place would be, not the temporary's 0600

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pinlab.errors import UsageError
 from pinlab.outputs import check_writable
-from pinlab.graph.model import MATRIX_SUFFIXES
+from pinlab.graph.model import BINARY_SUFFIX, MATRIX_SUFFIXES
 from pinlab.graph.trace.common import TraceRequest, TraceResult, check_window
 from pinlab.graph.trace.limits import check_threads
 
@@ -63,9 +63,10 @@ def check_output(path: str | Path) -> None:
     """Refuse, before the program runs, a graph file that could not be written."""
     path = Path(path)
     if path.is_dir():
-        raise UsageError(f"-o {path} is a directory: give a file name ending in .json (or .csv for a matrix)")
-    if path.suffix.lower() not in (".json", *MATRIX_SUFFIXES):
-        raise UsageError(f"-o {path}: the graph file must end in .json, or {', '.join(MATRIX_SUFFIXES)} for a bare matrix")
+        raise UsageError(f"-o {path} is a directory: give a file name ending in .json (or .csv for a matrix, .npz compact)")
+    if path.suffix.lower() not in (".json", BINARY_SUFFIX, *MATRIX_SUFFIXES):
+        raise UsageError(f"-o {path}: the graph file must end in .json, {BINARY_SUFFIX} for the compact form, or "
+                         f"{', '.join(MATRIX_SUFFIXES)} for a bare matrix")
     check_writable(path, "the graph")
 
 

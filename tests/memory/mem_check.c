@@ -363,8 +363,10 @@ int main(void)
     pm_free(mine);
     free(mine);
 
-    next_touch("next-touch-page-shared", PM_TOUCH_PAGE, 0, 16 * MIB);
-    next_touch("next-touch-page-disjoint", PM_TOUCH_PAGE, 1, 16 * MIB);
+    /* 1024 pages each: every page moved costs a protection change seen by every CPU, which on an
+     * emulated machine whose host is busy takes milliseconds (16 MiB took minutes on 4 nodes) */
+    next_touch("next-touch-page-shared", PM_TOUCH_PAGE, 0, 4 * MIB);
+    next_touch("next-touch-page-disjoint", PM_TOUCH_PAGE, 1, 4 * MIB);
     next_touch_region();
     next_touch_untouched();
     pending_into_region();

@@ -247,6 +247,53 @@ def test_migrate_accessed_moves_the_pages_each_re_pinned_worker_touched(tmp_path
     assert f"moved the {first['pages']} pages the workers mostly accessed with them" in result.stderr
 
 
+@pytest.fixture
+def nearly_full(tmp_path):
+    """A directory on a 64 KiB tmpfs with one page left free: a log outgrows it within its first events."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {done.stderr.strip()}")
+    try:
+        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            size = 0
+            try:
+                while True:
+                    size += os.write(fd, b"x" * 4096)
+            except OSError:
+                pass
+            os.ftruncate(fd, max(0, size - 4096))
+        finally:
+            os.close(fd)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+@pytest.mark.parametrize("where", ["tmpfs", "/dev/full"])
+def test_a_full_disk_stops_the_log_not_the_program(spinner, request, where):
+    """The log fills the disk after its start event (tmpfs), or at once (/dev/full): autopin says so in
+    one line, keeps probing without a log, and the program runs to its end and gives its status."""
+    if where == "tmpfs":
+        log = request.getfixturevalue("nearly_full") / "autopin.jsonl"
+    else:
+        log = Path("/dev/full")
+    # The padding (ignored by spinner) makes the start event about 3.5 KiB of the one free page.
+    result = run_pinlab("autopin", "-c", f"{CPUS[0]}", "-i", "0.2", "-w", "0.1", "-t", "0.4", "--log", str(log), "--",
+                        spinner, "--threads", "1", "--seconds", "2.5", "--exit", "3", "--pad", "x" * 3000)
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr
+    told = [line for line in result.stderr.splitlines() if "cannot write the log" in line]
+    assert len(told) == 1 and "No space left on device" in told[0] and "the program goes on" in told[0], result.stderr
+    assert "chose" in result.stderr and "rate " in result.stderr  # probing went on without the log
+    assert last_cpu(result.stdout) == CPUS[0]  # the program ran to its end
+    if where == "tmpfs":
+        first = log.read_text().split("\n")[0]
+        assert json.loads(first)["event"] == "start"  # what was written before the disk filled is kept
+
+
 @pytest.mark.parametrize("mode, message", [
     ("attached", "was not: use --migrate-pages process"),
     ("accessed", "it works when autopin starts the program, not with --pid; use --migrate-pages process"),

@@ -108,7 +108,10 @@ class Autopin:
         self._stats_import.start()
         self.current = 0 if self.mode == "launch" else None
         if self.options.log:
-            self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
+            try:
+                self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
+            except OSError as exc:
+                self._drop_log(exc)
         self._events_path = events
         self._steps = self._procedure()
         self.step()  # runs to the first yield: the wait for the initialisation
@@ -458,9 +461,12 @@ class Autopin:
                    "choices": len(self.choices), "final": final, "ended_during_probing": ended_during_probing,
                    "interrupted": interrupted, "restored": restored}
         self._event("summary", **summary)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except OSError as exc:  # the summary still in the buffer when the disk filled
+                self._drop_log(exc)
         if self.metric is not None:
             self.metric.close()
         self.finished = True
@@ -474,7 +480,22 @@ class Autopin:
     def _event(self, kind: str, **fields: Any) -> None:
         if self._log is None:
             return
-        self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False) + "\n")
+        try:
+            self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False) + "\n")
+        except OSError as exc:
+            self._drop_log(exc)
+
+    def _drop_log(self, exc: OSError) -> None:
+        """The log cannot be written (a full disk): stop logging and say so; the probing and the
+        program go on, and the events written so far stay in the file."""
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except OSError:
+                pass  # the line that did not fit: what close() tries to write once more
+        self.say(f"cannot write the log {self.options.log}: {exc.strerror or exc}; logging stopped there, "
+                 "the events before it are in the file, and the program goes on")
 
     def _label(self, candidate: int | None) -> str:
         if candidate is None:

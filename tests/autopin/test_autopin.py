@@ -146,6 +146,22 @@ def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, 
     assert partial and partial[0].get("partial") is True and partial[0]["windows"]
 
 
+def test_a_program_shorter_than_the_initialisation_is_said_so_by_autopin_and_its_report(tmp_path, spinner):
+    log = tmp_path / "autopin.jsonl"
+    result = run_pinlab("autopin", "-c", f"{CPUS[0]};{CPUS[-1]}", "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "0.3", "--exit", "4")
+    assert result.returncode == 4, result.stderr
+    assert "during the initialisation (-i 15 s): nothing was measured; give a shorter -i" in result.stderr, result.stderr
+    kinds = [e["event"] for e in events(log)]
+    assert kinds == ["start", "summary"]
+    summary = of(events(log), "summary")[0]
+    assert summary["ended_during_init"] is True and summary["ended_during_probing"] is False and summary["exit_status"] == 4
+    report = run_pinlab("autopin-report", str(log))
+    assert report.returncode == 0, report.stderr
+    text = " ".join(report.stdout.split())
+    assert "The program exited with status 4 after" in text and "during the initialisation (-i 15 s): nothing was measured" in text, text
+    assert "Metric none: the run ended during the initialisation" in text
+
+
 def test_output_and_stdin_pass_through_untouched(tmp_path):
     result = subprocess.run([str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-t", "1", "-q", "--", "sh", "-c", "cat; echo err >&2; exit 5"],
                             input="hello\nworld\n", capture_output=True, text=True, timeout=60)

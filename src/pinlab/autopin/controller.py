@@ -148,17 +148,24 @@ class Autopin:
         yield self.t0 + opts.init_seconds
         self.metric = self.metric_factory(self.pid)
         self.say(self.metric.notice)
-        self._event("start", version=1, mode=self.mode, argv=self.argv or None, pid=self.pid, threads=len(self.candidates[0].cpus),
-                    metric=self.metric.name, metric_unit=self.metric.unit, metric_notice=self.metric.notice, topology=self.topology_name,
-                    params={"init": opts.init_seconds, "warmup": opts.warmup_seconds, "interval": opts.interval, "windows": opts.windows,
-                            "rounds": opts.rounds, "max_rounds": opts.max_rounds, "alpha": opts.alpha, "tolerance": opts.tolerance,
-                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.threshold, "patience": opts.patience},
-                    candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)])
+        self._start_event()
         while True:
             judgement = yield from self._search()
             if self._choose(judgement):
                 yield self.clock() + opts.warmup_seconds  # moved to the choice: warm up before measuring it
             yield from self._keep()
+
+    def _start_event(self, **fields: Any) -> None:
+        """What runs and how; after the initialisation, when the metric is chosen (without one when
+        the run ended before)."""
+        opts = self.options
+        metric = {"metric": self.metric.name, "metric_unit": self.metric.unit, "metric_notice": self.metric.notice} if self.metric else {}
+        self._event("start", version=1, mode=self.mode, argv=self.argv or None, pid=self.pid, threads=len(self.candidates[0].cpus),
+                    **metric, topology=self.topology_name,
+                    params={"init": opts.init_seconds, "warmup": opts.warmup_seconds, "interval": opts.interval, "windows": opts.windows,
+                            "rounds": opts.rounds, "max_rounds": opts.max_rounds, "alpha": opts.alpha, "tolerance": opts.tolerance,
+                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.threshold, "patience": opts.patience},
+                    candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)], **fields)
 
     def _search(self) -> Iterator[float]:
         """Probe the candidates (rounds as asked) and return the judgement."""
@@ -448,7 +455,17 @@ class Autopin:
 
     def finish(self, exit_status: int | None = None, signal: int | None = None, interrupted: bool = False, restored: bool = False) -> dict[str, Any]:
         """The program ended (or autopin was stopped): log what was measured and the summary."""
-        ended_during_probing = self.probing or self.metric is None
+        ended_during_init = self.metric is None
+        if ended_during_init:
+            # Nothing measured: the start event was never written; the summary needs it before it.
+            self._start_event(t=0.0)
+            wall, init = self.clock() - self.t0, self.options.init_seconds
+            if interrupted:
+                self.say(f"stopped after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured")
+            else:
+                self.say(f"the program ended after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured; "
+                         f"give a shorter -i for a program this short")
+        ended_during_probing = self.probing
         if self.window is not None and self.metric is not None:
             self._finish_window(self.window, partial=True)
             self.window = None
@@ -458,7 +475,7 @@ class Autopin:
             final = {"candidate": self.current, "name": cand.name, "cpus": list(cand.cpus)}
         summary = {"exit_status": exit_status, "signal": signal, "wall_seconds": round(self.clock() - self.t0, 6),
                    "probing_seconds": round(self.probing_seconds + (self.clock() - self._search_began if self.probing else 0.0), 6),
-                   "choices": len(self.choices), "final": final, "ended_during_probing": ended_during_probing,
+                   "choices": len(self.choices), "final": final, "ended_during_init": ended_during_init, "ended_during_probing": ended_during_probing,
                    "interrupted": interrupted, "restored": restored}
         self._event("summary", **summary)
         log, self._log = self._log, None

@@ -223,6 +223,65 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def claimed(pid: int | None = None, timeout: float = 60) -> int:
+    """Wait until an autopin holds its claim on ``pid`` (any program when None): the abstract socket
+    it binds, as the kernel lists it; the PID of the program claimed."""
+    import re
+
+    pattern = re.compile(rf"@pinlab-autopin-({pid if pid is not None else r'[0-9]+'})-[0-9]+$")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in Path("/proc/net/unix").read_text().splitlines():
+            found = pattern.search(line)
+            if found:
+                return int(found.group(1))
+        time.sleep(0.05)
+    raise AssertionError(f"no autopin claimed {pid if pid is not None else 'a program'} within {timeout} s")
+
+
+def test_a_second_autopin_on_a_program_is_refused_and_a_killed_one_blocks_nothing(spinner, tmp_path):
+    program = subprocess.Popen([spinner, "--threads", "2", "--seconds", "60"], stdout=subprocess.DEVNULL)
+    first = third = None
+    try:
+        # -i 60: the first one holds the claim without touching any thread while the second tries.
+        first = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"],
+                                 stderr=subprocess.PIPE, text=True)
+        claimed(program.pid)
+        before = {tid: os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{program.pid}/task")}
+        second = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{CPUS[-1]},{CPUS[-1]}", "-i", "0.1", "-t", "1")
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.strip() == (f"pinlab: error: process {program.pid} is already being probed by another pinlab autopin "
+                                         f"(pid {first.pid}): two would fight over its threads' CPUs and spoil each other's "
+                                         "measurements; stop that one first")
+        assert {tid: os.sched_getaffinity(int(tid)) for tid in before} == before  # the refused one touched nothing
+        first.kill()  # SIGKILL: no chance to release anything itself
+        first.wait()
+        third = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"],
+                                 stderr=subprocess.PIPE, text=True)
+        claimed(program.pid)
+        assert third.poll() is None  # accepted: it holds the claim now
+        third.send_signal(signal.SIGINT)
+        assert third.wait(timeout=30) == 0
+    finally:
+        for process in (first, third, program):
+            if process is not None and process.poll() is None:
+                process.kill()
+            if process is not None:
+                process.wait()
+
+
+def test_a_program_autopin_started_cannot_be_probed_by_another(spinner):
+    first = subprocess.Popen([str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "60", "-q", "--", spinner, "--threads", "1", "--seconds", "60"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        pid = claimed()
+        second = run_pinlab("autopin", "--pid", str(pid), "-c", f"{CPUS[-1]}", "-i", "0.1", "-t", "1")
+        assert second.returncode == 2 and f"process {pid} is already being probed by another pinlab autopin (pid {first.pid})" in second.stderr, second.stderr
+    finally:
+        first.send_signal(signal.SIGINT)  # forwarded to the program, which ends
+        first.wait(timeout=30)
+
+
 @needs_two
 def test_migrate_attached_moves_the_data_attached_to_each_re_pinned_worker(spinner, tmp_path):
     """On every node this machine has, the 3 MiB spinner attached to its main thread go to the node

@@ -407,6 +407,45 @@ def test_attach_with_restore_gives_the_masks_back_on_ctrl_c(spinner, tmp_path):
     assert after == before
 
 
+@needs_two
+def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(spinner, tmp_path):
+    """Ctrl-C while the first candidate (both threads on one CPU) warms up: nothing tells it is
+    better than where the threads were, so they get their own masks back, without --restore."""
+    log = tmp_path / "autopin.jsonl"
+    program = subprocess.Popen([spinner, "--threads", "2", "--seconds", "120"], stdout=subprocess.DEVNULL)
+    autopin = None
+    try:
+        tids = set()
+        deadline = time.monotonic() + 30
+        while len(tids) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            tids = {int(tid) for tid in os.listdir(f"/proc/{program.pid}/task")}
+        before = {tid: os.sched_getaffinity(tid) for tid in tids}
+        assert all(mask != {CPUS[0]} for mask in before.values())
+        # -w 60: the first candidate's window cannot begin before the interrupt.
+        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
+                                    "-i", "0", "-w", "60", "-t", "60", "--log", str(log)], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while any(os.sched_getaffinity(tid) != {CPUS[0]} for tid in tids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(os.sched_getaffinity(tid) == {CPUS[0]} for tid in tids)  # on the candidate being probed
+        autopin.send_signal(signal.SIGINT)
+        _, err = autopin.communicate(timeout=30)
+        after = {tid: os.sched_getaffinity(tid) for tid in tids}
+        assert program.poll() is None
+    finally:
+        program.kill()
+        program.wait()
+        if autopin is not None and autopin.poll() is None:
+            autopin.kill()
+            autopin.wait()
+    assert autopin.returncode == 0, err
+    assert after == before
+    assert "restored the masks of 2 threads (no candidate was measured yet)" in err, err
+    summary = of(events(log), "summary")[0]
+    assert summary["interrupted"] is True and summary["restored"] is True and summary["final"] is None
+
+
 @pytest.mark.parametrize("args, message", [
     (["-c", "0,,1", "--", "true"], "candidate"),
     (["-c", "99999", "--", "true"], "99999"),

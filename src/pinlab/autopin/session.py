@@ -222,7 +222,7 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     """Probe the candidates on a program already running; never kill it.
 
     On Ctrl-C (KeyboardInterrupt) the workers stay on the best candidate measured so far, or get
-    their masks back with ``options.restore``. ``stop`` (tests) ends the session when it returns True.
+    their masks back with ``options.restore`` or when no candidate was measured yet. ``stop`` (tests) ends the session when it returns True.
     """
     from pinlab import live
     from pinlab.autopin.claim import claim
@@ -309,13 +309,17 @@ def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
 
     if not live.alive(pid):
         return False
-    if restore:
+    # Stopped before any candidate was measured: the one being probed is no better known than the
+    # program's own masks (and may crowd its threads onto one CPU), so they get those back.
+    unmeasured = controller.best_so_far is None and controller.current is not None
+    if restore or unmeasured:
         # Threads that were there get their own masks back; threads created since get the mask
         # the main thread had (what they would have inherited).
         default = controller.original_masks.get(pid)
         masks = {t.tid: controller.original_masks.get(t.tid, default) for t in live.process_threads(pid)}
         done = live.pin_threads({tid: mask for tid, mask in masks.items() if mask}, pid=pid)
-        say(f"restored the masks of {sum(done.values())} threads")
+        why = "" if restore else " (no candidate was measured yet)"
+        say(f"restored the masks of {sum(done.values())} threads{why}")
         controller.current = None
         return True
     # Re-pin even when the best is the current one: a stop in the middle of a re-pin may have

@@ -200,6 +200,35 @@ def test_stdout_metric_counts_the_programs_lines_and_passes_them_on(tmp_path):
     assert lines == [f"tick {i}" for i in range(len(lines))]
 
 
+def test_the_python_api_refuses_what_the_command_refuses():
+    from pinlab.autopin.options import AutopinOptions
+    from pinlab.errors import UsageError
+
+    for kwargs, message in (({"metric": ""}, "--metric is empty"), ({"metric": "stdout:"}, "needs a regular expression"),
+                            ({"threshold": 20.0}, "--threshold applies to --monitor"), ({"patience": 2}, "--patience applies to --monitor")):
+        with pytest.raises(UsageError, match=message):
+            AutopinOptions(candidates="0", **kwargs)
+    kept = AutopinOptions(candidates="0", monitor=True)
+    assert (kept.monitor_threshold, kept.monitor_patience) == (10.0, 3)
+
+
+@needs_two
+def test_stdout_metric_on_block_buffered_output_says_so_and_how_to_line_buffer(tmp_path):
+    """A Python program printing a short line every 10 ms to a pipe fills its 8 KiB buffer in about
+    16 s: nothing reaches autopin while it probes, and the verdict says why and what to do."""
+    log = tmp_path / "autopin.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    script = "import time\nend = time.monotonic() + 4\nwhile time.monotonic() < end:\n    print('tick')\n    time.sleep(0.01)\n"
+    result = run_pinlab("autopin", "-c", f"{CPUS[0]};{CPUS[1]}", *FAST, "--metric", "stdout:^tick", "--log", str(log), "--",
+                        sys.executable, "-c", script, env=env)
+    assert result.returncode == 0, result.stderr
+    verdict = of(events(log), "choice")[0]["verdict"]
+    assert "no output has come from the program yet" in verdict and "stdbuf -oL" in verdict and "PYTHONUNBUFFERED=1" in verdict, verdict
+    assert "child process" not in verdict
+    assert "stdbuf -oL" in result.stderr
+    assert result.stdout.count("tick") > 100  # all of it came, at the end, unchanged
+
+
 @needs_two
 def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
     busy, free = CPUS[-1], CPUS[0]
@@ -456,6 +485,11 @@ def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(sp
     (["--rounds", "zero", "--", "true"], "--rounds"),
     (["--threshold", "150", "--monitor", "--", "true"], "--threshold"),
     (["--pid", "1", "--", "true"], "not both"),
+    (["--metric", "", "--", "true"], "--metric is empty: name a metric"),
+    (["--metric", " ", "--", "true"], "--metric is empty: name a metric"),
+    (["--metric", "stdout:", "--", "true"], "--metric stdout: needs a regular expression after 'stdout:'"),
+    (["--threshold", "20", "--", "true"], "--threshold applies to --monitor"),
+    (["--patience", "2", "--", "true"], "--patience applies to --monitor"),
     (["--", "/nonexistent/program"], None),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):

@@ -164,7 +164,7 @@ class Autopin:
                     **metric, topology=self.topology_name,
                     params={"init": opts.init_seconds, "warmup": opts.warmup_seconds, "interval": opts.interval, "windows": opts.windows,
                             "rounds": opts.rounds, "max_rounds": opts.max_rounds, "alpha": opts.alpha, "tolerance": opts.tolerance,
-                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.threshold, "patience": opts.patience},
+                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.monitor_threshold, "patience": opts.monitor_patience},
                     candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)], **fields)
 
     def _search(self) -> Iterator[float]:
@@ -186,7 +186,8 @@ class Autopin:
             while len(self.candidates) > 1 and self._stats_import is not None and self._stats_import.is_alive():
                 yield self.clock() + 0.02  # scipy still loading: keep the wait loop going meanwhile
             looks = opts.round_limit if opts.adaptive else 1
-            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance, looks=looks)
+            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance, looks=looks,
+                              no_work_why=self.metric.nothing_seen())
             if len(self.candidates) == 1:
                 break
             if opts.adaptive:
@@ -268,7 +269,7 @@ class Autopin:
 
         opts = self.options
         low = 0
-        recent: deque[float] = deque(maxlen=opts.patience)  # the last intervals' rates, for a lasting rise
+        recent: deque[float] = deque(maxlen=opts.monitor_patience)  # the last intervals' rates, for a lasting rise
         while True:
             before, _ = self._reading()
             start = self.clock()
@@ -284,9 +285,9 @@ class Autopin:
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
             if not opts.monitor or not math.isfinite(rate):
                 continue
-            low = low + 1 if rate < self.reference * (1 - opts.threshold / 100) else 0
-            if low >= opts.patience:
-                why = (f"the rate stayed more than {opts.threshold:g}% below the rate kept since the choice for {low} intervals "
+            low = low + 1 if rate < self.reference * (1 - opts.monitor_threshold / 100) else 0
+            if low >= opts.monitor_patience:
+                why = (f"the rate stayed more than {opts.monitor_threshold:g}% below the rate kept since the choice for {low} intervals "
                        f"({_number(rate)} against {_number(self.reference)} {self.metric.unit}/s per thread): a new phase")
                 self._event("reprobe", why=why, rate=rate, reference=self.reference, intervals=low)
                 self.say(f"re-probing: {why}")

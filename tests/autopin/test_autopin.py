@@ -542,7 +542,20 @@ def test_a_failure_inside_autopin_leaves_the_program_running_to_its_end(spinner,
     summary = controller.finish(exit_status=record.exit_status)
     assert record.exit_status == 4 and summary["exit_status"] == 4
     assert any("stopped probing: the metric broke" in line for line in lines)
+    assert not any("initialisation" in line for line in lines)  # it was over: the metric broke after it
     assert record.wall_seconds >= 0.9  # it ran to its own end
+    from pinlab.autopin.logread import read_log
+
+    read = read_log(log)  # begins with what ran, though no metric was chosen
+    assert read.start.argv is None and read.summary.exit_status == 4 and read.other[0]["error"] == "RuntimeError"
+
+
+def test_progress_lines_that_cannot_be_written_do_not_stop_the_program():
+    """stderr on a full disk: autopin's progress lines are lost, the probing and the program are not."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "0.1", "-w", "0.1", "-t", "0.3", "--",
+                                 "sh", "-c", "sleep 1.5; echo done; exit 3"], stdout=subprocess.PIPE, stderr=full, text=True, timeout=120)
+    assert result.returncode == 3 and result.stdout == "done\n"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -70,7 +70,8 @@ class Autopin:
         if not candidates:
             raise ValueError("autopin needs at least one candidate")
         self.options, self.candidates, self.mode, self.argv = options, list(candidates), mode, list(argv or [])
-        self.metric_factory, self.live_plan, self.topology_name, self.say, self.clock = metric_factory, live_plan, topology_name, say, clock
+        self.metric_factory, self.live_plan, self.topology_name, self.clock = metric_factory, live_plan, topology_name, clock
+        self.say = _unfailing(say)
         self.metric: Any = None
         self.pid: int | None = None
         self.t0 = clock()
@@ -86,6 +87,8 @@ class Autopin:
         self.window: Window | None = None
         self.original_masks: dict[int, frozenset[int]] = {}
         self.finished = False
+        self.initialised = False  # the -i seconds are over
+        self._start_logged = False
         self._node_of: dict[int, int] | None = None
         self.attachments: Any = None  # where the program publishes its attached regions (--migrate-pages attached)
         self.tracker: Any = None  # the page tracer's live counts (--migrate-pages accessed; pinlab.memory.accessed)
@@ -131,6 +134,8 @@ class Autopin:
             self.stop()
         except Exception as exc:  # noqa: BLE001 - autopin failing must never cost the program its run
             self.say(f"stopped probing: {exc}; the program goes on where it is")
+            if not self._start_logged:  # failed before the metric was chosen: the log still begins with what ran
+                self._start_event()
             self._event("error", text=str(exc), error=type(exc).__name__)
             self.stop()
 
@@ -146,6 +151,7 @@ class Autopin:
         if self.mode == "attach":
             self.original_masks = {t.tid: t.mask for t in self._threads()}
         yield self.t0 + opts.init_seconds
+        self.initialised = True
         self.metric = self.metric_factory(self.pid)
         self.say(self.metric.notice)
         self._start_event()
@@ -159,6 +165,7 @@ class Autopin:
         """What runs and how; after the initialisation, when the metric is chosen (without one when
         the run ended before)."""
         opts = self.options
+        self._start_logged = True
         metric = {"metric": self.metric.name, "metric_unit": self.metric.unit, "metric_notice": self.metric.notice} if self.metric else {}
         self._event("start", version=1, mode=self.mode, argv=self.argv or None, pid=self.pid, threads=len(self.candidates[0].cpus),
                     **metric, topology=self.topology_name,
@@ -456,10 +463,11 @@ class Autopin:
 
     def finish(self, exit_status: int | None = None, signal: int | None = None, interrupted: bool = False, restored: bool = False) -> dict[str, Any]:
         """The program ended (or autopin was stopped): log what was measured and the summary."""
-        ended_during_init = self.metric is None
-        if ended_during_init:
+        ended_during_init = not self.initialised and self.pid is not None
+        if not self._start_logged:
             # Nothing measured: the start event was never written; the summary needs it before it.
             self._start_event(t=0.0)
+        if ended_during_init:
             wall, init = self.clock() - self.t0, self.options.init_seconds
             if interrupted:
                 self.say(f"stopped after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured")
@@ -521,6 +529,17 @@ class Autopin:
         cand = self.candidates[candidate]
         cpus = ",".join(map(str, cand.cpus))
         return cand.name if cand.name == f"CPUs {cpus}" else f"{cand.name} (CPUs {cpus})"
+
+
+def _unfailing(say: Say) -> Say:
+    """``say``, except that a progress line that cannot be written (stderr on a full disk, a closed
+    terminal) is dropped: it must not stop the probing, let alone the program."""
+    def said(line: str) -> None:
+        try:
+            say(line)
+        except OSError:
+            pass
+    return said
 
 
 def _finite(value: Any) -> Any:

@@ -215,10 +215,10 @@ def test_the_python_api_refuses_what_the_command_refuses():
 @needs_two
 def test_stdout_metric_on_block_buffered_output_says_so_and_how_to_line_buffer(tmp_path):
     """A Python program printing a short line every 10 ms to a pipe fills its 8 KiB buffer in about
-    16 s: nothing reaches autopin while it probes, and the verdict says why and what to do."""
+    16 s: nothing reaches autopin while it probes (8 s at most), and the verdict says why and what to do."""
     log = tmp_path / "autopin.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    script = "import time\nend = time.monotonic() + 4\nwhile time.monotonic() < end:\n    print('tick')\n    time.sleep(0.01)\n"
+    script = "import time\nend = time.monotonic() + 8\nwhile time.monotonic() < end:\n    print('tick')\n    time.sleep(0.01)\n"
     result = run_pinlab("autopin", "-c", f"{CPUS[0]};{CPUS[1]}", *FAST, "--metric", "stdout:^tick", "--log", str(log), "--",
                         sys.executable, "-c", script, env=env)
     assert result.returncode == 0, result.stderr
@@ -386,7 +386,7 @@ def test_a_full_disk_stops_the_log_not_the_program(spinner, request, where):
         log = Path("/dev/full")
     # The padding (ignored by spinner) makes the start event about 3.5 KiB of the one free page.
     result = run_pinlab("autopin", "-c", f"{CPUS[0]}", "-i", "0.2", "-w", "0.1", "-t", "0.4", "--log", str(log), "--",
-                        spinner, "--threads", "1", "--seconds", "2.5", "--exit", "3", "--pad", "x" * 3000)
+                        spinner, "--threads", "1", "--seconds", "4", "--exit", "3", "--pad", "x" * 3000)
     assert result.returncode == 3, result.stderr
     assert "Traceback" not in result.stderr
     told = [line for line in result.stderr.splitlines() if "cannot write the log" in line]

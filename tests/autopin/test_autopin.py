@@ -2,9 +2,15 @@
 come and go, re-probes on a new phase, attaches to a running program and leaves it running.
 
 The programs are ``spinner`` (tests/autopin/spinner.c, compiled here): threads that do fixed
-chunks of arithmetic and report each through the heartbeat. A ``cpu`` co-runner pinned to one
-CPU halves what a thread pinned there gets, on any machine: the tests take the CPUs from this
+chunks of arithmetic and report each through the heartbeat. The tests take the CPUs from this
 process's mask (two are needed to have a better and a worse one).
+
+They must hold on a busy machine, where autopin takes longer to decide and other work takes any
+share of any CPU. So the programs do not run a fixed time: they run until the test, having seen
+the log's ``choice`` event (or whatever it checks), creates the file named by ``--until-file``.
+And the better CPU is built into the program (``--slow-on``: 4 times the arithmetic per beat on
+one CPU) rather than left to a co-runner: on a busy machine the kernel moves the other work off
+the CPU a co-runner loads, and a thread pinned there then gets as much as anywhere else.
 """
 from __future__ import annotations
 
@@ -14,6 +20,9 @@ import signal
 import subprocess
 import sys
 import time
+import threading
+from statistics import mean
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,46 +52,144 @@ def of(log: list[dict], kind: str) -> list[dict]:
     return [e for e in log if e["event"] == kind]
 
 
+class LogWatch:
+    """Creates files when events appear in an autopin log, from a thread, while the test runs
+    autopin: ``steps`` are (condition on the events so far, file to create), in order."""
+
+    def __init__(self, log: Path, steps: list[tuple[Callable[[list[dict]], bool], Path]]) -> None:
+        self.log, self.steps = log, steps
+        self.done = threading.Event()
+        self.seen: list[int] = []  # how many events there were when each step's file was created
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _read(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text().split("\n")[:-1]  # the last one may be half written
+        return [json.loads(line) for line in lines]
+
+    def _watch(self) -> None:
+        step = 0
+        while step < len(self.steps) and not self.done.wait(0.05):
+            log_events = self._read()
+            condition, path = self.steps[step]
+            if condition(log_events):
+                path.touch()
+                self.seen.append(len(log_events))
+                step += 1
+
+    def __enter__(self) -> LogWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        for _, path in self.steps:
+            path.touch()  # whatever happened, nothing the test started keeps spinning
+
+
+def chose(count: int = 1) -> Callable[[list[dict]], bool]:
+    return lambda log_events: len(of(log_events, "choice")) >= count
+
+
+def until_choice(tmp_path: Path, log: Path) -> tuple[LogWatch, list[str]]:
+    """A watch that ends the spinner once autopin has chosen, and the spinner's arguments for it
+    (--seconds is only a cap then)."""
+    stop = tmp_path / "stop"
+    return LogWatch(log, [(chose(), stop)]), ["--until-file", str(stop), "--seconds", "100"]
+
+
+def started_with(program: str, argument: str) -> int | None:
+    """The PID of ``program`` run with ``argument`` (a path of the test's own: no other process has
+    it), None while there is none; autopin, which has both on its command line, is not it."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                if argv[0] == program.encode() and argument.encode() in argv:
+                    return int(entry)
+            except OSError:
+                continue
+    return None
+
+
 def last_cpu(stdout: str) -> int:
     line = next(l for l in stdout.splitlines() if l.startswith("spinner "))
     return int(dict(w.split("=") for w in line.split()[1:])["last_cpu"])
 
 
 @needs_two
-@pytest.mark.parametrize("metric", ["heartbeat", "task-clock"])
-def test_one_thread_chooses_the_cpu_the_corunner_leaves_free(spinner, tmp_path, metric):
-    busy, free = CPUS[-1], CPUS[0]
+@pytest.mark.parametrize("metric, slowdown", [("heartbeat", "--slow-on"), ("task-clock", "--idle-on")])
+def test_one_thread_chooses_the_cpu_where_it_runs_faster(spinner, tmp_path, metric, slowdown):
+    """The worse CPU is built into the program, so that it is worse at any load. For the heartbeat,
+    4 times the arithmetic per beat there: a quarter of the beats for the same CPU share. task-clock measures
+    the share itself, which only the program's own idling can lower whatever else runs: there it
+    sleeps 19 times as long as each chunk took (at most 5% of the CPU, where even a CPU shared
+    with 10 other runnable tasks gives 9%)."""
+    slow, fast = CPUS[-1], CPUS[0]
     log = tmp_path / "autopin.jsonl"
-    with CoRunners("cpu", 1, [busy]):
+    watch, until = until_choice(tmp_path, log)
+    with watch:
         # --rounds auto: a noisy machine gets more rounds rather than an undecided verdict.
-        result = run_pinlab("autopin", "-c", f"{busy};{free}", *FAST, "--rounds", "auto", "--max-rounds", "4", "--metric", metric, "--log", str(log),
-                            "--", spinner, "--threads", "1", "--seconds", "11")
+        result = run_pinlab("autopin", "-c", f"{slow};{fast}", *FAST, "--rounds", "auto", "--max-rounds", "4", "--metric", metric, "--log", str(log),
+                            "--", spinner, "--threads", "1", slowdown, str(slow), *until)
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert of(log_events, "start")[0]["metric"] == metric
     choice = of(log_events, "choice")[0]
-    assert choice["cpus"] == [free], result.stderr
-    means = {p["cpus"][0]: p["mean"] for p in of(log_events, "probe") if p["round"] == 1}
-    assert means[free] > 1.25 * means[busy]  # the co-runner takes about half of the busy CPU (2x; margin for a loaded machine)
-    assert choice["effect"] > 0.4 and choice["p_value"] < 0.05
-    assert last_cpu(result.stdout) == free  # the thread really ran there to the end
-    assert f"chose" in result.stderr and "p = " in result.stderr
+    assert choice["cpus"] == [fast], result.stderr
+    means = {cpu: mean([p["mean"] for p in of(log_events, "probe") if p["cpus"] == [cpu]]) for cpu in (slow, fast)}
+    assert means[fast] > 1.25 * means[slow]  # 4x (heartbeat), 2x and more (task-clock); a margin for a noisy machine
+    assert choice["effect"] > 0.25 and choice["p_value"] < 0.05
+    assert last_cpu(result.stdout) == fast  # the thread really ran there to the end
+    assert "chose" in result.stderr and "p = " in result.stderr
     assert of(log_events, "summary")[0]["exit_status"] == 0
 
 
 @needs_two
+def test_one_thread_follows_what_a_corunner_does_to_the_cpu_it_loads(spinner, tmp_path):
+    """The real case: a ``cpu`` co-runner pinned to one CPU. On a quiet machine it takes half of
+    that CPU and autopin must choose the other one; on a busy one the kernel moves other work off
+    the loaded CPU, and the two may measure alike. So the choice is checked against what the
+    probes measured: the candidate with the higher mean, and the free CPU whenever the probes show
+    the co-runner's effect; the thread must end where autopin chose."""
+    busy, free = CPUS[-1], CPUS[0]
+    log = tmp_path / "autopin.jsonl"
+    watch, until = until_choice(tmp_path, log)
+    with CoRunners("cpu", 1, [busy]), watch:
+        result = run_pinlab("autopin", "-c", f"{busy};{free}", *FAST, "--rounds", "auto", "--max-rounds", "4", "--log", str(log),
+                            "--", spinner, "--threads", "1", *until)
+    assert result.returncode == 0, result.stderr
+    log_events = events(log)
+    choice = of(log_events, "choice")[0]
+    means = {cpu: mean([p["mean"] for p in of(log_events, "probe") if p["cpus"] == [cpu]]) for cpu in (busy, free)}
+    other = busy if choice["cpus"] == [free] else free
+    assert choice["cpus"] in ([busy], [free]) and means[choice["cpus"][0]] >= means[other], (choice, means)
+    if means[free] > 1.25 * means[busy]:  # the co-runner's effect, as on a quiet machine (2x)
+        assert choice["cpus"] == [free], (choice, means)
+    assert last_cpu(result.stdout) == choice["cpus"][0]  # the thread really ran there to the end
+
+
+@needs_two
 def test_two_threads_prefer_one_thread_per_cpu_to_sharing_one(spinner, tmp_path):
+    """``--slow-shared``: a thread does 4 times the arithmetic per beat on a CPU the other thread
+    uses too. Sharing quarters the rate at any load, where the kernel would otherwise, on a busy machine,
+    move other work off the CPU the two threads share until they lose little by sharing it."""
     a, b = CPUS[0], CPUS[1]
     log = tmp_path / "autopin.jsonl"
-    result = run_pinlab("autopin", "-c", f"{a},{a};{a},{b}", *FAST, "--log", str(log), "--", spinner, "--threads", "2", "--seconds", "4")
+    watch, until = until_choice(tmp_path, log)
+    with watch:
+        result = run_pinlab("autopin", "-c", f"{a},{a};{a},{b}", *FAST, "--rounds", "auto", "--max-rounds", "4", "--log", str(log),
+                            "--", spinner, "--threads", "2", "--slow-shared", "1", *until)
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert of(log_events, "start")[0]["metric"] == "heartbeat"  # no hardware counters here; spinner beats
     choice = of(log_events, "choice")[0]
     assert choice["cpus"] == [a, b]
-    probes = {tuple(p["cpus"]): p for p in of(log_events, "probe")}
-    assert probes[(a, b)]["mean"] > 1.25 * probes[(a, a)]["mean"]  # about 2x
-    assert probes[(a, b)]["threads"] == 2
+    means = {cpus: mean([p["mean"] for p in of(log_events, "probe") if tuple(p["cpus"]) == cpus]) for cpus in ((a, a), (a, b))}
+    assert means[(a, b)] > 1.25 * means[(a, a)]  # about 4x (8x on a quiet machine, where sharing halves the CPU too)
+    assert all(p["threads"] == 2 for p in of(log_events, "probe"))
 
 
 @needs_two
@@ -93,7 +200,9 @@ def test_threads_created_during_probing_start_on_the_candidate_being_probed(spin
     a, b = CPUS[0], CPUS[1]
     log = tmp_path / "autopin.jsonl"
     options = AutopinOptions(candidates=f"{a},{b};{b},{a}", init=0.3, warmup=0.2, interval=0.8, log=str(log))
-    outcome = autopin_program([spinner, "--threads", "2", "--seconds", "3.5", "--churn", "120"], options, say=lambda line: None)
+    watch, until = until_choice(tmp_path, log)
+    with watch:
+        outcome = autopin_program([spinner, "--threads", "2", "--churn", "120", *until], options, say=lambda line: None)
     assert outcome.exit_status == 0
     log_events = events(log)
     # Which candidate was current when: from the start (candidate 0) to each re-pin.
@@ -102,7 +211,7 @@ def test_threads_created_during_probing_start_on_the_candidate_being_probed(spin
     changes.append((choice["t"], choice["candidate"]))
     candidates = {c["index"]: c["cpus"] for c in of(log_events, "start")[0]["candidates"]}
     churned = [t for t in outcome.record.threads if t.role == "worker" and t.slot is not None and t.slot >= 3]
-    assert len(churned) >= 10  # a thread every 120 ms for 3.5 s
+    assert len(churned) >= 10  # a thread every 120 ms (plus its 60 ms of work) for the 1.8 s of probing at least
     checked = 0
     for thread in churned:
         # Skip the threads born within 50 ms of a re-pin: either plan is right for them.
@@ -119,27 +228,61 @@ def test_threads_created_during_probing_start_on_the_candidate_being_probed(spin
 
 @needs_two
 def test_a_new_phase_triggers_a_new_search(spinner, tmp_path):
-    busy, free = CPUS[-1], CPUS[0]
+    """The slow phase (4 times the arithmetic per beat: a quarter of the rate at any load) begins when the
+    test creates its file, once autopin has chosen; the program ends once a re-probe has led to a
+    new choice."""
+    fast_cpu, other = CPUS[0], CPUS[-1]
     log = tmp_path / "autopin.jsonl"
-    with CoRunners("cpu", 1, [busy]):
-        result = run_pinlab("autopin", "-c", f"{busy};{free}", "-i", "0.2", "-w", "0.1", "-t", "0.5", "--monitor", "--threshold", "25",
-                            "--patience", "2", "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "8", "--slow-after", "3")
+    slow, stop = tmp_path / "slow", tmp_path / "stop"
+
+    def searched_again(log_events: list[dict]) -> bool:
+        later = log_events[watch.seen[0]:]
+        return any(e["event"] == "reprobe" for e in later) and of(later, "choice") != []
+
+    watch = LogWatch(log, [(chose(), slow), (searched_again, stop)])
+    with watch:
+        result = run_pinlab("autopin", "-c", f"{other};{fast_cpu}", "-i", "0.2", "-w", "0.1", "-t", "0.5", "--monitor", "--threshold", "25",
+                            "--patience", "2", "--log", str(log), "--", spinner, "--threads", "1", "--slow-on", str(other),
+                            "--slow-file", str(slow), "--until-file", str(stop), "--seconds", "100")
     assert result.returncode == 0, result.stderr
     log_events = events(log)
+    assert watch.seen, result.stderr
     # A noisy machine may cause a re-probe before the phase changes; the phase change must cause one.
-    reprobes = [r for r in of(log_events, "reprobe") if r["t"] > 3.0]
-    assert reprobes, result.stderr
-    assert reprobes[0]["rate"] < 0.75 * reprobes[0]["reference"]
+    reprobes = of(log_events[watch.seen[0]:], "reprobe")
+    assert any(r["rate"] < 0.75 * r["reference"] for r in reprobes), (reprobes, result.stderr)
     assert len(of(log_events, "choice")) >= 2
     assert "re-probing" in result.stderr
 
 
 def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, spinner):
+    """The program ends 3 s after autopin pinned it to the first candidate (as the test sees its
+    mask), well into that candidate's 8 s window of 1 s sub-windows, at any load."""
     log = tmp_path / "autopin.jsonl"
+    stop = tmp_path / "stop"
     cpu = CPUS[0]
-    result = run_pinlab("autopin", "-c", f"{cpu};{CPUS[-1]}", "-i", "0.1", "-t", "4", "--windows", "8", "--log", str(log), "--",
-                        spinner, "--threads", "1", "--seconds", "1.2", "--exit", "3")
-    assert result.returncode == 3
+    autopin = subprocess.Popen([str(PINLAB), "autopin", "-c", f"{cpu};{CPUS[-1]}", "-i", "0.1", "-w", "0.2", "-t", "8", "--windows", "8",
+                                "--log", str(log), "--", spinner, "--threads", "1", "--until-file", str(stop), "--seconds", "100", "--exit", "3"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        pinned = False
+        while not pinned and time.monotonic() < deadline and autopin.poll() is None:
+            time.sleep(0.05)
+            try:
+                pid = started_with(spinner, str(stop))
+                pinned = pid is not None and all(os.sched_getaffinity(int(tid)) == {cpu} for tid in os.listdir(f"/proc/{pid}/task"))
+            except (FileNotFoundError, ProcessLookupError):
+                pinned = False
+        assert pinned, "autopin never pinned the program to the first candidate"
+        time.sleep(3)
+        stop.touch()
+        _, err = autopin.communicate(timeout=60)
+    finally:
+        stop.touch()
+        if autopin.poll() is None:
+            autopin.kill()
+            autopin.wait()
+    assert autopin.returncode == 3, err
     summary = of(events(log), "summary")[0]
     assert summary["exit_status"] == 3 and summary["ended_during_probing"]
     partial = of(events(log), "probe")
@@ -171,33 +314,30 @@ def test_output_and_stdin_pass_through_untouched(tmp_path):
 
 
 @needs_two
-def test_stdout_metric_counts_the_programs_lines_and_passes_them_on(tmp_path):
-    busy, free = CPUS[-1], CPUS[0]
+def test_stdout_metric_counts_the_programs_lines_and_passes_them_on(spinner, tmp_path):
+    """spinner --ticks prints a line per chunk of work (flushed at once) and does 4 times the
+    work per line on the slow CPU: a quarter of the lines there at any load."""
+    slow, fast = CPUS[-1], CPUS[0]
     log = tmp_path / "autopin.jsonl"
     out = tmp_path / "out.txt"
-    # One line per unit of work: a shell loop doing fixed work between lines. pinlab's output goes
-    # to a file, so that the program, not a slow reader of a pipe, sets the pace of its lines.
-    script = "i=0; while [ $i -lt 4000000 ]; do j=0; while [ $j -lt 300 ]; do j=$((j+1)); done; echo tick $i; i=$((i+1)); done"
-    with CoRunners("cpu", 1, [busy]), out.open("w") as sink:
-        proc = subprocess.Popen([str(PINLAB), "autopin", "-c", f"{busy};{free}", *FAST, "--rounds", "auto", "--max-rounds", "4",
-                                 "--metric", "stdout:^tick", "--log", str(log), "--", "sh", "-c", script],
-                                stdout=sink, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
-            if log.exists() and '"event": "choice"' in log.read_text():
-                break
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=30)
+    watch, until = until_choice(tmp_path, log)
+    # pinlab's output goes to a file, so that the program, not a slow reader of a pipe, sets the
+    # pace of its lines.
+    with watch, out.open("w") as sink:
+        result = subprocess.run([str(PINLAB), "autopin", "-c", f"{slow};{fast}", *FAST, "--rounds", "auto", "--max-rounds", "4",
+                                 "--metric", "stdout:^tick", "--log", str(log), "--", spinner, "--threads", "1", "--ticks", "1",
+                                 "--slow-on", str(slow), *until], stdout=sink, stderr=subprocess.PIPE, text=True, timeout=150)
+    assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert of(log_events, "start")[0]["metric"] == "stdout:^tick"
     choice = of(log_events, "choice")[0]
-    assert choice["cpus"] == [free], stderr
-    # Every line the program wrote reached pinlab's output unchanged and in order (the last one may
-    # have been cut by the signal).
-    lines = out.read_text().split("\n")[:-1]
-    assert len(lines) > 100
-    assert lines == [f"tick {i}" for i in range(len(lines))]
+    assert choice["cpus"] == [fast], result.stderr
+    # Every line the program wrote reached pinlab's output unchanged and in order.
+    lines = out.read_text().split("\n")
+    assert lines[-1] == "" and lines[-2].startswith("spinner chunks=") and last_cpu(lines[-2]) == fast
+    ticks = lines[:-2]
+    assert len(ticks) > 100
+    assert ticks == [f"tick {i}" for i in range(len(ticks))]
 
 
 def test_the_python_api_refuses_what_the_command_refuses():
@@ -231,25 +371,41 @@ def test_stdout_metric_on_block_buffered_output_says_so_and_how_to_line_buffer(t
 
 @needs_two
 def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
-    busy, free = CPUS[-1], CPUS[0]
+    """SIGTERM (as `timeout` sends it), once autopin has chosen, ends the session as Ctrl-C does:
+    the program goes on where autopin put it, and ends when the test says so."""
+    slow, fast = CPUS[-1], CPUS[0]
     heartbeat = tmp_path / "hb"
     env = dict(os.environ, PINLAB_HEARTBEAT=str(heartbeat))
     log = tmp_path / "autopin.jsonl"
-    with CoRunners("cpu", 1, [busy]):
-        program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "9"], env=env, stdout=subprocess.PIPE, text=True)
-        # SIGTERM (as `timeout` sends it) ends the session as Ctrl-C does: the program goes on.
-        result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{busy};{free}", "-i", "0.2", "-w", "0.2", "-t", "1",
-                            "--log", str(log), env=env, prefix=["timeout", "--foreground", "--preserve-status", "-s", "TERM", "5"])
+    stop = tmp_path / "stop"
+    program = subprocess.Popen([spinner, "--threads", "1", "--slow-on", str(slow), "--until-file", str(stop), "--seconds", "100"],
+                               env=env, stdout=subprocess.PIPE, text=True)
+    autopin = None
+    try:
+        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{slow};{fast}", "-i", "0.2", "-w", "0.2", "-t", "1",
+                                    "--log", str(log)], env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and autopin.poll() is None and not (log.exists() and '"event": "choice"' in log.read_text()):
+            time.sleep(0.05)
+        autopin.send_signal(signal.SIGTERM)
+        _, err = autopin.communicate(timeout=60)
         assert program.poll() is None  # still running: autopin never ends it
         mask = os.sched_getaffinity(program.pid)
-        out, _ = program.communicate(timeout=30)
+        stop.touch()
+        out, _ = program.communicate(timeout=60)
+    finally:
+        stop.touch()
+        for process in (autopin, program):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
     assert program.returncode == 0
-    assert mask == {free}
-    assert last_cpu(out) == free
     log_events = events(log)
-    assert of(log_events, "choice")[0]["cpus"] == [free]
+    assert of(log_events, "choice")[0]["cpus"] == [fast], err
+    assert mask == {fast}
+    assert last_cpu(out) == fast
     assert of(log_events, "summary")[0]["interrupted"] is True
-    assert result.returncode == 0, result.stderr
+    assert autopin.returncode == 0, err
 
 
 def claimed(pid: int | None = None, timeout: float = 60) -> int:
@@ -415,22 +571,37 @@ def test_moving_a_running_programs_thread_data_with_pid_needs_what_only_a_start_
 
 @needs_two
 def test_attach_with_restore_gives_the_masks_back_on_ctrl_c(spinner, tmp_path):
+    """Ctrl-C while the first candidate (both threads on CPUS[0]) is probed, as the test sees the
+    masks (its 5 s window leaves time to see them at any load): --restore gives the masks back."""
     heartbeat = tmp_path / "hb"
     env = dict(os.environ, PINLAB_HEARTBEAT=str(heartbeat))
-    program = subprocess.Popen([spinner, "--threads", "2", "--seconds", "6"], env=env, stdout=subprocess.DEVNULL)
+    stop = tmp_path / "stop"
+    program = subprocess.Popen([spinner, "--threads", "2", "--until-file", str(stop), "--seconds", "100"], env=env, stdout=subprocess.DEVNULL)
+    autopin = None
     try:
-        time.sleep(0.2)
-        before = {int(tid): os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{program.pid}/task")}
+        tids: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(tids) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            tids = {int(tid) for tid in os.listdir(f"/proc/{program.pid}/task")}
+        before = {tid: os.sched_getaffinity(tid) for tid in tids}
+        assert all(mask != {CPUS[0]} for mask in before.values())
         autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
                                     "-i", "0.1", "-t", "5", "--restore", "-q"], env=env, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)  # probing the first candidate: both threads on CPUS[0]
-        during = {tid: os.sched_getaffinity(tid) for tid in before}
+        deadline = time.monotonic() + 60
+        while any(os.sched_getaffinity(tid) != {CPUS[0]} for tid in tids) and time.monotonic() < deadline and autopin.poll() is None:
+            time.sleep(0.05)
+        during = {tid: os.sched_getaffinity(tid) for tid in tids}
         autopin.send_signal(signal.SIGINT)
         _, err = autopin.communicate(timeout=30)
-        after = {tid: os.sched_getaffinity(tid) for tid in before}
+        after = {tid: os.sched_getaffinity(tid) for tid in tids}
         assert program.poll() is None
     finally:
+        stop.touch()
         program.wait(timeout=30)
+        if autopin is not None and autopin.poll() is None:
+            autopin.kill()
+            autopin.wait()
     assert autopin.returncode == 0, err
     assert all(mask == {CPUS[0]} for mask in during.values())
     assert after == before

@@ -10,17 +10,17 @@
  *   --until-file P   end as soon as file P exists (looked for every 50 ms); --seconds is then only
  *                    a cap. A test creates P once autopin has done what it checks, so that a
  *                    loaded machine, where autopin takes longer, cannot end the program first.
- *   --slow-after X   after X seconds each beat is 4 times the arithmetic: a new phase at a quarter
- *                    of the rate, whatever share of the CPU the thread gets
+ *   --slow-after X   after X seconds each beat is 16 times the arithmetic: a new phase at 1/16 of
+ *                    the rate, whatever share of the CPU the thread gets
  *   --slow-file P    the same slow phase, from when file P exists (looked for every 50 ms)
- *   --slow-on CPU    4 times the arithmetic per beat while on CPU: there a thread beats at a quarter
- *                    of the rate it has elsewhere, on a quiet machine or a busy one alike (a co-runner
+ *   --slow-on CPU    16 times the arithmetic per beat while on CPU: there a thread beats at 1/16 of
+ *                    the rate it has elsewhere, on a quiet machine or a busy one alike (a co-runner
  *                    cannot promise that on a busy machine: the kernel moves other work away from
  *                    the CPU it loads, and a thread pinned there gets as much as anywhere)
- *   --slow-shared 1  4 times the arithmetic per beat on a CPU another thread computed its last
- *                    chunk on: sharing a CPU costs 3/4 of the rate, at any load
- *   --idle-on CPU    on CPU, a thread sleeps 19 times as long as each chunk took: it uses at most
- *                    5% of the wall time there, less than even a CPU shared with 10 others gives
+ *   --slow-shared 1  16 times the arithmetic per beat on a CPU another thread computed its last
+ *                    chunk on: sharing a CPU costs 15/16 of the rate, at any load
+ *   --idle-on CPU    on CPU, a thread sleeps 99 times as long as each chunk took: it uses at most
+ *                    1% of the wall time there, less than even a CPU shared with 50 others gives
  *                    (what a CPU-time metric such as task-clock can tell apart at any load)
  *   --ticks 1        print "tick <n>" (line by line, flushed) after each chunk: a stdout metric
  *   --churn MS       the main thread also creates a short-lived extra thread every MS ms
@@ -80,13 +80,16 @@ static void look_for_files(double *next)
 }
 
 /* The CPU each long-lived thread last computed on (-1: none), for --slow-shared. */
+#define SLOWDOWN 16
+
 static atomic_int where[256];
 static atomic_int next_index;
 
-/* Four times the arithmetic per beat: in the slow phase, on the --slow-on CPU, or (--slow-shared) on
- * a CPU another thread of the program computed its last chunk on. The beat rate is a quarter for
- * the same share of the CPU, so that the difference does not depend on how busy the machine is
- * (and a factor of 4 outweighs other work that is pinned to one CPU and so cannot be moved). */
+/* SLOWDOWN times the arithmetic per beat: in the slow phase, on the --slow-on CPU, or
+ * (--slow-shared) on a CPU another thread of the program computed its last chunk on. The beat rate
+ * is 1/SLOWDOWN for the same share of the CPU, so that the difference does not depend on how busy
+ * the machine is; and a factor of 16 outweighs what other work pinned to one CPU (which the kernel
+ * cannot move away) takes from a thread there on a shared machine. */
 static int slowed(int index, int cpu)
 {
     if ((slow_after >= 0 && elapsed() > slow_after) || atomic_load(&slow_phase) || (slow_on >= 0 && cpu == slow_on))
@@ -115,7 +118,7 @@ static void *spin(void *arg)
         if (index >= 0 && index < 256)
             atomic_store(&where[index], cpu);
         if (slowed(index, cpu))
-            for (int i = 0; i < 3; i++)
+            for (int i = 1; i < SLOWDOWN; i++)
                 x = chunk(x);
         pinlab_beat(1);
         unsigned long done = atomic_fetch_add(&chunks, 1);
@@ -127,7 +130,7 @@ static void *spin(void *arg)
         }
         if (idle_on >= 0 && cpu == idle_on) {
             clock_gettime(CLOCK_MONOTONIC, &b);
-            long ns = 19 * ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec));
+            long ns = 99 * ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec));
             struct timespec pause = { ns / 1000000000L, ns % 1000000000L };
             nanosleep(&pause, NULL);
         }

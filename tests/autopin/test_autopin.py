@@ -395,7 +395,7 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
                                env=env, stdout=subprocess.PIPE, text=True)
     autopin = None
     try:
-        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{slow};{fast}", "-i", "0.2", "-w", "0.2", "-t", "1",
+        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{slow};{fast}", *SURE,
                                     "--metric", "heartbeat", "--log", str(log)], env=env, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and autopin.poll() is None and not (log.exists() and '"event": "choice"' in log.read_text()):

@@ -385,10 +385,10 @@ def _started(start):
               help="After a re-pin, move the program's pages to the new candidate's NUMA nodes (process), each thread's attached data "
                    "(libpinlab-mem) to its new node (attached), or the pages each thread mostly accessed (accessed: the page tracer runs alongside).")
 @click.option("--monitor", is_flag=True, help="After the choice keep measuring, and probe again when the rate drops for good.")
-@click.option("--threshold", type=float, default=10.0, show_default=True, help="With --monitor: a drop of more than this percent below the rate kept since the choice...")
-@click.option("--patience", type=int, default=3, show_default=True, help="...for this many intervals in a row starts a new search.")
+@click.option("--threshold", type=float, help="With --monitor: a drop of more than this percent below the rate kept since the choice...  [default: 10]")
+@click.option("--patience", type=int, help="...for this many intervals in a row starts a new search.  [default: 3]")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Write the events to FILE.jsonl (see pinlab autopin-report).")
-@click.option("--pid", type=int, help="Probe a program already running (never killed; Ctrl-C leaves it on the best pinning so far).")
+@click.option("--pid", type=int, help="Probe a program already running (never killed; Ctrl-C leaves it on the best pinning so far, on its own masks if none was measured).")
 @click.option("--restore", is_flag=True, help="With --pid: on Ctrl-C give the threads their masks back.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)

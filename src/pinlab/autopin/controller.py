@@ -70,7 +70,8 @@ class Autopin:
         if not candidates:
             raise ValueError("autopin needs at least one candidate")
         self.options, self.candidates, self.mode, self.argv = options, list(candidates), mode, list(argv or [])
-        self.metric_factory, self.live_plan, self.topology_name, self.say, self.clock = metric_factory, live_plan, topology_name, say, clock
+        self.metric_factory, self.live_plan, self.topology_name, self.clock = metric_factory, live_plan, topology_name, clock
+        self.say = _unfailing(say)
         self.metric: Any = None
         self.pid: int | None = None
         self.t0 = clock()
@@ -86,6 +87,8 @@ class Autopin:
         self.window: Window | None = None
         self.original_masks: dict[int, frozenset[int]] = {}
         self.finished = False
+        self.initialised = False  # the -i seconds are over
+        self._start_logged = False
         self._node_of: dict[int, int] | None = None
         self.attachments: Any = None  # where the program publishes its attached regions (--migrate-pages attached)
         self.tracker: Any = None  # the page tracer's live counts (--migrate-pages accessed; pinlab.memory.accessed)
@@ -108,7 +111,10 @@ class Autopin:
         self._stats_import.start()
         self.current = 0 if self.mode == "launch" else None
         if self.options.log:
-            self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
+            try:
+                self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
+            except OSError as exc:
+                self._drop_log(exc)
         self._events_path = events
         self._steps = self._procedure()
         self.step()  # runs to the first yield: the wait for the initialisation
@@ -128,6 +134,8 @@ class Autopin:
             self.stop()
         except Exception as exc:  # noqa: BLE001 - autopin failing must never cost the program its run
             self.say(f"stopped probing: {exc}; the program goes on where it is")
+            if not self._start_logged:  # failed before the metric was chosen: the log still begins with what ran
+                self._start_event()
             self._event("error", text=str(exc), error=type(exc).__name__)
             self.stop()
 
@@ -143,19 +151,28 @@ class Autopin:
         if self.mode == "attach":
             self.original_masks = {t.tid: t.mask for t in self._threads()}
         yield self.t0 + opts.init_seconds
+        self.initialised = True
         self.metric = self.metric_factory(self.pid)
         self.say(self.metric.notice)
-        self._event("start", version=1, mode=self.mode, argv=self.argv or None, pid=self.pid, threads=len(self.candidates[0].cpus),
-                    metric=self.metric.name, metric_unit=self.metric.unit, metric_notice=self.metric.notice, topology=self.topology_name,
-                    params={"init": opts.init_seconds, "warmup": opts.warmup_seconds, "interval": opts.interval, "windows": opts.windows,
-                            "rounds": opts.rounds, "max_rounds": opts.max_rounds, "alpha": opts.alpha, "tolerance": opts.tolerance,
-                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.threshold, "patience": opts.patience},
-                    candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)])
+        self._start_event()
         while True:
             judgement = yield from self._search()
             if self._choose(judgement):
                 yield self.clock() + opts.warmup_seconds  # moved to the choice: warm up before measuring it
             yield from self._keep()
+
+    def _start_event(self, **fields: Any) -> None:
+        """What runs and how; after the initialisation, when the metric is chosen (without one when
+        the run ended before)."""
+        opts = self.options
+        self._start_logged = True
+        metric = {"metric": self.metric.name, "metric_unit": self.metric.unit, "metric_notice": self.metric.notice} if self.metric else {}
+        self._event("start", version=1, mode=self.mode, argv=self.argv or None, pid=self.pid, threads=len(self.candidates[0].cpus),
+                    **metric, topology=self.topology_name,
+                    params={"init": opts.init_seconds, "warmup": opts.warmup_seconds, "interval": opts.interval, "windows": opts.windows,
+                            "rounds": opts.rounds, "max_rounds": opts.max_rounds, "alpha": opts.alpha, "tolerance": opts.tolerance,
+                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.monitor_threshold, "patience": opts.monitor_patience},
+                    candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)], **fields)
 
     def _search(self) -> Iterator[float]:
         """Probe the candidates (rounds as asked) and return the judgement."""
@@ -176,7 +193,8 @@ class Autopin:
             while len(self.candidates) > 1 and self._stats_import is not None and self._stats_import.is_alive():
                 yield self.clock() + 0.02  # scipy still loading: keep the wait loop going meanwhile
             looks = opts.round_limit if opts.adaptive else 1
-            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance, looks=looks)
+            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance, looks=looks,
+                              no_work_why=self.metric.nothing_seen())
             if len(self.candidates) == 1:
                 break
             if opts.adaptive:
@@ -258,7 +276,7 @@ class Autopin:
 
         opts = self.options
         low = 0
-        recent: deque[float] = deque(maxlen=opts.patience)  # the last intervals' rates, for a lasting rise
+        recent: deque[float] = deque(maxlen=opts.monitor_patience)  # the last intervals' rates, for a lasting rise
         while True:
             before, _ = self._reading()
             start = self.clock()
@@ -274,9 +292,9 @@ class Autopin:
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
             if not opts.monitor or not math.isfinite(rate):
                 continue
-            low = low + 1 if rate < self.reference * (1 - opts.threshold / 100) else 0
-            if low >= opts.patience:
-                why = (f"the rate stayed more than {opts.threshold:g}% below the rate kept since the choice for {low} intervals "
+            low = low + 1 if rate < self.reference * (1 - opts.monitor_threshold / 100) else 0
+            if low >= opts.monitor_patience:
+                why = (f"the rate stayed more than {opts.monitor_threshold:g}% below the rate kept since the choice for {low} intervals "
                        f"({_number(rate)} against {_number(self.reference)} {self.metric.unit}/s per thread): a new phase")
                 self._event("reprobe", why=why, rate=rate, reference=self.reference, intervals=low)
                 self.say(f"re-probing: {why}")
@@ -445,7 +463,18 @@ class Autopin:
 
     def finish(self, exit_status: int | None = None, signal: int | None = None, interrupted: bool = False, restored: bool = False) -> dict[str, Any]:
         """The program ended (or autopin was stopped): log what was measured and the summary."""
-        ended_during_probing = self.probing or self.metric is None
+        ended_during_init = not self.initialised and self.pid is not None
+        if not self._start_logged:
+            # Nothing measured: the start event was never written; the summary needs it before it.
+            self._start_event(t=0.0)
+        if ended_during_init:
+            wall, init = self.clock() - self.t0, self.options.init_seconds
+            if interrupted:
+                self.say(f"stopped after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured")
+            else:
+                self.say(f"the program ended after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured; "
+                         f"give a shorter -i for a program this short")
+        ended_during_probing = self.probing
         if self.window is not None and self.metric is not None:
             self._finish_window(self.window, partial=True)
             self.window = None
@@ -455,12 +484,15 @@ class Autopin:
             final = {"candidate": self.current, "name": cand.name, "cpus": list(cand.cpus)}
         summary = {"exit_status": exit_status, "signal": signal, "wall_seconds": round(self.clock() - self.t0, 6),
                    "probing_seconds": round(self.probing_seconds + (self.clock() - self._search_began if self.probing else 0.0), 6),
-                   "choices": len(self.choices), "final": final, "ended_during_probing": ended_during_probing,
+                   "choices": len(self.choices), "final": final, "ended_during_init": ended_during_init, "ended_during_probing": ended_during_probing,
                    "interrupted": interrupted, "restored": restored}
         self._event("summary", **summary)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except OSError as exc:  # the summary still in the buffer when the disk filled
+                self._drop_log(exc)
         if self.metric is not None:
             self.metric.close()
         self.finished = True
@@ -474,7 +506,22 @@ class Autopin:
     def _event(self, kind: str, **fields: Any) -> None:
         if self._log is None:
             return
-        self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False) + "\n")
+        try:
+            self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False) + "\n")
+        except OSError as exc:
+            self._drop_log(exc)
+
+    def _drop_log(self, exc: OSError) -> None:
+        """The log cannot be written (a full disk): stop logging and say so; the probing and the
+        program go on, and the events written so far stay in the file."""
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except OSError:
+                pass  # the line that did not fit: what close() tries to write once more
+        self.say(f"cannot write the log {self.options.log}: {exc.strerror or exc}; logging stopped there, "
+                 "the events before it are in the file, and the program goes on")
 
     def _label(self, candidate: int | None) -> str:
         if candidate is None:
@@ -482,6 +529,17 @@ class Autopin:
         cand = self.candidates[candidate]
         cpus = ",".join(map(str, cand.cpus))
         return cand.name if cand.name == f"CPUs {cpus}" else f"{cand.name} (CPUs {cpus})"
+
+
+def _unfailing(say: Say) -> Say:
+    """``say``, except that a progress line that cannot be written (stderr on a full disk, a closed
+    terminal) is dropped: it must not stop the probing, let alone the program."""
+    def said(line: str) -> None:
+        try:
+            say(line)
+        except OSError:
+            pass
+    return said
 
 
 def _finite(value: Any) -> Any:

@@ -89,15 +89,21 @@ def smallest_p(n: int) -> float:
 
 
 def judge(samples: Mapping[int, Sequence[float]], names: Mapping[int, str], alpha: float = 0.05, tolerance: float = 0.01,
-          looks: int = 1) -> Judgement:
-    """The best candidate and how sure that is, from each candidate's sub-window rates."""
+          looks: int = 1, no_work_why: str | None = None) -> Judgement:
+    """The best candidate and how sure that is, from each candidate's sub-window rates.
+
+    ``no_work_why``: what the metric knows of why it saw no work (a rate of 0), for the verdict.
+    """
     measured = {c: list(v) for c, v in samples.items() if v}
     if not measured:
         raise ValueError("no candidate was measured")
     ranked = sorted(measured, key=lambda c: (-_mean(measured[c]), c))
     best = ranked[0]
     if len(ranked) == 1:
-        return Judgement(best, None, None, None, False, verdict=f"{names[best]} is the only candidate measured: nothing to compare it with")
+        verdict = f"{names[best]} is the only candidate measured: nothing to compare it with"
+        if no_work_why and _mean(measured[best]) == 0:
+            verdict += f"; no work was measured: {no_work_why}"
+        return Judgement(best, None, None, None, False, verdict=verdict)
     from pinlab.stats import FASTER, compare
 
     factor = correction(len(samples), looks)
@@ -116,15 +122,15 @@ def judge(samples: Mapping[int, Sequence[float]], names: Mapping[int, str], alph
             best_mean, other_mean = _mean(measured[best]), _mean(measured[other])
             result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
             result.decided = comparison.verdict == FASTER
-    result.verdict = _sentence(result, names, tolerance, no_work=_mean(measured[best]) == 0)
+    result.verdict = _sentence(result, names, tolerance, no_work=_mean(measured[best]) == 0, no_work_why=no_work_why)
     return result
 
 
-def _sentence(j: Judgement, names: Mapping[int, str], tolerance: float, no_work: bool = False) -> str:
+def _sentence(j: Judgement, names: Mapping[int, str], tolerance: float, no_work: bool = False, no_work_why: str | None = None) -> str:
     best, other = names[j.best], names[j.runner_up]
     if no_work:
-        return (f"no work was measured on any candidate (a rate of 0: is the work done by threads autopin does not see, "
-                f"such as a child process's?): nothing tells {best} from {other}; keeping {best}")
+        why = no_work_why or "is the work done by threads autopin does not see, such as a child process's?"
+        return f"no work was measured on any candidate (a rate of 0: {why}): nothing tells {best} from {other}; keeping {best}"
     p = "p unknown" if j.p_value is None else f"p = {j.p_value:.2g}"
     effect = "an unbounded margin" if j.effect is None or math.isinf(j.effect) else f"{j.effect:.1%}"
     if j.decided:

@@ -45,5 +45,7 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
 ``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds`` (searches,
             warm-ups included),
             ``choices`` (how many), ``final`` (``{"candidate", "name", "cpus"}`` or null),
-            ``ended_during_probing``, ``interrupted``, ``restored`` (``--pid`` with ``--restore``).
+            ``ended_during_init`` (nothing measured: the run ended before ``-i`` was over; the
+            ``start`` event before it, at ``t`` 0, then has no ``metric``), ``ended_during_probing``,
+            ``interrupted``, ``restored`` (``--pid`` with ``--restore``, or nothing measured).
 """

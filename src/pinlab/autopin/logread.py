@@ -175,6 +175,7 @@ class Summary:
     interrupted: bool
     restored: bool
     extra: dict[str, Any] = field(default_factory=dict)
+    ended_during_init: bool = False
 
 
 @dataclass(frozen=True)
@@ -408,7 +409,7 @@ def _summary(f: _Fields, line: int, start: Start) -> Summary:
     return Summary(line=line, t=f.number("t", required=True), exit_status=f.integer("exit_status"), signal=f.integer("signal"),
                    wall_seconds=f.number("wall_seconds"), probing_seconds=f.number("probing_seconds"), choices=f.integer("choices"),
                    final=final, ended_during_probing=bool(f.flag("ended_during_probing")), interrupted=bool(f.flag("interrupted")),
-                   restored=bool(f.flag("restored")), extra=f.extra())
+                   restored=bool(f.flag("restored")), ended_during_init=bool(f.flag("ended_during_init")), extra=f.extra())
 
 
 _READERS = {"probe": _probe, "choice": _choice, "rate": _rate, "reprobe": _reprobe, "migrate": _migrate, "summary": _summary}

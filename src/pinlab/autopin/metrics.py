@@ -59,6 +59,10 @@ class Metric:
     def read(self, tids: list[int]) -> Reading:
         raise NotImplementedError
 
+    def nothing_seen(self) -> str | None:
+        """Why this metric may have counted nothing so far, when it can tell (None: it cannot)."""
+        return None
+
     def close(self) -> None:
         """Release what the metric holds (counters, files); reading after it is not allowed."""
 
@@ -211,6 +215,8 @@ class StdoutMetric(Metric):
         self.name = f"stdout:{pattern}"
         self.notice = notice or f"metric: lines of the program's output matching {pattern!r} (program-wide)"
         self.count = 0
+        self.lines = 0  # complete lines read, matching or not
+        self.bytes = 0
         self._thread: threading.Thread | None = None
 
     def tee(self, read_fd: int, write_fd: int) -> threading.Thread:
@@ -229,6 +235,7 @@ class StdoutMetric(Metric):
                 data = os.read(read_fd, 65536)
                 if not data:
                     break
+                self.bytes += len(data)
                 if writing:
                     writing = _write_all(write_fd, data)
                 *lines, pending = (pending + data).split(b"\n")
@@ -241,7 +248,19 @@ class StdoutMetric(Metric):
 
     def _count(self, lines: list[bytes]) -> None:
         search = self.regex.search
+        self.lines += len(lines)
         self.count += sum(1 for line in lines if search(line[:_LINE_LIMIT].decode("utf-8", "replace")))
+
+    def nothing_seen(self) -> str | None:
+        if self.count:
+            return None
+        if not self.bytes:
+            return ("no output has come from the program yet: its output is a pipe here, which C stdio and Python fill in blocks "
+                    "of 4-8 KiB before writing; make it write each line as it is done: stdbuf -oL PROGRAM (C stdio), "
+                    "PYTHONUNBUFFERED=1 or python3 -u (Python), fflush(stdout) after each line")
+        if not self.lines:
+            return f"{self.bytes} bytes of output came without a line end: the program's lines must end with a newline"
+        return f"{self.lines} lines of output came, none matching {self.regex.pattern!r}: check the regular expression"
 
     def read(self, tids: list[int]) -> Reading:
         return Reading(time.monotonic(), None, float(self.count))

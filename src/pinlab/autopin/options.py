@@ -11,6 +11,8 @@ from pinlab.errors import UsageError
 DEFAULT_INTERVAL = 30.0
 MIGRATE_MODES = ("off", "process", "attached", "accessed")
 MAX_SECONDS = 7 * 24 * 3600.0
+DEFAULT_THRESHOLD = 10.0  # percent, with --monitor
+DEFAULT_PATIENCE = 3  # intervals, with --monitor
 
 
 @dataclass
@@ -39,8 +41,8 @@ class AutopinOptions:
     tolerance: float = 0.01
     migrate_pages: str = "off"
     monitor: bool = False
-    threshold: float = 10.0  # percent
-    patience: int = 3  # intervals below the threshold before a re-probe
+    threshold: float | None = None  # percent (with monitor; DEFAULT_THRESHOLD when not given)
+    patience: int | None = None  # intervals below the threshold before a re-probe (with monitor; DEFAULT_PATIENCE)
     log: str | None = None
     restore: bool = False
 
@@ -54,6 +56,14 @@ class AutopinOptions:
     @property
     def init_seconds(self) -> float:
         return self.warmup_seconds if self.init is None else self.init
+
+    @property
+    def monitor_threshold(self) -> float:
+        return DEFAULT_THRESHOLD if self.threshold is None else self.threshold
+
+    @property
+    def monitor_patience(self) -> int:
+        return DEFAULT_PATIENCE if self.patience is None else self.patience
 
     @property
     def adaptive(self) -> bool:
@@ -89,9 +99,19 @@ class AutopinOptions:
             raise UsageError(f"--tolerance must be a fraction between 0 and 1, e.g. 0.01 for 1% (got {self.tolerance})")
         if self.migrate_pages not in MIGRATE_MODES:
             raise UsageError(f"unknown --migrate-pages {self.migrate_pages!r}: use off, process, attached or accessed")
-        if not 0 < self.threshold < 100:
+        if self.metric is not None:
+            if not self.metric.strip():
+                raise UsageError("--metric is empty: name a metric (instructions, cycles, heartbeat, stdout:REGEX, task-clock or a perf "
+                                 "event; pinlab autopin --list-metrics), or leave --metric out for the best one available")
+            if self.metric.strip().startswith("stdout:") and not self.metric.strip()[len("stdout:"):]:
+                raise UsageError("--metric stdout: needs a regular expression after 'stdout:', the lines that mark a unit of work "
+                                 "(e.g. stdout:^iteration)")
+        for name, value in (("--threshold", self.threshold), ("--patience", self.patience)):
+            if value is not None and not self.monitor:
+                raise UsageError(f"{name} applies to --monitor (a re-probe when the rate drops after the choice): add --monitor, or leave {name} out")
+        if not 0 < self.monitor_threshold < 100:
             raise UsageError(f"--threshold must be a percentage between 0 and 100 (got {self.threshold})")
-        if not 1 <= self.patience <= 1000:
+        if not 1 <= self.monitor_patience <= 1000:
             raise UsageError(f"--patience must be between 1 and 1000 intervals (got {self.patience})")
         if not 1 <= self.max_candidates <= 1000:
             raise UsageError(f"--max-candidates must be between 1 and 1000 (got {self.max_candidates})")

@@ -104,12 +104,25 @@ class _Launched(Autopin):
     """autopin in launch mode: also closes pinlab's copy of the stdout pipe once the program has it."""
 
     pipe_write_end: int | None = None
+    held: Any = None  # the claim on the program (pinlab.autopin.claim)
 
     def started(self, pid: int, events: str | None = None) -> None:
+        from pinlab.autopin.claim import claim
+
         if self.pipe_write_end is not None:
             os.close(self.pipe_write_end)
             self.pipe_write_end = None
+        try:
+            self.held = claim(pid)
+        except UsageError as exc:  # another autopin attached in the instant since the start
+            self.say(f"{exc}; this one leaves the program alone")
+            return
         super().started(pid, events)
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.release()
+            self.held = None
 
 
 def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: Any = None, say: Say = _stderr,
@@ -151,7 +164,7 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
         return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
 
     live_plan = LivePlan(list(candidates[0].cpus), directory)
-    table = tracker = None
+    table = tracker = controller = None
     try:
         env["PINLAB_LIVE_PLAN"] = live_plan.path
         if options.migrate_pages == "attached":
@@ -193,6 +206,8 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
         summary = controller.finish(exit_status=record.exit_status, signal=record.signal, interrupted=bool(record.interrupted))
         return Outcome(record.exit_status, summary, record)
     finally:
+        if controller is not None:
+            controller.release()
         live_plan.close()
         if table is not None:
             table.close()
@@ -207,9 +222,10 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     """Probe the candidates on a program already running; never kill it.
 
     On Ctrl-C (KeyboardInterrupt) the workers stay on the best candidate measured so far, or get
-    their masks back with ``options.restore``. ``stop`` (tests) ends the session when it returns True.
+    their masks back with ``options.restore`` or when no candidate was measured yet. ``stop`` (tests) ends the session when it returns True.
     """
     from pinlab import live
+    from pinlab.autopin.claim import claim
     from pinlab.autopin.metrics import choose_metric
 
     check_log(options.log)
@@ -250,36 +266,41 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
             raise UsageError(f"--migrate-pages attached reads the data a program attached to its threads, which only a program started "
                              f"with PINLAB_MEM_ATTACH publishes (pinlab autopin or pinlab run --balance start it so); process {pid} was not: "
                              "use --migrate-pages process")
-    controller = Autopin(options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say)
-    controller.attachments = attachments
-    # Ctrl-C, and the SIGTERM or SIGHUP of `timeout` or a closed terminal, all end the session the
-    # same way: the program keeps running, on the best candidate so far (or its own masks).
-    def _interrupt(signum, frame):
-        for repeated in previous:  # once is enough: a repeat (timeout signals the group too) must not cut the leaving short
-            signals.signal(repeated, signals.SIG_IGN)
-        raise KeyboardInterrupt
-    previous = {s: signals.signal(s, _interrupt) for s in (signals.SIGTERM, signals.SIGHUP)}
-    interrupted = restored = False
+    # Claimed before any thread is touched, and held to the end: a second autopin on the program is refused.
+    held = claim(pid)
     try:
-        controller.started(pid)
-        while live.alive(pid) and not (stop and stop()):
-            wait = controller.wake_at() - time.monotonic()
-            if wait > 0:
-                time.sleep(min(wait, 0.2))
-                continue
-            controller.step()
-    except KeyboardInterrupt:
-        interrupted = True
-    try:
-        if interrupted or (stop and stop()):
-            restored = _leave(controller, pid, options.restore, say)
-    except KeyboardInterrupt:
-        interrupted = True
-    try:
-        return Outcome(None, controller.finish(interrupted=interrupted, restored=restored))  # the program's status is its parent's to see
+        controller = Autopin(options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say)
+        controller.attachments = attachments
+        # Ctrl-C, and the SIGTERM or SIGHUP of `timeout` or a closed terminal, all end the session the
+        # same way: the program keeps running, on the best candidate so far (or its own masks).
+        def _interrupt(signum, frame):
+            for repeated in previous:  # once is enough: a repeat (timeout signals the group too) must not cut the leaving short
+                signals.signal(repeated, signals.SIG_IGN)
+            raise KeyboardInterrupt
+        previous = {s: signals.signal(s, _interrupt) for s in (signals.SIGTERM, signals.SIGHUP)}
+        interrupted = restored = False
+        try:
+            controller.started(pid)
+            while live.alive(pid) and not (stop and stop()):
+                wait = controller.wake_at() - time.monotonic()
+                if wait > 0:
+                    time.sleep(min(wait, 0.2))
+                    continue
+                controller.step()
+        except KeyboardInterrupt:
+            interrupted = True
+        try:
+            if interrupted or (stop and stop()):
+                restored = _leave(controller, pid, options.restore, say)
+        except KeyboardInterrupt:
+            interrupted = True
+        try:
+            return Outcome(None, controller.finish(interrupted=interrupted, restored=restored))  # the program's status is its parent's to see
+        finally:
+            for signum, handler in previous.items():
+                signals.signal(signum, handler)
     finally:
-        for signum, handler in previous.items():
-            signals.signal(signum, handler)
+        held.release()
 
 
 def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
@@ -288,13 +309,17 @@ def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
 
     if not live.alive(pid):
         return False
-    if restore:
+    # Stopped before any candidate was measured: the one being probed is no better known than the
+    # program's own masks (and may crowd its threads onto one CPU), so they get those back.
+    unmeasured = controller.best_so_far is None and controller.current is not None
+    if restore or unmeasured:
         # Threads that were there get their own masks back; threads created since get the mask
         # the main thread had (what they would have inherited).
         default = controller.original_masks.get(pid)
         masks = {t.tid: controller.original_masks.get(t.tid, default) for t in live.process_threads(pid)}
         done = live.pin_threads({tid: mask for tid, mask in masks.items() if mask}, pid=pid)
-        say(f"restored the masks of {sum(done.values())} threads")
+        why = "" if restore else " (no candidate was measured yet)"
+        say(f"restored the masks of {sum(done.values())} threads{why}")
         controller.current = None
         return True
     # Re-pin even when the best is the current one: a stop in the middle of a re-pin may have

@@ -254,6 +254,10 @@ def run_summary(log: AutopinLog) -> list[str]:
         else:
             ended = "The run ended"
         ended += f" after {seconds(wall)}" if wall is not None else ""
+        if s.ended_during_init:
+            init = log.start.params.get("init")
+            given = f" (-i {init:g} s)" if isinstance(init, (int, float)) and not isinstance(init, bool) else ""
+            ended += f", during the initialisation{given}: nothing was measured"
         if s.ended_during_probing:
             ended += ", during probing: the search was not finished"
         if s.interrupted:

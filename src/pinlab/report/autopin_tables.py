@@ -45,7 +45,10 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
     start = log.start
     console.print(f"[bold]autopin log {escape(log.path)}[/]: {escape(what_ran(log))}")
     notice = f": {escape(start.metric_notice)}" if start.metric_notice else ""
-    console.print(f"Metric {escape(start.metric)}, rates in {escape(rate_unit(log))}{notice}")
+    if log.summary is not None and log.summary.ended_during_init:
+        console.print("Metric none: the run ended during the initialisation, before autopin chose one")
+    else:
+        console.print(f"Metric {escape(start.metric)}, rates in {escape(rate_unit(log))}{notice}")
     params = parameters(log)
     if params:
         console.print("Parameters: " + escape(", ".join(f"{k} {v}" for k, v in params)))

@@ -27,33 +27,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import sys
+
 import numpy as np
 
 from pinlab.graph.mapping import choose_units, map_threads, unit_tree
 from pinlab.topology import load_topology
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for the tests' graph
+from tests.graph.graph_support import groups_and_stencil  # noqa: E402  (also the mapping tests' graph)
+
 STRATEGIES = ("lpgp", "gplp", "gp", "treematch")
 CASES = [("epyc-7763-2s", 128, False), ("epyc-7763-2s", 256, True),
          ("synthetic:pack:4 [numa] l3:4 core:32 pu:1", 512, False), ("synthetic:pack:8 [numa] l3:4 core:32 pu:1", 1024, False)]
-
-
-def structured_graph(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    w = np.zeros((n, n))
-    for size, weight in ((8, 60.0), (32, 15.0)):
-        labels = np.arange(n) // size
-        w[labels[:, None] == labels[None, :]] += weight
-    side = int(np.sqrt(n))
-    for i in range(n):
-        r, c = divmod(i, side)
-        for j in (i + 1 if c + 1 < side else -1, i + side if r + 1 < side else -1):
-            if 0 <= j < n:
-                w[i, j] += 10.0
-    w += (rng.random((n, n)) < 0.02) * rng.random((n, n)) * 5.0
-    w = w + w.T
-    np.fill_diagonal(w, 0)
-    perm = rng.permutation(n)
-    return w[np.ix_(perm, perm)]
 
 
 def skewed_graph(n: int, seed: int) -> np.ndarray:
@@ -65,7 +51,7 @@ def skewed_graph(n: int, seed: int) -> np.ndarray:
     return w
 
 
-FAMILIES = {"structured": structured_graph, "skewed": skewed_graph}
+FAMILIES = {"structured": groups_and_stencil, "skewed": skewed_graph}
 
 
 def tree_levels(topo, cpus: list[int]) -> np.ndarray:

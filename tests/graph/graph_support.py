@@ -71,3 +71,26 @@ def exhaustive_optimum(topo, w, cpus) -> float:
         costs = (d[chunk[:, :, None], chunk[:, None, :]] * w).sum(axis=(1, 2)) / 2
         best = min(best, float(costs.min()))
     return best
+
+
+def groups_and_stencil(n: int, seed: int):
+    """A dense graph with structure at several sizes, none of it the machine's: groups of 8 and of
+    32 threads sharing inside, a 2-D stencil, 2% noise, threads shuffled (also bench/bench_quality.py's)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    w = np.zeros((n, n))
+    for size, weight in ((8, 60.0), (32, 15.0)):
+        labels = np.arange(n) // size
+        w[labels[:, None] == labels[None, :]] += weight
+    side = int(np.sqrt(n))
+    for i in range(n):
+        r, c = divmod(i, side)
+        for j in (i + 1 if c + 1 < side else -1, i + side if r + 1 < side else -1):
+            if 0 <= j < n:
+                w[i, j] += 10.0
+    w += (rng.random((n, n)) < 0.02) * rng.random((n, n)) * 5.0
+    w = w + w.T
+    np.fill_diagonal(w, 0)
+    perm = rng.permutation(n)
+    return w[np.ix_(perm, perm)]

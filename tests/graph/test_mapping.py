@@ -14,6 +14,7 @@ from pinlab.placement import make_placement
 from pinlab.placement.cost import placement_cost
 from pinlab.placement.strategies import GRAPH_STRATEGIES
 from pinlab.topology.sources import load_preset, load_topology, preset_names
+from tests.graph.graph_support import exhaustive_optimum, groups_and_stencil, independent_cost
 
 PRESETS = preset_names()
 
@@ -281,7 +282,6 @@ def test_random_8_stage_pipelines_on_two_4_core_sockets_reach_the_exhaustive_opt
     """nehalem-ep: 2 packages of 4 cores, one L3 each: the level above the cores has arity 4. The
     best placement cuts the pipeline once between the sockets; the cost counts tree levels to the
     lowest common ancestor (tests.graph.graph_support), the optimum is over all 8! placements."""
-    from tests.graph.graph_support import exhaustive_optimum, independent_cost
 
     topo = load_preset("nehalem-ep")
     cpus = sorted(topo.allowed_cpus)
@@ -298,7 +298,6 @@ def test_random_8_stage_pipelines_on_two_4_core_sockets_reach_the_exhaustive_opt
 
 def test_random_graphs_on_arity_4_levels_reach_the_exhaustive_optimum():
     """Random dense and sparse graphs of 8 threads on two sockets of 4 cores, one L3 each."""
-    from tests.graph.graph_support import exhaustive_optimum, independent_cost
 
     topo = load_topology("synthetic:pack:2 l3:1 core:4 pu:1")
     cpus = sorted(topo.allowed_cpus)
@@ -330,7 +329,6 @@ def _cliques(sizes, seed):
 def test_a_clique_of_8_and_one_of_4_on_8_core_sockets_are_not_split(strategy, domains):
     """12 threads need two of x7560-4x8's 8-core sockets; dividing them 6 + 6 by capacity splits the
     clique of 8. Each clique must sit in one socket, at the cost of the ideal placement."""
-    from tests.graph.graph_support import independent_cost
 
     topo = load_preset("x7560-4x8")
     sockets = [sorted(p.cpus & topo.allowed_cpus) for p in topo.packages]
@@ -420,27 +418,6 @@ def _planted_hierarchy(topo, units, weights_by_kind, seed):
     return w, planted
 
 
-def _groups_and_stencil(n, seed):
-    """Groups of 8 and of 32 threads sharing inside, a 2-D stencil, 2% noise; threads shuffled
-    (the graph of bench/bench_quality.py): structure at several sizes, none of it the machine's."""
-    rng = np.random.default_rng(seed)
-    w = np.zeros((n, n))
-    for size, weight in ((8, 60.0), (32, 15.0)):
-        labels = np.arange(n) // size
-        w[labels[:, None] == labels[None, :]] += weight
-    side = int(np.sqrt(n))
-    for i in range(n):
-        r, c = divmod(i, side)
-        for j in (i + 1 if c + 1 < side else -1, i + side if r + 1 < side else -1):
-            if 0 <= j < n:
-                w[i, j] += 10.0
-    w += (rng.random((n, n)) < 0.02) * rng.random((n, n)) * 5.0
-    w = w + w.T
-    np.fill_diagonal(w, 0)
-    perm = rng.permutation(n)
-    return w[np.ix_(perm, perm)]
-
-
 @pytest.mark.parametrize("source, n, smt", [("epyc-7763-2s", 128, False), ("epyc-7763-2s", 256, True),
                                             ("synthetic:pack:4 [numa] l3:4 core:32 pu:1", 512, False)])
 def test_levels_inside_a_socket_count_on_large_machines(source, n, smt):
@@ -448,10 +425,9 @@ def test_levels_inside_a_socket_count_on_large_machines(source, n, smt):
     pairs on pair slots in order there and gp threads in order, blind to epyc's L3s and NUMA
     quadrants: 1.30 x the best cost found on 256 PUs. Every strategy within 5% of the best one,
     and of the planted placement where there is one, by an independent cost."""
-    from tests.graph.graph_support import independent_cost
 
     topo = load_preset(source) if ":" not in source else load_topology(source)
-    graphs = [_groups_and_stencil(n, 0)]
+    graphs = [groups_and_stencil(n, 0)]
     units = choose_units(topo, n, smt=smt)
     planted = _planted_hierarchy(topo, units, {"L3": 10.0, "NUMANode": 3.0, "Package": 1.0}, seed=7)
     graphs.append(planted[0])

@@ -16,6 +16,8 @@ import os
 import re
 import time
 
+from pinlab.measure.linux import process_alive
+
 #: The kinds of shared file, as they appear in the names.
 KINDS = ("events", "plan", "heartbeat", "attach")
 _NAME = re.compile(r"pinlab-(?:%s)-([0-9]+)-[0-9]+-[0-9]+\.bin" % "|".join(KINDS))
@@ -66,21 +68,6 @@ def release(path: str | None) -> None:
         os.close(fd)
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie, killed and not yet reaped, is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # someone else's process
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def sweep(directory: str) -> list[str]:
     """Remove the shared files in ``directory`` left by pinlabs that have died; returns their paths.
 
@@ -94,7 +81,7 @@ def sweep(directory: str) -> list[str]:
         return removed
     for name in names:
         match = _NAME.fullmatch(name)
-        if match is None or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+        if match is None or int(match.group(1)) == os.getpid() or process_alive(int(match.group(1))):
             continue
         path = os.path.join(directory, name)
         try:

@@ -119,3 +119,18 @@ def thp_mode() -> str | None:
         return None
     m = re.search(r"\[(\w+)\]", text)
     return m.group(1) if m else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, killed and not yet reaped, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False

@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from pinlab.measure.linux import process_alive
+
 SETTING = Path("/proc/sys/kernel/numa_balancing")
 
 #: What each value of the setting means (kernel.numa_balancing is a bit mask since Linux 5.18:
@@ -46,16 +48,6 @@ def holders_file(setting: Path = SETTING) -> Path:
     return directory / "pinlab-numa-balancing.json"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def _holders(path: Path) -> Iterator[dict]:
     """The holders' file, read and locked for the block; what the block leaves in the dict is
@@ -71,7 +63,7 @@ def _holders(path: Path) -> Iterator[dict]:
             data = json.loads(f.read() or "{}")
         except ValueError:
             data = {}
-        data["pids"] = [p for p in data.get("pids", []) if isinstance(p, int) and _alive(p)]
+        data["pids"] = [p for p in data.get("pids", []) if isinstance(p, int) and process_alive(p)]
         yield data
         if data["pids"]:
             f.seek(0)

@@ -8,7 +8,7 @@ import pytest
 
 from pinlab.errors import UsageError
 from pinlab.graph import model
-from pinlab.graph.model import AffinityGraph, load_graph, peek_threads
+from pinlab.graph.model import load_graph, peek_threads
 from tests.conftest import run_pinlab
 from tests.graph.graph_support import planted_graph
 

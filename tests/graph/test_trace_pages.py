@@ -5,7 +5,6 @@ import os
 import shutil
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -24,10 +24,8 @@ In it (tests/memory/touch_check.c, and pinlab's commands):
 from __future__ import annotations
 
 import errno
-import json
 import re
 import shlex
-import subprocess
 
 import pytest
 

@@ -52,7 +52,7 @@ from typing import Sequence
 
 from pinlab.errors import UsageError
 from pinlab.placement.strategies import GRAPH_STRATEGIES, _capacities, share, smt_would_help, units_under
-from pinlab.topology.model import Topology, TopoObject
+from pinlab.topology.model import Topology
 from pinlab.words import plural
 
 

@@ -25,7 +25,7 @@ Grouping one level:
 """
 from __future__ import annotations
 
-from math import comb, factorial
+from math import comb
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

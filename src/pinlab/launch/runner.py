@@ -561,7 +561,10 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
                     record.timed_out = True
                     _kill(pid, signal.SIGKILL)
                 wait = max(0.001, min(left, wait) if wait else left)
-            info = signal.sigtimedwait(waited, wait) if wait else signal.sigwaitinfo(waited)
+            # At least every half second: a SIGCHLD may be taken, and lost, by another thread of this
+            # process that does not block it (a library's thread pool, when pinlab runs in-process);
+            # the program's end is then seen by the waitpid below (a run once hung here).
+            info = signal.sigtimedwait(waited, min(wait, 0.5) if wait else 0.5)
             if info is not None and info.si_signo in STOPPING:
                 record.interrupted = info.si_signo  # a caller running many programs (a study) stops after this one
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:

@@ -21,7 +21,11 @@
  *   PINLAB_HELPER_CPUS  CPU list ("0-3,8") for helpers; else PINLAB_ALLOWED; else the mask
  *                       the library found at start
  *   PINLAB_ALLOWED      CPU list: the program's original allowed set
- *   PINLAB_NESTED       off (default) | inherit, with PINLAB_DOMAINS "0-3;4-7"
+ *   PINLAB_NESTED       off (default) | inherit, with PINLAB_DOMAINS "0-3;4-7": a thread created
+ *                       by a thread other than a process's main thread, or by the main thread
+ *                       inside an OpenMP parallel region once the plan's slots are all taken
+ *                       (the plan is the outer team's), takes no slot and goes round-robin over
+ *                       its creator's domain
  *   PINLAB_MEM_FOLLOW   "n0,n1,...": NUMA node of each plan CPU (aligned with PINLAB_CPUS)
  *   PINLAB_EVENTS       file the events go to: an event ring prepared by pinlab run (a header
  *                       page, then lines appended through a shared mapping, no system call
@@ -480,6 +484,19 @@ static long take_slot(void)
         return slot >= 0 ? slot : 1 + (long)atomic_fetch_add(&ring->slots_taken, 1);
     }
     return atomic_fetch_add(&next_slot, 1);
+}
+
+/* Whether every worker slot of the plan (1 .. ncpus-1) is handed out and none was given back.
+ * Under PINLAB_NESTED=inherit the plan is the outer team's: a thread the main thread creates
+ * after that inside an OpenMP parallel region belongs to an inner team of its own (OpenMP creates
+ * inner teams anew at each parallel region, the main thread's as well as the other masters'), so
+ * it stays in the main thread's domain rather than wrapping round the plan onto other masters'
+ * CPUs. */
+static int plan_taken(void)
+{
+    if (ring)
+        return atomic_load(&ring->released) == 0 && 1 + (long)atomic_load(&ring->slots_taken) >= cfg.ncpus;
+    return atomic_load(&next_slot) >= cfg.ncpus;
 }
 
 /* The slot a process took (its entry in the ring's table), or -2 if it has none yet. */
@@ -1257,6 +1274,25 @@ static const char *routine_lookup(void *(*start_routine)(void *), int *helper)
     return lib;
 }
 
+/* The OpenMP nesting level of the calling thread as the runtime owning a start routine counts it
+ * (omp_get_level of that library: libgomp's gomp_thread_start, libomp's worker launch), 0 when
+ * the library has none or the thread is in no parallel region. Asked only under
+ * PINLAB_NESTED=inherit, of the main thread's creations once the plan is taken: it tells an inner
+ * team the main thread starts inside a parallel region from plain threads past the plan. */
+static int openmp_level(const char *lib)
+{
+    int (*level)(void) = NULL;
+    void *handle = lib ? dlopen(lib, RTLD_NOLOAD | RTLD_LAZY) : NULL;
+    if (handle)
+        *(void **)&level = dlsym(handle, "omp_get_level");
+    else
+        *(void **)&level = dlsym(RTLD_DEFAULT, "omp_get_level");
+    int answer = level ? level() : 0;
+    if (handle)
+        dlclose(handle);
+    return answer;
+}
+
 /* A start record: from the pool, else (more than START_POOL threads created and not yet
  * started) from malloc. NULL if neither. */
 static struct start *start_claim(void)
@@ -1388,7 +1424,7 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
     } else {
         role = ROLE_WORKER;
         int d = -1, pos = 0;
-        if (cfg.nested_inherit && creator != my_pid() && my_planned >= 0)
+        if (cfg.nested_inherit && my_planned >= 0 && (creator != my_pid() || (plan_taken() && openmp_level(lib) > 0)))
             d = find_domain(my_planned, &pos);
         if (d >= 0) {
             struct domain *dom = &cfg.domains[d];

@@ -211,7 +211,7 @@ def _place_costs(placement, graph, fmt) -> None:
 @click.option("--children", type=click.Choice(["next", "inherit", "unpinned"]), default="next", show_default=True,
               help="Processes the program starts: the plan's next slots (as threads), the mask they inherit, or unpinned.")
 @click.option("--skip", help="Creation indexes (1 = first thread created) to leave unpinned as helpers, e.g. 1,3.")
-@click.option("--nested", help="inherit[:numa|cache]: threads created by non-main threads stay in their creator's NUMA node or cache domain.")
+@click.option("--nested", help="inherit[:numa|cache]: threads created by non-main threads, and the main thread's inner OpenMP teams once the plan (the outer team) is taken, stay in their creator's NUMA node or cache domain.")
 @click.option("--no-aslr", is_flag=True, help="Turn address-space randomisation off for the program.")
 @click.option("--clean-env", is_flag=True, help="Only the variables the program needs, environment of constant size.")
 @click.option("--thp", type=click.Choice(["never", "always"]), help="Transparent huge pages off or on for the program.")

@@ -166,6 +166,31 @@ def test_nested_threads_stay_in_their_creators_domain(tmp_path):
     assert data["options"]["nested"] is True
 
 
+def test_the_main_threads_inner_teams_are_nested_once_the_outer_team_has_the_plan(tmp_path):
+    """Nested OpenMP (twisted-STREAM, two teams of two): libgomp creates each inner team anew at
+    every parallel region, the main thread's as well as outer thread 1's. The plan's two slots are
+    the outer team; every later thread, whoever creates it, stays in its creator's domain and takes
+    no slot, so the main thread's inner threads do not wrap round onto outer thread 1's CPU."""
+    record = tmp_path / "r.json"
+    plan = ALLOWED[:2] if len(ALLOWED) > 1 else ALLOWED * 2
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "--oversubscribe", "--nested", "inherit", "--record", str(record),
+                        "--", str(native_path("pinlab-twisted-stream")), "--teams", "2", "--threads-per-team", "2",
+                        "--size", "256K", "--ntimes", "2", "--policy", "first-touch")
+    assert result.returncode == 0, result.stderr
+    from pinlab.measure.linux import numa_nodes
+
+    node_of = {cpu: node for node, cpus in numa_nodes().items() for cpu in cpus}
+    threads = json.loads(record.read_text())["threads"]
+    main = next(t for t in threads if t["role"] == "main")
+    assert [t["slot"] for t in threads if t["slot"] is not None] == [0, 1], threads
+    from_main = [t for t in threads if t["creator_tid"] == main["tid"] and t["slot"] is None]
+    assert from_main, "the main thread created its inner team's threads"
+    for thread in (t for t in threads if t["role"] not in ("main", "worker")):
+        assert thread["role"] == "nested", thread
+        creator = next(t for t in threads if t["tid"] == thread["creator_tid"])
+        assert node_of[thread["planned_cpu"]] == node_of[creator["planned_cpu"]], (thread, creator)
+
+
 def test_overflow_modes():
     plan = ALLOWED[:1]
     rows = threads_probe("--threads", "2", plan=plan, extra=["--overflow", "unpinned"])

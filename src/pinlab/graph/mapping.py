@@ -529,7 +529,7 @@ def _two_level(w, tree: Tree, strategy: str, seed: int) -> dict[int, int]:
     """lpgp and gplp: sockets by partition (of pairs, or of threads), treematch inside each."""
     import numpy as np
 
-    from pinlab.graph.kernels import group_sums
+    from pinlab.graph.kernels import Weights, group_sums
     from pinlab.graph.partition import partition
 
     n = w.shape[0]
@@ -542,14 +542,15 @@ def _two_level(w, tree: Tree, strategy: str, seed: int) -> dict[int, int]:
         for i, p in enumerate(pairs):
             pair_of[p] = i
         k = len(pairs)
-        coarse = group_sums(w, pair_of, k, row_label=pair_of, kr=k)  # the pairs' graph
+        threads = Weights(w)  # found once, for the pairs' graph and the repair
+        coarse = group_sums(threads, pair_of, k, row_label=pair_of, kr=k)  # the pairs' graph
         np.fill_diagonal(coarse, 0.0)
         vsize = [len(p) for p in pairs]
         coarse_parts = partition(coarse, sizes, vsize=vsize, seed=seed)
         parts = np.empty(n, dtype=np.int64)
         for p, part in zip(pairs, coarse_parts):
             parts[p] = part
-        parts = _exact(w, parts, sizes)
+        parts = _exact(threads, parts, sizes)
     else:
         parts = np.asarray(partition(w, sizes, seed=seed))
     return _inside(w, tree, sockets, parts)
@@ -581,7 +582,10 @@ def _inside(w, tree: Tree, groups: list[tuple[int, int]], parts) -> dict[int, in
 
 
 def _exact(w, parts, sizes: list[int]):
-    """Thread-level repair after a partition of pairs (a pair may have to be split to fit)."""
+    """Thread-level repair after a partition of pairs (a pair may have to be split to fit);
+    ``w``: the threads' weights (a pinlab.graph.kernels.Weights)."""
+    import numpy as np
+
     from pinlab.graph.partition import _repair
 
-    return _repair(w, parts, sizes, __import__("numpy").ones(w.shape[0], dtype="int64"))
+    return _repair(w, parts, sizes, np.ones(w.n, dtype=np.int64))

@@ -161,14 +161,14 @@ def _repair(w, parts, sizes: list[int], vs):
 
     from pinlab.graph.kernels import group_sums, weights_of
 
-    g = weights_of(w)
-    m = g.matrix
     parts = np.array(parts, dtype=np.int64)
     k = len(sizes)
     target = np.asarray(sizes, dtype=np.int64)
     load = np.bincount(parts, weights=vs, minlength=k).astype(np.int64)
     if not (load > target).any():
         return parts
+    g = weights_of(w)
+    m = g.matrix
     conn = group_sums(g, parts, k)
     while True:
         over = np.nonzero(load > target)[0]

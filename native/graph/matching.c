@@ -49,6 +49,7 @@ typedef struct {
     int *nbbest;              /* 2n */
     int *unused;              /* stack of free blossom slots */
     int nunused;
+    int bend;                 /* blossom slots n..bend-1 have ever been used (loops stop there) */
     int64_t *dual;            /* 2n */
     uint64_t *allowedge;      /* 2m bits, by adjacency position: edge known to have zero slack */
     int *adj_pos;             /* 2m: adjacency position of endpoint p's entry (the far end's list) */
@@ -190,6 +191,8 @@ static void add_blossom(matcher *M, int base, int k)
     int v = M->eu[k], w = M->ev[k];
     int bb = M->inblossom[base], bv = M->inblossom[v], bw = M->inblossom[w];
     int b = M->unused[--M->nunused];
+    if (b >= M->bend)
+        M->bend = b + 1;
     M->bbase[b] = base;
     M->bparent[b] = -1;
     M->bparent[bb] = b;
@@ -612,6 +615,7 @@ static int matcher_init(matcher *M, int n, int m, const int32_t *eu, const int32
     free(sorted);
     M->by_weight_start = 0;
     M->nunused = 0;
+    M->bend = n;
     for (int b = 2 * n - 1; b >= n; b--)
         M->unused[M->nunused++] = b;
     return 0;
@@ -665,14 +669,16 @@ static void match_tight_free_pairs(matcher *M)
  * path is found (returns 1) or no dual step can make progress (returns 0: optimum reached). */
 static int stage(matcher *M)
 {
-    int n = M->n;
-    for (int b = 0; b < 2 * n; b++) {
+    int n = M->n, bend = M->bend;
+    for (int b = 0; b < bend; b++) {
         M->label[b] = 0;
         M->bestedge[b] = -1;
     }
-    for (int b = n; b < 2 * n; b++) {
-        free(M->bbest[b]);
-        M->bbest[b] = NULL;
+    for (int b = n; b < bend; b++) {
+        if (M->bbest[b]) {
+            free(M->bbest[b]);
+            M->bbest[b] = NULL;
+        }
         M->nbbest[b] = 0;
     }
     memset(M->allowedge, 0, sizeof(uint64_t) * (2 * (size_t)M->m / 64 + 1));
@@ -725,39 +731,65 @@ static int stage(matcher *M)
             }
         }
 
-        /* Dual step: the largest delta keeping every slack and blossom dual non-negative. */
-        int deltatype = 1, deltaedge = -1, deltablossom = -1;
-        int64_t delta = M->dual[0];
-        for (int v = 1; v < n; v++)
-            if (M->dual[v] < delta)
-                delta = M->dual[v];
+        /* Dual step: the largest delta keeping every slack and blossom dual non-negative. The
+         * candidates are found in one pass over the vertices and one over the blossoms in use;
+         * among equal deltas the kinds win in the order 1, 2, 3, 4, and the lowest index within a
+         * kind (the order of separate passes). */
+        bend = M->bend;
+        int64_t d1 = M->dual[0], d2 = INT64_MAX, d3 = INT64_MAX, d4 = INT64_MAX;
+        int e2 = -1, e3 = -1, b4 = -1;
         for (int v = 0; v < n; v++) {
-            if (M->label[M->inblossom[v]] == 0 && M->bestedge[v] != -1) {
+            int64_t y = M->dual[v];
+            if (y < d1)
+                d1 = y;
+            int top = M->inblossom[v];
+            int l = M->label[top];
+            if (l == 0 && M->bestedge[v] != -1) {
                 int64_t d = best_slack(M, v);
-                if (d < delta) {
-                    delta = d;
-                    deltatype = 2;
-                    deltaedge = M->bestedge[v];
+                if (d < d2) {
+                    d2 = d;
+                    e2 = M->bestedge[v];
+                }
+            }
+            /* A vertex that is its own top-level S-blossom: its least-slack S-S edge. */
+            if (top == v && l == 1 && M->bestedge[v] != -1) {
+                int64_t d = best_slack(M, v) / 2; /* even: see the header */
+                if (d < d3) {
+                    d3 = d;
+                    e3 = M->bestedge[v];
                 }
             }
         }
-        for (int b = 0; b < 2 * n; b++) {
-            if (M->bparent[b] == -1 && M->label[b] == 1 && M->bestedge[b] != -1 &&
-                (b < n || M->bbase[b] >= 0)) {
-                int64_t d = best_slack(M, b) / 2; /* even: see the header */
-                if (d < delta) {
-                    delta = d;
-                    deltatype = 3;
-                    deltaedge = M->bestedge[b];
+        for (int b = n; b < bend; b++) {
+            if (M->bbase[b] < 0 || M->bparent[b] != -1)
+                continue;
+            if (M->label[b] == 1 && M->bestedge[b] != -1) {
+                int64_t d = best_slack(M, b) / 2;
+                if (d < d3) {
+                    d3 = d;
+                    e3 = M->bestedge[b];
                 }
+            } else if (M->label[b] == 2 && M->dual[b] < d4) {
+                d4 = M->dual[b];
+                b4 = b;
             }
         }
-        for (int b = n; b < 2 * n; b++) {
-            if (M->bbase[b] >= 0 && M->bparent[b] == -1 && M->label[b] == 2 && M->dual[b] < delta) {
-                delta = M->dual[b];
-                deltatype = 4;
-                deltablossom = b;
-            }
+        int deltatype = 1, deltaedge = -1, deltablossom = -1;
+        int64_t delta = d1;
+        if (d2 < delta) {
+            delta = d2;
+            deltatype = 2;
+            deltaedge = e2;
+        }
+        if (d3 < delta) {
+            delta = d3;
+            deltatype = 3;
+            deltaedge = e3;
+        }
+        if (d4 < delta) {
+            delta = d4;
+            deltatype = 4;
+            deltablossom = b4;
         }
         for (int v = 0; v < n; v++) {
             int l = M->label[M->inblossom[v]];
@@ -766,7 +798,7 @@ static int stage(matcher *M)
             else if (l == 2)
                 M->dual[v] += delta;
         }
-        for (int b = n; b < 2 * n; b++) {
+        for (int b = n; b < bend; b++) {
             if (M->bbase[b] >= 0 && M->bparent[b] == -1) {
                 if (M->label[b] == 1)
                     M->dual[b] += delta;

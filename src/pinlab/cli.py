@@ -346,7 +346,10 @@ def _graph_option(path, strict: bool, fits: dict | None = None):
             topo = fits["topology"]() if strategy or fits["threads"] is not None else None
             graph_fits(topo, strategy, n, threads=fits["threads"], smt=fits["smt"], domains=fits["domains"], source=path)
 
-    return load_graph(path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True), expect=expect)
+    from pinlab.graph.progress import terminal_progress
+
+    return load_graph(path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True), expect=expect,
+                      progress=terminal_progress())
 
 
 def _started(start):
@@ -1071,13 +1074,14 @@ def graph_show(file, picture, strict, threads) -> None:
     from rich.console import Console
 
     from pinlab.graph.model import load_graph
+    from pinlab.graph.progress import terminal_progress
     from pinlab.graph.show import render
 
     if picture:
         from pinlab.graph.picture import check_target
 
         check_target(picture)
-    loaded = load_graph(file, strict=strict, notice=_graph_notice)
+    loaded = load_graph(file, strict=strict, notice=_graph_notice, progress=terminal_progress())
     if threads is not None:
         loaded.check_threads(threads)
     # No markup or emoji: a program's arguments in the summary are printed as they are.
@@ -1100,8 +1104,9 @@ def graph_show(file, picture, strict, threads) -> None:
 def graph_convert(source, target, strict) -> None:
     """Convert the affinity graph SOURCE to TARGET: JSON (.json) or a matrix (.csv, .txt, .mat), by the suffixes."""
     from pinlab.graph.model import convert_graph
+    from pinlab.graph.progress import terminal_progress
 
-    convert_graph(source, target, strict=strict, notice=_graph_notice)
+    convert_graph(source, target, strict=strict, notice=_graph_notice, progress=terminal_progress())
 # ---- end affinity graph files
 # -- calibrate (issue 11, item 5): distances measured on the machine ----------------------------------
 @cli.command()

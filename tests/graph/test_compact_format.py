@@ -169,3 +169,133 @@ def test_trace_writes_a_compact_graph_that_reads_back_as_traced(tmp_path):
     assert not list(tmp_path.glob(".*.part"))  # written through a temporary file renamed into place
     # one traced run each: the weights differ, their shapes and kinds do not
     assert (compact.threads, compact.granularity, compact.unit_bytes) == (text.threads, text.granularity, text.unit_bytes)
+
+
+# ---- progress of long loads ------------------------------------------------------------------
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def step(self, description, total=None):
+        self.calls.append(("step", description, total))
+
+    def advance(self, amount):
+        self.calls.append(("advance", amount))
+
+    def done(self):
+        self.calls.append(("done",))
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv", ".npz"])
+def test_a_large_file_reports_each_phase_of_its_load(tmp_path, monkeypatch, suffix):
+    path = tmp_path / f"g{suffix}"
+    planted_graph(30, [(0, 1, 5.0)]).save(path)
+    monkeypatch.setattr(model, "LARGE_FILE_BYTES", 100)
+    monkeypatch.setattr(model, "READ_CHUNK_BYTES", 1000)
+    progress, notices = _Recorder(), []
+    graph = load_graph(path, notice=notices.append, progress=progress)
+    assert graph.threads == 30 and graph.weights[0][1] == 5.0
+    steps = [c[1] for c in progress.calls if c[0] == "step"]
+    assert progress.calls[-1] == ("done",) and progress.calls.count(("done",)) == 1
+    assert steps[-1] == f"checking graph {path.name}"
+    if suffix == ".npz":
+        assert steps[0] == f"reading graph {path.name} (30 threads)" and notices == []
+    else:
+        size = path.stat().st_size
+        assert progress.calls[0] == ("step", f"reading graph {path.name}", size)
+        assert sum(c[1] for c in progress.calls if c[0] == "advance") == size  # ASCII: one byte a character
+        assert len(notices) == 1  # the notice of a large text file, once, as without progress
+
+
+def test_a_small_file_or_a_refused_one_shows_no_progress_left_open(tmp_path, monkeypatch):
+    path = tmp_path / "g.json"
+    planted_graph(30, [(0, 1, 5.0)]).save(path)
+    progress = _Recorder()
+    load_graph(path, progress=progress)
+    assert progress.calls == []
+    monkeypatch.setattr(model, "LARGE_FILE_BYTES", 100)
+
+    def refuse(n):
+        raise UsageError(f"not {n}")
+
+    with pytest.raises(UsageError, match="not 30"):
+        load_graph(tmp_path / "g.json", progress=progress, expect=lambda n: None if progress.calls else refuse(n))
+    assert progress.calls == [("done",)]  # refused from the count alone: nothing shown, and closed
+
+
+def test_progress_is_shown_on_a_terminal_only(tmp_path):
+    import io
+    import os
+    import pty
+
+    from pinlab.graph.progress import TerminalProgress, terminal_progress
+
+    assert terminal_progress(io.StringIO()) is None
+    with open(tmp_path / "log", "w") as log:
+        assert terminal_progress(log) is None
+    master, slave = pty.openpty()
+    try:
+        with os.fdopen(slave, "w", closefd=False) as terminal:
+            shown = terminal_progress(terminal)
+            assert isinstance(shown, TerminalProgress)
+            shown.step("reading graph g.json", total=1000)
+            shown.advance(500)
+            shown.done()
+            terminal.flush()
+        out = b""
+        while b"reading graph g.json" not in out:
+            out += os.read(master, 4096)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def _large_json(path, threads=1200):
+    """A JSON graph over 8 MiB (whole-number weights of 5 digits): the size that gets the notice."""
+    cells = ["12345"] * threads
+    rows = ["[" + ",".join(cells[:i] + ["0"] + cells[i + 1:]) + "]" for i in range(threads)]
+    path.write_text(f'{{"pinlab_graph": 1, "threads": {threads}, "weights": [{",".join(rows)}]}}')
+    assert path.stat().st_size > model.LARGE_FILE_BYTES
+    return path
+
+
+def test_a_large_load_prints_only_its_notice_where_stderr_is_not_a_terminal(tmp_path):
+    path = _large_json(tmp_path / "big.json")
+    result = run_pinlab("graph", "convert", str(path), str(tmp_path / "big.npz"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (f"pinlab: notice: reading graph {path} ({path.stat().st_size / 2**20:.0f} MiB); the compact form loads "
+                             f"faster: pinlab graph convert {path} {tmp_path / 'big.npz'}\n")
+
+
+def test_a_large_load_shows_progress_where_stderr_is_a_terminal(tmp_path):
+    import os
+    import pty
+    import select
+    import subprocess
+
+    from tests.conftest import PINLAB
+
+    path = _large_json(tmp_path / "big.json")
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([str(PINLAB), "graph", "convert", str(path), str(tmp_path / "big.npz")], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        out = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            if not ready:
+                proc.kill()
+                break
+            try:
+                piece = os.read(master, 65536)
+            except OSError:  # the terminal's other end closed: the command is done
+                break
+            if not piece:
+                break
+            out += piece
+        assert proc.wait(timeout=120) == 0, out
+    finally:
+        os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert "pinlab: notice: reading graph" in text and "reading graph big.json" in text, text

@@ -365,10 +365,11 @@ def _dense(n, seed=0):
 
 @pytest.mark.parametrize("strategy", ["lpgp", "gplp", "gp", "treematch"])
 def test_a_dense_graph_of_1024_threads_is_paired_on_each_threads_heaviest_pairs(strategy, monkeypatch):
-    """What keeps a dense 1024-thread graph fast (110-180 ms of CPU on a 2-core VM, see
-    bench/bench_mapping.py; 1.9 s when the blossom algorithm matched all 523,776 pairs): the
-    matching is given at most MATCH_NEIGHBOURS pairs per thread. Counted, not timed."""
+    """What keeps a dense 1024-thread graph fast (bench/bench_mapping.py times it; 1.9 s when the
+    blossom algorithm matched all 523,776 pairs): the matching is given at most
+    MATCH_NEIGHBOURS pairs per thread. Counted, not timed."""
     from pinlab.graph import matching
+    from pinlab.graph.mapping import MATCH_NEIGHBOURS
 
     topo = load_topology("synthetic:pack:8 l3:8 core:16 pu:1")
     w = _dense(1024)
@@ -383,7 +384,7 @@ def test_a_dense_graph_of_1024_threads_is_paired_on_each_threads_heaviest_pairs(
     monkeypatch.setattr(matching, "max_weight_matching_edges", counting)
     cpus = map_threads(topo, strategy, w, 1024)
     assert sorted(cpus) == sorted(topo.allowed_cpus)
-    assert all(edges <= n * 16 for n, edges in given), given  # at most 16 pairs per thread
+    assert all(edges <= n * MATCH_NEIGHBOURS for n, edges in given), given
     if strategy == "lpgp":
         assert any(n == 1024 for n, _ in given), given  # lpgp pairs the whole graph first
 
@@ -398,6 +399,27 @@ def test_pairs_of_a_dense_graph_weigh_what_the_full_matching_weighs():
         pairs = pair_threads(w)
         assert sorted(t for p in pairs for t in p) == list(range(256))
         assert sum(w[a, b] for a, b in pairs) >= full * 0.999
+
+
+def test_threads_the_matching_on_heaviest_pairs_leaves_alone_are_matched_among_themselves():
+    """Four threads whose heaviest pairs all go to a clique of 100 (which pairs inside itself,
+    the heavier choice): the matching on each thread's heaviest pairs leaves them alone, and they
+    are matched again among themselves by what they share (0-2 and 1-3), not paired in order."""
+    from pinlab.graph.mapping import pair_threads
+
+    n = 104
+    rng = np.random.default_rng(0)
+    w = rng.random((n, n)) * 0.01 + 0.01  # dense: every pair shares a little
+    w = w + w.T
+    w[4:, 4:] += 100.0  # the clique: threads 4..103
+    w[:4, 4:] += 30.0
+    w[4:, :4] += 30.0
+    w[0, 2] = w[2, 0] = w[1, 3] = w[3, 1] = 1.0
+    w[0, 1] = w[1, 0] = w[2, 3] = w[3, 2] = 0.5
+    np.fill_diagonal(w, 0)
+    pairs = pair_threads(w)
+    assert sorted(t for p in pairs for t in p) == list(range(n))
+    assert [0, 2] in pairs and [1, 3] in pairs
 
 
 # -- every level inside a socket, on large machines ------------------------------------------------------

@@ -85,3 +85,102 @@ def test_repair_beats_or_matches_metis_balance_on_unequal_sizes():
 def test_sizes_that_do_not_add_up_are_refused():
     with pytest.raises(ValueError):
         partition(np.zeros((4, 4)), [2, 1])
+
+
+# -- the C loops (pinlab.graph.kernels) against plain numpy ----------------------------------------------
+def _random_graph(n, density, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.random((n, n)) * (rng.random((n, n)) < density)
+    w = w + w.T
+    np.fill_diagonal(w, 0)
+    return w
+
+
+def _numpy_refine(w, parts, vs, passes):
+    """The swap pass as it was written in numpy (the reference for the C one)."""
+    parts = parts.copy()
+    n = w.shape[0]
+    k = int(parts.max()) + 1
+    conn = np.stack([w[:, parts == p].sum(axis=1) for p in range(k)], axis=1)
+    for _ in range(passes):
+        improved = False
+        for u in range(n):
+            p = parts[u]
+            pull = conn[u] - conn[u, p]
+            pull[p] = -np.inf
+            q = int(np.argmax(pull))
+            if pull[q] <= 0:
+                continue
+            cand = np.flatnonzero((parts == q) & (vs == vs[u]))
+            if cand.size == 0:
+                continue
+            gains = pull[q] + conn[cand, p] - conn[cand, q] - 2 * w[u, cand]
+            best = int(np.argmax(gains))
+            if gains[best] <= 1e-12 * max(1.0, abs(pull[q])):
+                continue
+            v = int(cand[best])
+            conn[:, p] += w[:, v] - w[:, u]
+            conn[:, q] += w[:, u] - w[:, v]
+            parts[u], parts[v] = q, p
+            improved = True
+        if not improved:
+            break
+    return parts
+
+
+@pytest.mark.parametrize("density", [0.05, 0.3, 1.0])
+def test_the_c_loops_do_what_the_numpy_ones_did_on_dense_and_sparse_weights(density):
+    from pinlab.graph import kernels
+
+    for seed in range(4):
+        n, k = 60, 4
+        w = _random_graph(n, density, seed)
+        rng = np.random.default_rng(seed)
+        parts = rng.permutation(np.repeat(np.arange(k), n // k))
+        vs = rng.integers(1, 3, n)
+        g = kernels.Weights(w)
+        assert (g.dense is not None) == (density > kernels.DENSE_FRACTION)
+        conn = np.stack([w[:, parts == p].sum(axis=1) for p in range(k)], axis=1)
+        assert np.allclose(kernels.group_sums(g, parts, k), conn)
+        contracted = np.stack([conn[parts == p].sum(axis=0) for p in range(k)])
+        assert np.allclose(kernels.group_sums(g, parts, k, row_label=parts, kr=k), contracted)
+        assert kernels.inside_weight(g, parts) == pytest.approx(np.trace(contracted) / 2)
+        refined = kernels.refine(g, parts, vs, passes=3)
+        assert refined.tolist() == _numpy_refine(w, parts, vs, 3).tolist()
+        assert np.bincount(refined, weights=vs).tolist() == np.bincount(parts, weights=vs).tolist()  # sizes kept
+        assert kernels.inside_weight(g, refined) >= kernels.inside_weight(g, parts) - 1e-9
+
+
+def test_greedy_growth_fills_every_part_to_its_room_from_the_heaviest_vertex():
+    from pinlab.graph import kernels
+
+    w = _random_graph(40, 1.0, 3)
+    rooms = [16, 8, 8, 8]
+    parts = kernels.grow(w, rooms, [0, 1, 2, 3])
+    assert np.bincount(parts, minlength=4).tolist() == rooms
+    assert parts[int(np.argmax(w.sum(axis=1)))] == 0  # the first part starts from the vertex with the most weight
+    assert kernels.grow(w, rooms, [0, 1, 2, 3], first=5)[5] == 0
+    # Vertex sizes: a vertex of 2 never goes where 1 is left; what fits nowhere is -1.
+    parts = kernels.grow(w[:3, :3], [1, 2], [1, 0], vs=[2, 2, 1])
+    assert sorted(parts.tolist()) == [-1, 0, 1]
+
+
+def test_metis_gets_each_vertex_s_heaviest_pairs_of_a_dense_graph(monkeypatch):
+    """Counted, not timed: on a large dense graph METIS sees at most 2 x METIS_NEIGHBOURS pairs
+    per vertex (its own heaviest, and those of which it is among the heaviest), not all n - 1."""
+    import pymetis
+
+    from pinlab.graph import partition as module
+
+    real, seen = pymetis.part_graph, []
+
+    def counting(k, adjacency, **options):
+        seen.append((len(adjacency.adj_starts) - 1, len(adjacency.adjacent)))
+        return real(k, adjacency, **options)
+
+    monkeypatch.setattr(pymetis, "part_graph", counting)
+    w, labels = _planted([128] * 4, 0, noise=0.5)
+    parts = partition(w, [128] * 4)
+    n, entries = seen[-1]
+    assert n == 512 > module.METIS_ALL_PAIRS and entries <= n * 2 * module.METIS_NEIGHBOURS
+    assert inside_weight(w, parts) == pytest.approx(inside_weight(w, labels))  # the planted groups, still found

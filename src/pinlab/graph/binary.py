@@ -61,16 +61,20 @@ def binary_threads(path: Path) -> int:
         return _threads(data, path)
 
 
-def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_weight: float) -> dict[str, Any]:
+def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_weight: float,
+                progress: Any = None) -> dict[str, Any]:
     """The checked contents of a compact graph file: ``weights`` (a symmetric numpy matrix),
     ``volume``, ``granularity``, ``unit_bytes``, ``measured``. ``expect(threads)`` runs before
-    the weights are read."""
+    the weights are read; ``progress`` (pinlab.graph.progress) is told when they are read and
+    when checked."""
     import numpy as np
 
     with _open(path) as data:
         n = _threads(data, path)
         if expect is not None:
             expect(n)
+        if progress is not None:
+            progress.step(f"reading graph {path.name} ({n} threads)")
         names = set(data.files)
         w = np.zeros((n, n))
         try:
@@ -96,6 +100,8 @@ def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_
                     raise UsageError(f"graph file {path}: a pair of threads is listed twice")
             else:
                 raise UsageError(f"graph file {path} has neither 'triangle' nor 'rows', 'cols', 'values'")
+            if progress is not None:
+                progress.step(f"checking graph {path.name}")
             bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values > max_weight))
             if bad.size:
                 i = int(bad[0])

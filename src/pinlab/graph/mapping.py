@@ -19,7 +19,8 @@ Two steps, shared by all strategies:
 
 - ``lp-compact`` / ``lp-scatter``: pairs of threads by a maximum-weight matching (the exact
   optimum; on a dense graph of many threads, the exact optimum over each thread's 16 heaviest
-  pairs, see DENSE_PAIRS_PER_THREAD; threads the matching leaves alone are paired in order), each pair on two units of the
+  pairs, 6 above 512 threads, see DENSE_PAIRS_PER_THREAD; threads the matching leaves alone are
+  matched again among themselves, and those still alone paired in order), each pair on two units of the
   *pair level*: the smallest data cache shared by two or more units (the core itself with smt).
   Pairs take the pair slots in order: compactly, or for lp-scatter spread over sockets by step 1.
 - ``gp``: a k-way partition (METIS, sizes made exact) into the objects of one level (``level=``,
@@ -197,9 +198,16 @@ def _nests(inner: list[tuple[int, int]], outer: list[tuple[int, int]]) -> bool:
 #: A graph with more pairs of weight than this many per thread is matched on each thread's
 #: MATCH_NEIGHBOURS heaviest pairs (exact on that graph): the blossom algorithm on a dense graph
 #: of 1024 threads takes 1.9 s, on the 16 heaviest pairs of each thread 0.1 s, and on random
-#: dense graphs the matching's weight was the same.
+#: dense graphs the matching's weight was the same. Its time grows with threads x pairs, so
+#: above LARGE_MATCH_THREADS threads each thread gives its MATCH_NEIGHBOURS_LARGE heaviest pairs
+#: (1024 threads: 45 ms instead of 100; on random dense graphs of 1024 and 4096 threads the
+#: matching weighed within 0.001% of the one on 16 pairs). Threads that such a matching leaves
+#: alone are matched again among themselves, on their heaviest pairs in that set, until none or
+#: one is left.
 DENSE_PAIRS_PER_THREAD = 64
 MATCH_NEIGHBOURS = 16
+LARGE_MATCH_THREADS = 512
+MATCH_NEIGHBOURS_LARGE = 6
 
 
 def pair_threads(w, threads: Sequence[int] | None = None) -> list[list[int]]:
@@ -210,39 +218,52 @@ def pair_threads(w, threads: Sequence[int] | None = None) -> list[list[int]]:
 
     everyone = threads is None or list(threads) == list(range(w.shape[0]))
     threads = list(range(w.shape[0])) if threads is None else list(threads)
-    n = len(threads)
-    sub = w if everyone else w[np.ix_(threads, threads)]
-    found: list[tuple[int, int]] = []
-    if n > 1:
-        rows, cols = np.nonzero(sub)
-        if n > 2 * MATCH_NEIGHBOURS and len(rows) > n * DENSE_PAIRS_PER_THREAD:
-            found = max_weight_matching_edges(n, _heaviest_pairs(sub, rows, cols, MATCH_NEIGHBOURS))
+    pairs: list[list[int]] = []
+    todo = threads
+    while len(todo) > 1:
+        n = len(todo)
+        sub = w if everyone and todo is threads else w[np.ix_(todo, todo)]
+        k = MATCH_NEIGHBOURS if n <= LARGE_MATCH_THREADS else MATCH_NEIGHBOURS_LARGE
+        restricted = n > 2 * k and np.count_nonzero(sub) > n * DENSE_PAIRS_PER_THREAD
+        if restricted:
+            found = max_weight_matching_edges(n, _heaviest_pairs(sub, k))
         else:
             found = max_weight_matching(sub)
-    pairs = [[threads[a], threads[b]] for a, b in found]
+        pairs += [[todo[a], todo[b]] for a, b in found]
+        used = {t for a, b in found for t in (todo[a], todo[b])}
+        rest = [t for t in todo if t not in used]
+        if not restricted or not found:
+            break
+        todo = rest  # left alone by the matching on each thread's heaviest pairs: matched again among themselves
     used = {t for p in pairs for t in p}
     rest = [t for t in threads if t not in used]
     pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
     return pairs
 
 
-def _heaviest_pairs(w, rows, cols, k: int):
-    """The pairs (i, j, weight), i < j, that are among the k heaviest of one of their two threads;
-    ``rows``, ``cols``: the non-zero entries of ``w`` (row-major, as numpy.nonzero gives them)."""
+def _heaviest_pairs(w, k: int):
+    """The pairs (i, j, weight), i < j, that are among the k heaviest of one of their two threads."""
     import numpy as np
 
+    from pinlab.graph.kernels import unique
+
     n = w.shape[0]
-    if rows.size * 4 > n * n:  # dense: a partial sort of every row beats sorting the entries
+    nonzero = np.count_nonzero(w)
+    if nonzero * 4 > n * n:  # dense: one pass over every row (in C) beats sorting the entries
+        from pinlab.graph.kernels import heaviest
+
         rows = np.repeat(np.arange(n), k)
-        cols = np.argpartition(-w, k, axis=1)[:, :k].ravel()
-        keep = w[rows, cols] > 0
+        cols = heaviest(w, k).ravel().astype(np.int64)
+        keep = cols >= 0
     else:
+        rows, cols = np.nonzero(w)
         values = w[rows, cols]
         order = np.lexsort((-values, rows))  # by thread, heaviest first
         rows, cols = rows[order], cols[order]
         keep = np.arange(rows.size) - np.searchsorted(rows, np.arange(n))[rows] < k
+    keep &= rows != cols
     low, high = np.minimum(rows[keep], cols[keep]), np.maximum(rows[keep], cols[keep])
-    key = np.unique(low * n + high)
+    key = unique(low * n + high)
     low, high = key // n, key % n
     return np.column_stack((low, high, w[low, high]))
 
@@ -508,6 +529,7 @@ def _two_level(w, tree: Tree, strategy: str, seed: int) -> dict[int, int]:
     """lpgp and gplp: sockets by partition (of pairs, or of threads), treematch inside each."""
     import numpy as np
 
+    from pinlab.graph.kernels import Weights, group_sums
     from pinlab.graph.partition import partition
 
     n = w.shape[0]
@@ -519,16 +541,16 @@ def _two_level(w, tree: Tree, strategy: str, seed: int) -> dict[int, int]:
         pair_of = np.empty(n, dtype=np.int64)
         for i, p in enumerate(pairs):
             pair_of[p] = i
-        rows, cols = np.nonzero(w)
         k = len(pairs)
-        coarse = np.bincount(pair_of[rows] * k + pair_of[cols], weights=w[rows, cols], minlength=k * k).reshape(k, k)
+        threads = Weights(w)  # found once, for the pairs' graph and the repair
+        coarse = group_sums(threads, pair_of, k, row_label=pair_of, kr=k)  # the pairs' graph
         np.fill_diagonal(coarse, 0.0)
         vsize = [len(p) for p in pairs]
         coarse_parts = partition(coarse, sizes, vsize=vsize, seed=seed)
         parts = np.empty(n, dtype=np.int64)
         for p, part in zip(pairs, coarse_parts):
             parts[p] = part
-        parts = _exact(w, parts, sizes)
+        parts = _exact(threads, parts, sizes)
     else:
         parts = np.asarray(partition(w, sizes, seed=seed))
     return _inside(w, tree, sockets, parts)
@@ -560,7 +582,10 @@ def _inside(w, tree: Tree, groups: list[tuple[int, int]], parts) -> dict[int, in
 
 
 def _exact(w, parts, sizes: list[int]):
-    """Thread-level repair after a partition of pairs (a pair may have to be split to fit)."""
+    """Thread-level repair after a partition of pairs (a pair may have to be split to fit);
+    ``w``: the threads' weights (a pinlab.graph.kernels.Weights)."""
+    import numpy as np
+
     from pinlab.graph.partition import _repair
 
-    return _repair(w, parts, sizes, __import__("numpy").ones(w.shape[0], dtype="int64"))
+    return _repair(w, parts, sizes, np.ones(w.n, dtype=np.int64))

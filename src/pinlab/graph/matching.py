@@ -137,8 +137,8 @@ def max_weight_matching_edges(n: int, edges: Iterable[tuple[int, int, float]]) -
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise UsageError(f"matching: the thread count must be a non-negative integer (got {n!r})")
-    rows = list(edges)
-    if not rows:
+    rows = edges if isinstance(edges, np.ndarray) else list(edges)  # an (m, 3) array is taken as it is
+    if len(rows) == 0:
         return []
     try:
         table = np.asarray(rows, dtype=np.float64)

@@ -190,17 +190,17 @@ def graph_format(path: str | Path, *, reading: bool = False) -> str:
 
 
 def convert_graph(source: str | Path, target: str | Path, *, strict: bool = False,
-                  notice: Callable[[str], None] | None = None) -> AffinityGraph:
+                  notice: Callable[[str], None] | None = None, progress: Any = None) -> AffinityGraph:
     """Read ``source`` (checked as by :func:`load_graph`) and write it to ``target``, formats by suffix.
 
     Nothing is written when the source is refused. A matrix keeps only the weights, so writing one
     from a graph that carries more (how it was measured, its granularity, volumes other than the
-    row sums) says what is left behind.
+    row sums) says what is left behind. ``progress``: as for :func:`load_graph`.
     """
     from pinlab.outputs import check_writable
 
     fmt = graph_format(target)
-    graph = load_graph(source, strict=strict, notice=notice)
+    graph = load_graph(source, strict=strict, notice=notice, progress=progress)
     check_writable(target, "the graph")
     if fmt == "matrix":
         lost = []
@@ -224,7 +224,7 @@ def _plain(x: float) -> int | float:
 
 
 def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str], None] | None = None,
-               expect: Callable[[int], None] | None = None) -> AffinityGraph:
+               expect: Callable[[int], None] | None = None, progress: Any = None) -> AffinityGraph:
     """Read and check a graph file (JSON, a matrix or compact, see the module's docstring).
 
     An asymmetric matrix is made symmetric (the mean of both directions) with a notice, or refused
@@ -232,13 +232,25 @@ def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str]
     square matrix, negative or non-numeric weights, no threads) is refused with a UsageError.
     ``expect(threads)`` is called with the thread count before the weights are read (it raises
     to refuse the graph: another thread count than asked for, more threads than cores).
+    ``progress`` (see pinlab.graph.progress) is told each phase of reading a file larger than
+    LARGE_FILE_BYTES, after the notice that such a file gets.
     """
     path = Path(path)
     fmt = graph_format(path, reading=True)
+    size = path.stat().st_size if path.is_file() else 0
+    shown = progress if progress is not None and size > LARGE_FILE_BYTES else None
+    try:
+        return _load(path, fmt, size, strict=strict, notice=notice, expect=expect, progress=shown)
+    finally:
+        if shown is not None:
+            shown.done()
+
+
+def _load(path: Path, fmt: str, size: int, *, strict: bool, notice, expect, progress) -> AffinityGraph:
     if fmt == "binary":
         from pinlab.graph.binary import load_binary
 
-        data = load_binary(path, expect=expect, max_weight=MAX_WEIGHT)
+        data = load_binary(path, expect=expect, max_weight=MAX_WEIGHT, progress=progress)
         return AffinityGraph(weights=data["weights"], volume=data["volume"], granularity=_granularity(data["granularity"], str(path)),
                              unit_bytes=_unit_bytes(data["unit_bytes"], str(path)), measured=_measured(data["measured"], str(path)),
                              source=str(path))
@@ -246,29 +258,53 @@ def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str]
         threads = peek_threads(path)
         if threads is not None:
             expect(threads)
-    size = path.stat().st_size if path.is_file() else 0
     if size > LARGE_FILE_BYTES:
         _say(notice, f"reading graph {path} ({size / 2**20:.0f} MiB); the compact form loads faster: "
                      f"pinlab graph convert {path} {path.with_suffix(BINARY_SUFFIX)}")
     try:
-        text = path.read_text()
+        text = _read_text(path, size, progress)
     except FileNotFoundError:
         raise UsageError(f"graph file {path} does not exist; make one with pinlab trace") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read graph file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if fmt == "matrix":
+        if progress is not None:
+            progress.step(f"checking graph {path.name}")
         graph = graph_from_matrix(_parse_matrix(text, path), source=str(path), strict=strict, notice=notice,
                                   measured={"method": "import", "file": path.name})
     else:
+        if progress is not None:
+            progress.step(f"parsing graph {path.name}")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UsageError(f"graph file {path} is not JSON ({exc.msg} at line {exc.lineno}); "
                              f"a matrix file must end in {', '.join(MATRIX_SUFFIXES)}") from None
+        del text
+        if progress is not None:
+            progress.step(f"checking graph {path.name}")
         graph = graph_from_json(data, source=str(path), strict=strict, notice=notice)
     if expect is not None:
         expect(graph.threads)
     return graph
+
+
+#: A large text graph is read in pieces of this size, so that progress can follow the bytes.
+READ_CHUNK_BYTES = 4 << 20
+
+
+def _read_text(path: Path, size: int, progress) -> str:
+    """The file's text, as Path.read_text reads it; with ``progress``, in pieces, each counted
+    (in characters: a graph's text is ASCII, one byte each)."""
+    if progress is None:
+        return path.read_text()
+    progress.step(f"reading graph {path.name}", total=size)
+    chunks = []
+    with open(path) as f:
+        while chunk := f.read(READ_CHUNK_BYTES):
+            chunks.append(chunk)
+            progress.advance(len(chunk))
+    return "".join(chunks)
 
 
 def peek_threads(path: str | Path) -> int | None:

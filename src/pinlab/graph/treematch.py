@@ -43,13 +43,14 @@ def treematch(w, tree: "Tree", *, passes: int = 2) -> list[int]:
     """The thread on every unit position of ``tree`` (a permutation of range(n))."""
     import numpy as np
 
+    from pinlab.graph.kernels import Weights, group_sums
+
     n = len(tree.units)
     # Bottom-up list of levels: each a list of (start, end) ranges; the leaves are the units.
     bottom_up = [[(i, i + 1) for i in range(n)]] + list(reversed(tree.levels)) + [[(0, n)]]
     groups = [[t] for t in range(n)]  # thread lists, one per range of the current level, aligned
-    coarse = np.asarray(w, dtype=np.float64)
-    rows, cols = np.nonzero(coarse)
-    values = coarse[rows, cols]
+    threads = Weights(w)  # the threads' weights, dense or as CSR, found once
+    coarse = threads
     group_of = np.arange(n)  # every thread's group at the current level
     for child_level, parent_level in zip(bottom_up, bottom_up[1:]):
         slots = _children(child_level, parent_level)
@@ -67,11 +68,12 @@ def treematch(w, tree: "Tree", *, passes: int = 2) -> list[int]:
                 ordered += groups[g]
             new_groups.append(ordered)
         # The next level's graph: the threads' weights summed by the parent each now belongs to
-        # (one bincount over the non-zero weights).
+        # (one pass over the threads' weights, in C).
         k = len(parent_level)
         group_of = np.asarray(owner)[group_of]
-        coarse = np.bincount(group_of[rows] * k + group_of[cols], weights=values, minlength=k * k).reshape(k, k)
-        np.fill_diagonal(coarse, 0.0)
+        matrix = group_sums(threads, group_of, k, row_label=group_of, kr=k)
+        np.fill_diagonal(matrix, 0.0)
+        coarse = Weights(matrix)
         groups = new_groups
     return groups[0]
 
@@ -89,10 +91,13 @@ def _children(child_level, parent_level):
     return out
 
 
-def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int]:
-    """The parent of every group: parent p gets groups whose sizes are exactly ``slots[p]``."""
+def _group(g, sizes: list[int], slots: list[list[int]], passes: int) -> list[int]:
+    """The parent of every group: parent p gets groups whose sizes are exactly ``slots[p]``.
+
+    ``g``: the groups' weights (pinlab.graph.kernels.Weights)."""
     import numpy as np
 
+    c = g.matrix
     m = len(sizes)
     if len(slots) == 1:
         return [0] * m
@@ -101,48 +106,59 @@ def _group(c, sizes: list[int], slots: list[list[int]], passes: int) -> list[int
     arity = {len(s) for s in slots}
     if len(set(sizes)) == 1 and len(arity) == 1 and _ways(m, len(slots), arity.pop()) <= EXACT_MAX:
         return _exhaustive(c, len(slots), len(slots[0]))
-    from pinlab.graph.partition import inside_weight
+    from pinlab.graph.kernels import inside_weight
 
     sizes_a = np.asarray(sizes)
+    if m > RESTART_MAX:  # one start: the group with the most weight (which growth starts from anyway)
+        return _grow(g, sizes_a, slots, None, -1, passes)
     total = c.sum(axis=1)
-    starts = [int(g) for g in np.argsort(-total, kind="stable")[:RESTARTS if m <= RESTART_MAX else 1]]
+    starts = [int(x) for x in np.argsort(-total, kind="stable")[:RESTARTS]]
     best = None
     for first in starts:
-        owner = _grow(c, sizes_a, slots, total, first, passes)
-        score = inside_weight(c, owner)
+        owner = _grow(g, sizes_a, slots, total, first, passes)
+        score = inside_weight(g, owner)
         if best is None or score > best[0] + 1e-12 * max(1.0, abs(score)):
             best = (score, owner)
     return best[1]
 
 
-def _grow(c, sizes_a, slots: list[list[int]], total, first: int, passes: int) -> list[int]:
-    """Greedy growth (the first parent from group ``first`` when it fits), then swaps."""
+def _grow(g, sizes_a, slots: list[list[int]], total, first: int, passes: int) -> list[int]:
+    """Greedy growth (the first parent from group ``first`` when it fits), then swaps.
+
+    Groups of one size (always so at the lowest level) grow in C (pinlab.graph.kernels.grow:
+    a parent's room counted in groups); groups of several sizes here."""
     import numpy as np
 
+    from pinlab.graph.kernels import grow, refine
+
+    c = g.matrix
     m = len(sizes_a)
+    # The largest parents first: a lone core must not take the best-connected thread of a cluster.
+    order = sorted(range(len(slots)), key=lambda p: (-sum(slots[p]), p))
+    if len(set(sizes_a.tolist())) == 1:
+        owner = grow(g, [len(s) for s in slots], order, first=first)
+        return refine(g, owner, sizes_a, passes=passes).tolist()
+    if total is None:
+        total = c.sum(axis=1)
     owner = np.full(m, -1, dtype=np.int64)
     free = np.ones(m, dtype=bool)
-    uniform = len(set(sizes_a.tolist())) == 1
-    # The largest parents first: a lone core must not take the best-connected thread of a cluster.
-    for rank, p in enumerate(sorted(range(len(slots)), key=lambda p: (-sum(slots[p]), p))):
+    for rank, p in enumerate(order):
         want = sorted(slots[p], reverse=True)
         remaining = {s: want.count(s) for s in set(want)}
         eligible = free & (sizes_a == want[0])
-        seed = first if rank == 0 and eligible[first] else int(np.argmax(np.where(eligible, total, -np.inf)))
+        seed = first if rank == 0 and first >= 0 and eligible[first] else int(np.argmax(np.where(eligible, total, -np.inf)))
         owner[seed] = p
         free[seed] = False
         remaining[sizes_a[seed]] -= 1
         pull = c[seed].copy()
         while any(remaining.values()):
-            fits = free if uniform else free & np.isin(sizes_a, [s for s, k in remaining.items() if k > 0])
-            g = int(np.argmax(np.where(fits, pull, -np.inf)))
-            owner[g] = p
-            free[g] = False
-            remaining[sizes_a[g]] -= 1
-            pull += c[g]
-    from pinlab.graph.partition import refine
-
-    return refine(c, owner, sizes_a, passes=passes).tolist()
+            fits = free & np.isin(sizes_a, [s for s, k in remaining.items() if k > 0])
+            x = int(np.argmax(np.where(fits, pull, -np.inf)))
+            owner[x] = p
+            free[x] = False
+            remaining[sizes_a[x]] -= 1
+            pull += c[x]
+    return refine(g, owner, sizes_a, passes=passes).tolist()
 
 
 def _ways(m: int, parents: int, arity: int) -> int:

@@ -6,7 +6,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -35,10 +34,11 @@ def test_the_bound_is_the_kernels_thread_limit_or_the_graph_that_fits_in_memory(
 
 
 def test_more_threads_than_the_machine_can_trace_is_refused_at_once(tmp_path):
-    started = time.monotonic()
+    # Before the bound, pinlab grew by 0.5 GB/s and never answered: the timeout (generous, for a
+    # loaded machine where starting pinlab alone can take a minute) is what catches that.
     done = subprocess.run([str(PINLAB), "trace", "-n", "100000000", "-o", "g.json", "--", "true"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert done.returncode == 2 and time.monotonic() - started < 30
+                          capture_output=True, text=True, cwd=tmp_path, timeout=240)
+    assert done.returncode == 2, done.stderr
     # the memory bound moves with what other programs use: the number is checked against the bound's own range
     assert re.fullmatch(r"pinlab: error: -n 100000000 is more threads than this machine can trace: at most (\d+), "
                         r"since (the kernel|the graph of more threads)[^;]*; trace fewer threads\n", done.stderr), done.stderr
@@ -54,18 +54,17 @@ def test_ctrl_c_stops_the_trace_at_once_without_an_untraced_run_or_a_graph(tmp_p
     out = tmp_path / "g.json"
     # A new session stands for the terminal: Ctrl-C sends SIGINT to its whole foreground group. exec: one
     # process, so no sleep forked just after the signal outlives the shell holding the output pipes.
-    process = subprocess.Popen([str(PINLAB), "trace", "-n", "2", "-m", "pages", "-o", str(out), "--", "sh", "-c", "echo started; exec sleep 60"],
+    process = subprocess.Popen([str(PINLAB), "trace", "-n", "2", "-m", "pages", "-o", str(out), "--", "sh", "-c", "echo started; exec sleep 600"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert process.stdout.readline() == "started\n"
         os.killpg(process.pid, signal.SIGINT)
-        started = time.monotonic()
-        _, err = process.communicate(timeout=50)  # an untraced run would take 60 s more
+        _, err = process.communicate(timeout=300)  # an untraced run would take 600 s more
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    assert process.returncode == 130 and time.monotonic() - started < 50
+    assert process.returncode == 130, err
     assert "pinlab: warning: interrupted by SIGINT: the program was stopped, no graph was written to" in err
     assert "no graph written" in err and "graph of" not in err and "slowdown" not in err
     assert not out.exists()

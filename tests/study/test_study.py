@@ -72,10 +72,9 @@ def test_a_failing_program_is_stored_and_the_study_stops_after_max_failures(tmp_
 
 def test_a_run_past_the_timeout_is_killed_and_stored_as_timed_out(tmp_path):
     db = tmp_path / "s.db"
-    started = time.monotonic()
+    # a run that was not killed would outlast run_pinlab's own time limit
     run_pinlab("study", "--db", str(db), "--name", "slow", "-s", "none", "-n", "1", "--runs", "1", "--warmup", "0", "-q",
-               "--timeout", "0.5", "--", "sleep", "30")
-    assert time.monotonic() - started < 20
+               "--timeout", "0.5", "--", "sleep", "600")
     (run,) = stored(db, "slow")[2]
     assert run["status"] == "timeout" and run["signal"] == signal.SIGKILL
 

@@ -29,10 +29,13 @@ test: install
 	$(PY) -m pytest -q
 
 # The whole suite beside co-runners on every CPU (tools/with-load: 8 per CPU, half of them bursty),
-# as on a shared CI host: every test must hold there too. BUSY_PER_CPU sets how many.
+# as on a shared CI host: every test must hold there too. BUSY_PER_CPU sets how many; the suite
+# runs as BUSY_JOBS pytest processes at once (tools/pytest-parts: one directory of tests at a
+# time each), which keeps the machine busier still and the run inside a working session.
 BUSY_PER_CPU ?= 8
+BUSY_JOBS ?= 4
 test-busy: install
-	tools/with-load --per-cpu $(BUSY_PER_CPU) -- $(PY) -m pytest -q
+	tools/with-load --per-cpu $(BUSY_PER_CPU) -- $(PY) tools/pytest-parts --jobs $(BUSY_JOBS)
 
 demo: install
 	@mkdir -p $(DEMO_DIR)

@@ -49,6 +49,8 @@ class Weights:
         import numpy as np
 
         w = np.asarray(w, dtype=np.float64)
+        if w.ndim != 2 or w.shape[0] != w.shape[1]:
+            raise ValueError(f"a square weight matrix is needed, not one of shape {w.shape}")
         self.n = n = w.shape[0]
         self.matrix = w
         self.dense = None
@@ -73,15 +75,37 @@ def weights_of(w) -> Weights:
     return w if isinstance(w, Weights) else Weights(w)
 
 
+def _labels(values, n: int, k: int, what: str):
+    """``values`` as a contiguous int64 array of n labels in [0, k): the C functions index with
+    them unchecked, so a wrong caller gets an error here instead of memory written out of bounds."""
+    import numpy as np
+
+    labels = np.ascontiguousarray(values, dtype=np.int64)
+    if labels.shape != (n,):
+        raise ValueError(f"{what}: {labels.shape} labels for {n} vertices")
+    if n and (int(labels.min()) < 0 or int(labels.max()) >= k):
+        raise ValueError(f"{what}: labels must lie in [0, {k}), got [{int(labels.min())}, {int(labels.max())}]")
+    return labels
+
+
+def _sizes(vs, n: int, what: str):
+    import numpy as np
+
+    sizes = np.ones(n, dtype=np.int64) if vs is None else np.ascontiguousarray(vs, dtype=np.int64)
+    if sizes.shape != (n,):
+        raise ValueError(f"{what}: {sizes.shape} vertex sizes for {n} vertices")
+    return sizes
+
+
 def group_sums(w, col_label, k: int, row_label=None, kr: int | None = None):
     """Sums of weights by group: with ``row_label`` None, an n x k matrix (vertex v's weight to
     the vertices labelled p); else the kr x k matrix of the graph contracted to its groups."""
     import numpy as np
 
     g = weights_of(w)
-    cols = np.ascontiguousarray(col_label, dtype=np.int64)
-    rows = None if row_label is None else np.ascontiguousarray(row_label, dtype=np.int64)
-    kr = g.n if rows is None else int(kr if kr is not None else k)
+    kr = g.n if row_label is None else int(kr if kr is not None else k)
+    cols = _labels(col_label, g.n, k, "group_sums")
+    rows = None if row_label is None else _labels(row_label, g.n, kr, "group_sums")
     out = np.empty((kr, k), dtype=np.float64)
     _library().pinlab_group_sums(*g._args(), _pointer(rows), cols.ctypes.data, kr, k, out.ctypes.data)
     return out
@@ -96,8 +120,9 @@ def refine(w, parts, vs=None, *, passes: int = 3):
     out = np.array(parts, dtype=np.int64)
     if g.n < 2 or passes < 1:
         return out
-    sizes = np.ones(g.n, dtype=np.int64) if vs is None else np.ascontiguousarray(vs, dtype=np.int64)
     k = int(out.max()) + 1
+    out = np.array(_labels(out, g.n, k, "refine"))
+    sizes = _sizes(vs, g.n, "refine")
     if _library().pinlab_refine(*g._args(), sizes.ctypes.data, k, out.ctypes.data, passes) < 0:
         raise MemoryError(f"refine: out of memory for {g.n} vertices and {k} parts")
     return out
@@ -110,9 +135,13 @@ def grow(w, room: Sequence[int], order: Sequence[int], vs=None, first: int = -1)
     import numpy as np
 
     g = weights_of(w)
-    sizes = np.ones(g.n, dtype=np.int64) if vs is None else np.ascontiguousarray(vs, dtype=np.int64)
+    sizes = _sizes(vs, g.n, "grow")
     rooms = np.ascontiguousarray(room, dtype=np.int64)
     ranks = np.ascontiguousarray(order, dtype=np.int32)
+    if rooms.ndim != 1 or ranks.ndim != 1 or (ranks.size and (int(ranks.min()) < 0 or int(ranks.max()) >= rooms.size)):
+        raise ValueError(f"grow: the order must name parts among the {rooms.size} rooms")
+    if not -1 <= first < g.n:
+        raise ValueError(f"grow: first vertex {first} is not among the {g.n}")
     out = np.empty(g.n, dtype=np.int64)
     if _library().pinlab_grow(*g._args(), sizes.ctypes.data, len(ranks), ranks.ctypes.data, rooms.ctypes.data, int(first),
                               out.ctypes.data) < 0:
@@ -127,6 +156,8 @@ def heaviest(w, k: int):
 
     m = np.ascontiguousarray(w, dtype=np.float64)
     n = m.shape[0]
+    if m.shape != (n, n):
+        raise ValueError(f"heaviest: a square matrix is needed, not {m.shape}")
     out = np.empty((n, max(k, 0)), dtype=np.int32)
     if n and k > 0:
         _library().pinlab_heaviest(n, m.ctypes.data, k, out.ctypes.data)

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.pinlab-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native -type f -not -name '*.pyc' 2>/dev/null)
 DEMO_DIR ?= demo-output
 
-.PHONY: install system-packages test test-busy demo bench clean
+.PHONY: install system-packages test check test-busy demo bench clean
 
 install: system-packages $(STAMP)
 
@@ -25,8 +25,16 @@ $(STAMP): $(PY) $(SOURCES)
 	$(PY) -m pip install -q --no-build-isolation ".[test]"
 	@touch $(STAMP)
 
-test: install
+test: install check
 	$(PY) -m pytest -q
+
+# Static checks (docs/development/architecture.md): lint, formatting, the import layers, types.
+# lint-imports reads the source tree (PYTHONPATH=src), not the installed copy.
+check: install
+	$(VENV)/bin/ruff check src tests bench tools
+	$(VENV)/bin/ruff format --check src tests bench tools
+	PYTHONPATH=src $(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 # The whole suite beside co-runners on every CPU (tools/with-load: 8 per CPU, half of them bursty),
 # as on a shared CI host: every test must hold there too. BUSY_PER_CPU sets how many; the suite

@@ -2,8 +2,7 @@
 """autopin against every candidate run as a fixed pinning, side by side, with co-runners making some CPUs worse.
 
 Run by hand: ``.venv/bin/python bench/bench_autopin.py [--reps 3] [--trials 10] [--seconds 20]``.
-Not a test: it asserts nothing about time; it prints tables and PASS/MISS against the targets
-of issue 10:
+Not a test: it asserts nothing about time; it prints tables and PASS/MISS against autopin's targets:
 
 1. autopin's choice is the best fixed candidate, or one whose run time is within 1% of the
    best's, in at least 95% of cases;
@@ -28,6 +27,7 @@ per candidate (wall time) and one ``pinlab autopin`` (wall time, choice, probing
 autopin on a long run of the workload, stopped once it has chosen; their choices and probing
 times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,7 +95,7 @@ def calibrate(name: str, threads: int, cpus: str, seconds: float) -> float:
 
 def scenarios(cpus: list[int], threads_list: list[int]) -> list[tuple[int, list[list[int]], list[int]]]:
     """(threads, candidates, CPUs the co-runners load)."""
-    busy = [cpus[-1]] if len(cpus) < 8 else cpus[-max(1, len(cpus) // 4):]
+    busy = [cpus[-1]] if len(cpus) < 8 else cpus[-max(1, len(cpus) // 4) :]
     free = [c for c in cpus if c not in busy]
     out = []
     for n in threads_list:
@@ -124,8 +124,12 @@ def autopin_run(argv: list[str], candidates: list[list[int]], params: list[str],
 
 def probe_only(argv: list[str], candidates: list[list[int]], params: list[str], log: Path, limit: float) -> dict:
     """autopin on a long run, stopped (with the program) once it has chosen."""
-    proc = subprocess.Popen([PINLAB, "autopin", "-q", "-c", candidates_text(candidates), *params, "--log", str(log), "--", *argv],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [PINLAB, "autopin", "-q", "-c", candidates_text(candidates), *params, "--log", str(log), "--", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + limit
     choice = None
     while time.monotonic() < deadline and proc.poll() is None:
@@ -160,8 +164,10 @@ def main() -> int:
     params = ["-t", str(args.interval)]
     results = []
     work = Path(tempfile.mkdtemp(prefix="bench-autopin-"))
-    print(f"bench_autopin: {len(cpus)} CPUs, runs of about {args.seconds:g} s, autopin -t {args.interval:g} (w = t/2, i = w), "
-          f"{args.reps} repetitions, {args.trials} probing trials per mode")
+    print(
+        f"bench_autopin: {len(cpus)} CPUs, runs of about {args.seconds:g} s, autopin -t {args.interval:g} (w = t/2, i = w), "
+        f"{args.reps} repetitions, {args.trials} probing trials per mode"
+    )
     for name in args.workloads.split(","):
         for n, candidates, busy in scenarios(cpus, [int(t) for t in args.threads.split(",")]):
             size = calibrate(name, n, ",".join(map(str, candidates[0])), args.seconds)
@@ -171,7 +177,7 @@ def main() -> int:
             with CoRunners("cpu", len(busy), busy):
                 for rep in range(args.reps):
                     order = list(range(len(candidates))) + ["autopin"]
-                    order = order[rep % len(order):] + order[:rep % len(order)]
+                    order = order[rep % len(order) :] + order[: rep % len(order)]
                     for what in order:
                         if what == "autopin":
                             took, info = autopin_run(argv, candidates, params, work / f"{name}-{n}-{rep}.jsonl")
@@ -189,24 +195,41 @@ def main() -> int:
             best = min(medians, key=medians.get)
             good = {i for i, m in medians.items() if m <= 1.01 * medians[best]}
             auto_median = statistics.median(r["seconds"] for r in auto_runs)
-            results.append({"workload": name, "threads": n, "candidates": candidates, "busy": busy, "argv": argv[1:],
-                            "fixed": fixed, "autopin": auto_runs, "trials": trials, "best": best, "good": sorted(good),
-                            "overhead": auto_median / medians[best] - 1})
+            results.append(
+                {
+                    "workload": name,
+                    "threads": n,
+                    "candidates": candidates,
+                    "busy": busy,
+                    "argv": argv[1:],
+                    "fixed": fixed,
+                    "autopin": auto_runs,
+                    "trials": trials,
+                    "best": best,
+                    "good": sorted(good),
+                    "overhead": auto_median / medians[best] - 1,
+                }
+            )
             print(f"\n{name}, {n} threads, co-runner on CPUs {','.join(map(str, busy))}: {' '.join(argv[1:])}")
             for i, c in enumerate(candidates):
                 mark = " best" if i == best else (" within 1%" if i in good else "")
                 print(f"  fixed {','.join(map(str, c)):>12}: median {medians[i]:7.2f} s (min {min(fixed[i]):.2f}, max {max(fixed[i]):.2f}){mark}")
             chosen = [r["choice"] for r in auto_runs]
             probing = [r["probing"] for r in auto_runs if r["probing"] is not None]
-            print(f"  autopin             : median {auto_median:7.2f} s, {auto_median / medians[best] - 1:+.1%} against the best fixed; "
-                  f"choices {chosen}; probing {statistics.median(probing) if probing else float('nan'):.2f} s")
+            print(
+                f"  autopin             : median {auto_median:7.2f} s, {auto_median / medians[best] - 1:+.1%} against the best fixed; "
+                f"choices {chosen}; probing {statistics.median(probing) if probing else float('nan'):.2f} s"
+            )
             for mode in ("auto", "fixed"):
                 made = [t["choice"] for t in trials[mode]]
                 times = [t["probing"] for t in trials[mode] if t["probing"] is not None]
                 right = sum(1 for c in made if c in good)
-                print(f"  probing, rounds {mode:5}: {right}/{len(made)} right, probing median {statistics.median(times) if times else float('nan'):.2f} s")
-    cases = [(r["choice"] in res["good"]) for res in results for r in res["autopin"]] + \
-            [(t["choice"] in res["good"]) for res in results for mode in ("auto", "fixed") for t in res["trials"][mode]]
+                print(
+                    f"  probing, rounds {mode:5}: {right}/{len(made)} right, probing median {statistics.median(times) if times else float('nan'):.2f} s"
+                )
+    cases = [(r["choice"] in res["good"]) for res in results for r in res["autopin"]] + [
+        (t["choice"] in res["good"]) for res in results for mode in ("auto", "fixed") for t in res["trials"][mode]
+    ]
     accuracy = sum(cases) / len(cases) if cases else float("nan")
     overheads = [res["overhead"] for res in results]
     auto_times = [t["probing"] for res in results for t in res["trials"]["auto"] if t["probing"] is not None]
@@ -216,10 +239,14 @@ def main() -> int:
     ratio = statistics.median(auto_times) / statistics.median(fixed_times) if auto_times and fixed_times else float("nan")
     print("\nTargets")
     print(f"  choice best or within 1%: {sum(cases)}/{len(cases)} = {accuracy:.1%} (target >= 95%): {'PASS' if accuracy >= 0.95 else 'MISS'}")
-    print(f"  run time under autopin against the best fixed: median {statistics.median(overheads):+.1%}, worst {max(overheads):+.1%} "
-          f"(target within 3%): {'PASS' if max(overheads) <= 0.03 else 'MISS'}")
-    print(f"  rounds auto probing / fixed rounds probing: {ratio:.2f} (target <= 0.5), accuracy {sum(acc_auto)}/{len(acc_auto)} against "
-          f"{sum(acc_fixed)}/{len(acc_fixed)}: {'PASS' if ratio <= 0.5 and sum(acc_auto) >= sum(acc_fixed) else 'MISS'}")
+    print(
+        f"  run time under autopin against the best fixed: median {statistics.median(overheads):+.1%}, worst {max(overheads):+.1%} "
+        f"(target within 3%): {'PASS' if max(overheads) <= 0.03 else 'MISS'}"
+    )
+    print(
+        f"  rounds auto probing / fixed rounds probing: {ratio:.2f} (target <= 0.5), accuracy {sum(acc_auto)}/{len(acc_auto)} against "
+        f"{sum(acc_fixed)}/{len(acc_fixed)}: {'PASS' if ratio <= 0.5 and sum(acc_auto) >= sum(acc_fixed) else 'MISS'}"
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
     shutil.rmtree(work, ignore_errors=True)

@@ -20,6 +20,7 @@ With ``--realtime`` the 16-core timing is also taken with the native program at 
 priority 1 (``chrt -f 1``, needs the right to use it): the other processes of a loaded machine then
 no longer interleave with the pair's two threads, which gives the time an idle machine would take.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,9 @@ import statistics
 import subprocess
 import time
 
-from pinlab.measure.calibrate import BATCH, PAIR_BUDGET_MS, QUICK_PAIR_BUDGET_MS, measure_latency, measure_memory
 from pinlab.native import native_path
 from pinlab.topology import load_topology
+from pinlab.topology.calibrate import BATCH, PAIR_BUDGET_MS, QUICK_PAIR_BUDGET_MS, measure_latency, measure_memory
 from pinlab.topology.measured import latency_levels
 
 SIXTEEN_CORE_PAIRS = 16 * 15 // 2
@@ -51,8 +52,21 @@ def level_medians(latency, cuts: list[float]) -> list[float]:
 def sixteen_core_time(cpus: list[int], budget_ms: float, realtime: bool = False) -> float:
     pairs = [(cpus[i % len(cpus)], cpus[(i + 1) % len(cpus)]) for i in range(SIXTEEN_CORE_PAIRS)]
     started = time.perf_counter()
-    subprocess.run([*(["chrt", "-f", "1"] if realtime else []), str(native_path("pinlab-calibrate")), "latency", "--pairs", ",".join(f"{a}:{b}" for a, b in pairs),
-                    "--budget-ms", str(budget_ms), "--batch", str(BATCH)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *(["chrt", "-f", "1"] if realtime else []),
+            str(native_path("pinlab-calibrate")),
+            "latency",
+            "--pairs",
+            ",".join(f"{a}:{b}" for a, b in pairs),
+            "--budget-ms",
+            str(budget_ms),
+            "--batch",
+            str(BATCH),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - started
 
 
@@ -74,8 +88,10 @@ def main() -> None:
         print(f"\n== {label}: {budget} ms per pair")
         print(f"full matrix here: {pairs} pairs of {len(cpus)} CPUs in {seconds:.3f} s ({seconds / pairs * 1000:.1f} ms per pair, wall)")
         t16 = sixteen_core_time(cpus, budget)
-        print(f"16-core matrix ({SIXTEEN_CORE_PAIRS} pairs, measured on CPUs {','.join(map(str, cpus))}): {t16:.3f} s "
-              f"-> {'PASS' if t16 < 2.0 else 'MISS'} (target < 2 s)")
+        print(
+            f"16-core matrix ({SIXTEEN_CORE_PAIRS} pairs, measured on CPUs {','.join(map(str, cpus))}): {t16:.3f} s "
+            f"-> {'PASS' if t16 < 2.0 else 'MISS'} (target < 2 s)"
+        )
         if args.realtime:
             try:
                 t16 = sixteen_core_time(cpus, budget, realtime=True)
@@ -91,7 +107,9 @@ def main() -> None:
             gap = abs(a - b) / a
             worst = max(worst, gap)
             print(f"  level {number}: {len(levels[number - 1])} pairs, first {a:.1f} ns, second {b:.1f} ns, difference {gap:.1%}")
-        print(f"twice in a row: {len(levels)} distinct level(s), worst difference {worst:.1%} -> {'PASS' if worst <= 0.10 else 'MISS'} (target within 10%)")
+        print(
+            f"twice in a row: {len(levels)} distinct level(s), worst difference {worst:.1%} -> {'PASS' if worst <= 0.10 else 'MISS'} (target within 10%)"
+        )
     memory, readers, names, seconds = measure_memory(topo, quick=args.quick)
     print(f"\n== memory ({'quick' if args.quick else 'default'}): {seconds:.2f} s")
     for name, cpu, bandwidth, latency_ns in zip(names, readers, memory.bandwidth_mbps, memory.latency_ns):

@@ -2,8 +2,8 @@
 """How long ``--candidates auto`` takes to choose the placements autopin probes.
 
 Run by hand: ``.venv/bin/python bench/bench_candidates.py [--quick]``. Not a test: it asserts
-nothing about time and always exits 0; it prints a table and PASS/MISS against the target of
-issue 10 ("well under a second", read here as every call under 250 ms).
+nothing about time and always exits 0; it prints a table and PASS/MISS against the target
+("well under a second", read here as every call under 250 ms).
 
 For the largest bundled preset (epyc-7763-2s: 2 packages, 8 NUMA nodes, 128 cores, 256 PUs) and a
 synthetic 4-package x 64-core SMT2 machine (512 PUs), ``auto_candidates(topo, n)`` for every
@@ -11,6 +11,7 @@ thread count n = 1..256 (every 8th with --quick): the first call on a freshly lo
 (cold: per-machine tables are built then), and the median, 90th percentile and slowest of the
 others, with the thread count of the slowest and how many candidates it returned.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How long the graph strategies take to map a graph onto a machine (issue 11, item 3).
+"""How long the graph strategies take to map a graph onto a machine.
 
 Run by hand: ``.venv/bin/python bench/bench_mapping.py [--quick] [--profile]``. Not a test: it
 asserts nothing about time and always exits 0; it prints a table and PASS/MISS against the
@@ -19,11 +19,12 @@ Two graph families (``--graph`` picks one; both by default):
 - ``dense``: every pair shares, by a uniform random weight (the worst case: n^2 / 2 pairs).
 
 The graph is given as a numpy matrix; times are the median of a few runs of
-``pinlab.graph.mapping.map_threads`` in CPU time (``time.process_time``: the machine may be
+``pinlab.placement.mapping.map_threads`` in CPU time (``time.process_time``: the machine may be
 shared, and wall time then counts the others' work). The topology's distance table is built once
 beforehand and reported on its own line, as a program would load it once. The cost of each
 mapping (pinlab.placement.cost) is printed beside compact's so speed is not bought with quality.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,12 @@ import time
 
 import numpy as np
 
-from pinlab.graph.mapping import map_threads
 from pinlab.placement.cost import distance_table, placement_cost
+from pinlab.placement.mapping import map_threads
 from pinlab.placement.strategies import compact
 from pinlab.topology import load_topology
 
-MACHINES = {64: "pack:2 l3:2 core:16 pu:1", 256: "pack:4 l3:4 core:16 pu:1", 1024: "pack:8 l3:8 core:16 pu:1",
-            4096: "pack:16 l3:16 core:16 pu:1"}
+MACHINES = {64: "pack:2 l3:2 core:16 pu:1", 256: "pack:4 l3:4 core:16 pu:1", 1024: "pack:8 l3:8 core:16 pu:1", 4096: "pack:16 l3:16 core:16 pu:1"}
 STRATEGIES = ("lpgp", "gplp", "gp", "treematch")
 TARGET_MS = 100.0
 #: A strategy slower than this at one size is skipped at the larger ones (lpgp and gplp on the
@@ -113,11 +113,17 @@ def main() -> None:
             base = placement_cost(topo, w, compact(topo, n))
             for strategy in args.strategies:
                 if strategy in slow:
-                    print(f"{n:>7} {MACHINES[n]:<28} {family:<10} {strategy:<10} {'skipped':>9}  (took {slow[strategy] / 1000:.1f} s at a smaller size)", flush=True)
+                    print(
+                        f"{n:>7} {MACHINES[n]:<28} {family:<10} {strategy:<10} {'skipped':>9}  (took {slow[strategy] / 1000:.1f} s at a smaller size)",
+                        flush=True,
+                    )
                     continue
                 ms, cpus = timed(lambda: map_threads(topo, strategy, w, n), repeat)
                 verdict = ("PASS" if ms < TARGET_MS else "MISS") if n == 1024 else ""
-                print(f"{n:>7} {MACHINES[n]:<28} {family:<10} {strategy:<10} {ms:>9.1f} {placement_cost(topo, w, cpus):>12.4g} {base:>13.4g}  {verdict}", flush=True)
+                print(
+                    f"{n:>7} {MACHINES[n]:<28} {family:<10} {strategy:<10} {ms:>9.1f} {placement_cost(topo, w, cpus):>12.4g} {base:>13.4g}  {verdict}",
+                    flush=True,
+                )
                 if ms > SKIP_AFTER_MS:
                     slow[strategy] = ms
                 if args.profile and n == 1024:

@@ -18,6 +18,7 @@ O(n^3) in pure Python (tens of seconds at 512 dense threads, minutes at 1024), s
 above --nx-dense-max (512) dense and --nx-sparse-max (1024) sparse threads. The target of issue
 11: at least 100x faster than networkx at 512 threads with the same optimum weight.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -125,8 +126,7 @@ def main() -> int:
     for kind in ("dense", "sparse"):
         if (kind, 512) in ratios:
             verdict = "PASS" if ratios[(kind, 512)] >= 100 else "MISS"
-            print(f"target at 512 threads ({kind}): >= 100x faster than networkx, same optimum: "
-                  f"{ratios[(kind, 512)]:.0f}x {verdict}")
+            print(f"target at 512 threads ({kind}): >= 100x faster than networkx, same optimum: {ratios[(kind, 512)]:.0f}x {verdict}")
     if failed:
         print("the optima differ: a bug in one of the matchings", file=sys.stderr)
     return 1 if failed else 0

@@ -8,6 +8,7 @@ numbers meaningless, so the table quotes each method's median throughput as a ra
 direct move_pages system call measured in the same rounds, and the per-page cost of a next-touch
 fault against a plain first-touch fault.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,12 @@ def main() -> int:
     if reason:
         print(f"bench_memory: the NUMA VM cannot run here: {reason}", file=sys.stderr)
         return 2
-    results = vm.batch([Group("bench", {"bench": f"echo 0 > /proc/sys/kernel/numa_balancing; {binary} {args.size} {args.rounds}"}, parallel=False)],
-                       nodes=2, sockets=2, cpus=4)
+    results = vm.batch(
+        [Group("bench", {"bench": f"echo 0 > /proc/sys/kernel/numa_balancing; {binary} {args.size} {args.rounds}"}, parallel=False)],
+        nodes=2,
+        sockets=2,
+        cpus=4,
+    )
     run = results["bench"]
     if run.returncode != 0:
         print(run.stdout, run.stderr, file=sys.stderr)

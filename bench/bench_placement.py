@@ -21,6 +21,7 @@ Verdicts: each placement line is PASS/MISS against 50 ms; each parse line PASS/M
 dominated by hwloc" (pinlab's parse takes less time than hwloc's expansion); and, as a stricter
 reading, parse + slowest placement against 50 ms. Misses are profiled (cProfile, one call).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -157,7 +158,11 @@ def bench_machine(label: str, desc: str, quick: bool, verdicts: list[str], profi
             profiles.append(f"  {label}, {strategy} n={threads} (median {median:.1f} ms):\n" + profile(lambda kw=kwargs: make_placement(topo, **kw)))
 
     own = statistics.median(parse) + slowest
-    print(fmt_row("    pinlab's own time: parse + slowest", None, f"{own:.2f} ms (stricter reading of the target: {'PASS' if own < TARGET_MS else 'MISS'})"))
+    print(
+        fmt_row(
+            "    pinlab's own time: parse + slowest", None, f"{own:.2f} ms (stricter reading of the target: {'PASS' if own < TARGET_MS else 'MISS'})"
+        )
+    )
     verdicts.append(
         f"{label:>9} placement: slowest strategy {slowest:.2f} ms -> {'PASS' if slowest < TARGET_MS else 'MISS'}; "
         f"parse + slowest placement {own:.2f} ms -> {'PASS' if own < TARGET_MS else 'MISS'}"
@@ -168,8 +173,18 @@ def bench_machine(label: str, desc: str, quick: bool, verdicts: list[str], profi
     pinlab_argv = [pinlab_command(), "place", "-t", f"synthetic:{desc}", "-s", "scatter", "-n", str(n)]
     e2e = measure(lambda: run_checked(pinlab_argv), runs["e2e"])
     alone = measure(lambda: run_checked(lstopo_argv), runs["e2e"])
-    print(fmt_row(f"(4) e2e: pinlab place -s scatter -n {n}", e2e, f"end to end = {statistics.median(e2e) / statistics.median(alone):.1f}x lstopo alone"))
-    print(fmt_row("(4) e2e: lstopo -i DESC --of xml alone", alone, f"pinlab adds {statistics.median(e2e) - statistics.median(alone):.0f} ms (Python start, imports, parse, placement, output)"))
+    print(
+        fmt_row(
+            f"(4) e2e: pinlab place -s scatter -n {n}", e2e, f"end to end = {statistics.median(e2e) / statistics.median(alone):.1f}x lstopo alone"
+        )
+    )
+    print(
+        fmt_row(
+            "(4) e2e: lstopo -i DESC --of xml alone",
+            alone,
+            f"pinlab adds {statistics.median(e2e) - statistics.median(alone):.0f} ms (Python start, imports, parse, placement, output)",
+        )
+    )
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Graph strategies on communication matrices measured by others (issue 11's performance section).
+"""Graph strategies on communication matrices measured by others (the published matrices).
 
 For each NAS-MPI matrix that EagerMap ships (32 and 64 processes, see bench/published_matrices.py),
 every strategy maps it onto a synthetic machine of as many cores, and its cost (pinlab's cost
@@ -13,6 +13,7 @@ EagerMap's repository publishes no mapping of these matrices, so there is no "Ea
 
 Run by hand: ``.venv/bin/python bench/bench_published.py``.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -18,28 +18,33 @@ machine is given to it as a tree-leaf architecture (``tleaf``, one level per tre
 the level's arity and link cost) and the graph as a Scotch source graph; its mapping is scored
 by the same cost. Without it, the column says ``-``.
 """
+
 from __future__ import annotations
 
 import argparse
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import sys
-
 import numpy as np
 
-from pinlab.graph.mapping import choose_units, map_threads, unit_tree
+from pinlab.placement.mapping import map_threads
+from pinlab.placement.tree import choose_units, unit_tree
 from pinlab.topology import load_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for the tests' graph
 from tests.graph.graph_support import groups_and_stencil  # noqa: E402  (also the mapping tests' graph)
 
 STRATEGIES = ("lpgp", "gplp", "gp", "treematch")
-CASES = [("epyc-7763-2s", 128, False), ("epyc-7763-2s", 256, True),
-         ("synthetic:pack:4 [numa] l3:4 core:32 pu:1", 512, False), ("synthetic:pack:8 [numa] l3:4 core:32 pu:1", 1024, False)]
+CASES = [
+    ("epyc-7763-2s", 128, False),
+    ("epyc-7763-2s", 256, True),
+    ("synthetic:pack:4 [numa] l3:4 core:32 pu:1", 512, False),
+    ("synthetic:pack:8 [numa] l3:4 core:32 pu:1", 1024, False),
+]
 
 
 def skewed_graph(n: int, seed: int) -> np.ndarray:

@@ -50,6 +50,7 @@ the machine and its load); it prints tables and PASS/MISS against the targets:
    median. Then the ten imports with the largest cumulative time when ``pinlab run`` starts
    (``PYTHONPROFILEIMPORTTIME=1``, what ``python -X importtime`` prints).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "thread_churn.c"
-TARGET = ("pinlab's per-thread cost within 1.15 times the floor (threads pinned by the program itself); "
-          "its overhead within 10% of the fastest peer's, and below 5 microseconds per thread")
+TARGET = (
+    "pinlab's per-thread cost within 1.15 times the floor (threads pinned by the program itself); "
+    "its overhead within 10% of the fastest peer's, and below 5 microseconds per thread"
+)
 TARGET_FLOOR_RATIO = 1.15
 TARGET_OVERHEAD_US = 5.0
 TARGET_RATIO = 1.10
@@ -120,6 +123,8 @@ def preload_library() -> str:
             raise RuntimeError(f"cannot find pinlab's preload library with {PINLAB_PYTHON}: {proc.stderr.strip()[-200:]}")
         _PRELOAD.append(proc.stdout.strip())
     return _PRELOAD[0]
+
+
 LIKWID_BUDGET_S = 3.0  # likwid-pin runs on fewer threads when THREADS would take longer than this
 _OUTPUT = re.compile(r"threads=(\d+) batch=(\d+) elapsed_s=([0-9.]+)")
 
@@ -217,7 +222,7 @@ def per_thread(args, exe: str, floor_exe: str) -> dict:
     samples: dict[str, list[float]] = {name: [] for name in names}
     rounds: list[dict[str, float]] = []  # each round's values, for ratios within a round
     for r in range(args.rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         this: dict[str, float] = {}
         for name in order:
             command, env, _ = configs[name]
@@ -247,7 +252,7 @@ def print_per_thread(args, result: dict) -> tuple[bool, str]:
     pinlab_name = next(k for k, c in configs.items() if c[2] == "pinlab")
     peers = [k for k, c in configs.items() if c[2] == "peer" and k in med]
     print(f"\n1. Per-thread cost: {args.threads} threads created and joined, {args.batch} at a time, {args.rounds} interleaved rounds")
-    print(f"   (time measured by the program itself; microseconds per thread, median (min-max); overhead = median - unpinned median)\n")
+    print("   (time measured by the program itself; microseconds per thread, median (min-max); overhead = median - unpinned median)\n")
     header = f"   {'launcher':56} {'us/thread':>24} {'overhead us':>12} {'vs unpinned':>12}"
     print(header)
     print("   " + "-" * (len(header) - 3))
@@ -269,8 +274,10 @@ def print_per_thread(args, result: dict) -> tuple[bool, str]:
         verdict_ok = ok_floor
         floor_over = f", overhead over unpinned {med[FLOOR] - base:+.2f} us" if base else ""
         print(f"\n   floor: {med[FLOOR]:.2f} us/thread{floor_over} (each thread pinned by the program itself at creation)")
-        print(f"   pinlab / floor (per-thread cost): {ratio:.3f}  -> {'PASS' if ok_floor else 'MISS'} (target <= {TARGET_FLOOR_RATIO:.2f}); "
-              f"median of the ratios within each round {paired:.3f}; difference {med[pinlab_name] - med[FLOOR]:+.2f} us/thread")
+        print(
+            f"   pinlab / floor (per-thread cost): {ratio:.3f}  -> {'PASS' if ok_floor else 'MISS'} (target <= {TARGET_FLOOR_RATIO:.2f}); "
+            f"median of the ratios within each round {paired:.3f}; difference {med[pinlab_name] - med[FLOOR]:+.2f} us/thread"
+        )
         lines.append(f"per-thread: pinlab/floor {ratio:.3f} ({'PASS' if ok_floor else 'MISS'})")
     else:
         print("\n   (not enough successful runs for the floor verdict)")
@@ -285,12 +292,18 @@ def print_per_thread(args, result: dict) -> tuple[bool, str]:
         verdict_ok = verdict_ok and ok_ratio and ok_abs
         print(f"\n   fastest peer: {fastest} ({med[fastest]:.2f} us/thread, overhead {peer_over:+.2f} us)")
         print(f"   pinlab / fastest peer (per-thread cost): {ratio:.3f}  -> {'PASS' if ok_ratio else 'MISS'} (target <= {TARGET_RATIO:.2f})")
-        print(f"   pinlab overhead over unpinned: {overhead:+.2f} us/thread  -> {'PASS' if ok_abs else 'MISS'} (target < {TARGET_OVERHEAD_US:.0f} us)")
+        print(
+            f"   pinlab overhead over unpinned: {overhead:+.2f} us/thread  -> {'PASS' if ok_abs else 'MISS'} (target < {TARGET_OVERHEAD_US:.0f} us)"
+        )
         lows = {k: min(samples[k]) for k in [pinlab_name, "unpinned", *peers]}
         low_fastest = min(peers, key=lambda k: lows[k])
-        print(f"   (on the minima, the least disturbed runs: pinlab / fastest peer {lows[pinlab_name] / lows[low_fastest]:.3f}, "
-              f"pinlab overhead {lows[pinlab_name] - lows['unpinned']:+.2f} us)")
-        lines.append(f"pinlab/fastest peer {ratio:.3f} ({'PASS' if ok_ratio else 'MISS'}), overhead {overhead:+.2f} us ({'PASS' if ok_abs else 'MISS'})")
+        print(
+            f"   (on the minima, the least disturbed runs: pinlab / fastest peer {lows[pinlab_name] / lows[low_fastest]:.3f}, "
+            f"pinlab overhead {lows[pinlab_name] - lows['unpinned']:+.2f} us)"
+        )
+        lines.append(
+            f"pinlab/fastest peer {ratio:.3f} ({'PASS' if ok_ratio else 'MISS'}), overhead {overhead:+.2f} us ({'PASS' if ok_abs else 'MISS'})"
+        )
     else:
         print("\n   (not enough successful runs for a verdict)")
         verdict_ok = False
@@ -336,8 +349,12 @@ def software_counters(exe: str, floor_exe: str, listed: str, allowed: str, threa
     print(f"\n   Software counters per created thread (perf stat, {threads} threads, median of {reps} runs):\n")
     print(f"   {'':24} {'task-clock us':>14} {'context-switches':>17} {'cpu-migrations':>15} {'page-faults':>12}")
     for name, table in values.items():
-        cells = [f"{statistics.median(table[e]) * (1e3 if e == 'task-clock' else 1):{w}.{2 if e == 'task-clock' else 3}f}"
-                 if table.get(e) else f"{'-':>{w}}" for e, w in zip(events.split(","), (14, 17, 15, 12))]
+        cells = [
+            f"{statistics.median(table[e]) * (1e3 if e == 'task-clock' else 1):{w}.{2 if e == 'task-clock' else 3}f}"
+            if table.get(e)
+            else f"{'-':>{w}}"
+            for e, w in zip(events.split(","), (14, 17, 15, 12))
+        ]
         print(f"   {name:24} {' '.join(cells)}")
 
 
@@ -401,7 +418,7 @@ def startup(args) -> None:
     times: dict[str, list[float]] = {name: [] for name in configs}
     names = list(configs)
     for r in range(reps):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             start = time.perf_counter()
             subprocess.run(configs[name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             times[name].append((time.perf_counter() - start) * 1e3)
@@ -420,7 +437,7 @@ def startup(args) -> None:
             rows.append((int(m.group(2)), int(m.group(1)), len(m.group(3)) - 1, m.group(4)))
     total_self = sum(r[1] for r in rows)
     print(f"\n   Imports of `pinlab run -q -c 0 -- true` (PYTHONPROFILEIMPORTTIME=1): {len(rows)} modules, {total_self / 1e3:.1f} ms in all")
-    print(f"   top 10 by cumulative time:\n")
+    print("   top 10 by cumulative time:\n")
     print(f"   {'cumulative ms':>13} {'self ms':>8}  module (indent = nesting)")
     for cumulative, own, depth, name in sorted(rows, key=lambda r: -r[0])[:10]:
         print(f"   {cumulative / 1e3:13.2f} {own / 1e3:8.2f}  {'  ' * depth}{name}")
@@ -442,7 +459,9 @@ def profile_run() -> None:
         "print(out.getvalue())\n"
     )
     proc = subprocess.run([PINLAB_PYTHON, "-c", code], capture_output=True, text=True, check=False)
-    print("\n   After the imports: 20 calls of pinlab.cli.main(['run', '-q', '-c', '0', '--', 'true']) in one process (cProfile, by cumulative time):\n")
+    print(
+        "\n   After the imports: 20 calls of pinlab.cli.main(['run', '-q', '-c', '0', '--', 'true']) in one process (cProfile, by cumulative time):\n"
+    )
     lines = proc.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if "function calls" in line), 0)
     for line in lines[start:]:
@@ -456,21 +475,29 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=10000)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--startup-reps", type=int, default=21)
-    parser.add_argument("--cpus", help="comma-separated CPUs for LIST (default: all allowed). With one CPU every tool ends "
-                        "with all threads on it, so the comparison isolates pinlab's own per-thread cost")
+    parser.add_argument(
+        "--cpus",
+        help="comma-separated CPUs for LIST (default: all allowed). With one CPU every tool ends "
+        "with all threads on it, so the comparison isolates pinlab's own per-thread cost",
+    )
     parser.add_argument("--no-startup", action="store_true", help="skip the start-up measurements")
     args = parser.parse_args()
     global PINLAB, PINLAB_PYTHON
     found = find_pinlab()
     if found is None:
-        print("bench_run: pinlab is not installed (not next to this interpreter, not on PATH, not in this repository's .venv): "
-              "run `make install` in the repository, or `pip install .` into the interpreter that runs this script", file=sys.stderr)
+        print(
+            "bench_run: pinlab is not installed (not next to this interpreter, not on PATH, not in this repository's .venv): "
+            "run `make install` in the repository, or `pip install .` into the interpreter that runs this script",
+            file=sys.stderr,
+        )
         return 2
     PINLAB, PINLAB_PYTHON = found, interpreter_of(found)
     try:
         import platform
 
-        print(f"bench_run: {platform.node()}, {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} allowed), Linux {platform.release()}, Python {platform.python_version()}")
+        print(
+            f"bench_run: {platform.node()}, {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} allowed), Linux {platform.release()}, Python {platform.python_version()}"
+        )
         print(f"pinlab: {PINLAB} (Python {PINLAB_PYTHON})")
         print(f"target: {TARGET}")
         with tempfile.TemporaryDirectory(prefix="bench-run-cc-") as build:

@@ -12,8 +12,9 @@ are interleaved (likwid, pinlab, likwid, ...), so drift in the machine hits both
 
 likwid-bench reports the average bandwidth over all its iterations, so it is compared with
 pinlab-stream's average rate; pinlab-stream's best rate (what STREAM prints first) is shown too.
-Target (issue 4): pinlab-stream reaches at least 95% of likwid-bench's triad bandwidth.
+Target: pinlab-stream reaches at least 95% of likwid-bench's triad bandwidth.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,26 @@ def likwid_triad(mib: int, threads: int) -> float:
 
 def pinlab_triad(mib: int, threads: int) -> tuple[float, float]:
     elements = mib * 1_000_000 // 3 // 8  # likwid's MB are 10^6 bytes, over three arrays
-    cmd = [str(BIN / "pinlab"), "run", "-q", "-c", f"N:0-{threads - 1}", "--",
-           str(BIN / "pinlab"), "workload", "run", "stream", "-n", str(threads), "--json", "--", "--size", str(elements), "--ntimes", "20"]
+    cmd = [
+        str(BIN / "pinlab"),
+        "run",
+        "-q",
+        "-c",
+        f"N:0-{threads - 1}",
+        "--",
+        str(BIN / "pinlab"),
+        "workload",
+        "run",
+        "stream",
+        "-n",
+        str(threads),
+        "--json",
+        "--",
+        "--size",
+        str(elements),
+        "--ntimes",
+        "20",
+    ]
     data = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     assert data["valid"], data
     triad = data["results"]["triad"]
@@ -71,7 +90,9 @@ def main() -> None:
         print("likwid-bench not found (Debian package likwid): nothing to compare with")
         return
     mib = args.mib or max(600, 4 * llc_total_bytes() // (1 << 20))
-    print(f"STREAM triad, {args.threads} threads pinned to likwid's N:0-{args.threads - 1}, {mib} MB in three arrays, {args.rounds} interleaved rounds")
+    print(
+        f"STREAM triad, {args.threads} threads pinned to likwid's N:0-{args.threads - 1}, {mib} MB in three arrays, {args.rounds} interleaved rounds"
+    )
     likwid, ours_avg, ours_best = [], [], []
     for _ in range(args.rounds):
         likwid.append(likwid_triad(mib, args.threads))

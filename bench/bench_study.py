@@ -2,7 +2,7 @@
 """pinlab's own cost per study run (launch, record, store) against running the program directly.
 
 Run by hand: ``.venv/bin/python bench/bench_study.py [--runs 41]``. Not a test; exits 0.
-Target (issue 5): under 5 ms per run, so that a 35-run study of a short program is dominated
+Target: under 5 ms per run, so that a 35-run study of a short program is dominated
 by the program. Side by side, interleaved: (a) the program started directly (fork/exec/wait
 from Python, as cheap as it gets), (b) one run as a study makes it: the launcher with the plan,
 the controlled environment, output capture, the record, and one stored run in SQLite
@@ -14,6 +14,7 @@ Then what checking a database costs: every ``Store.open`` runs SQLite's ``PRAGMA
 runs, each with a record of 4 threads x 100 samples (about 4 KB, like a 10 s run sampled every
 100 ms), are opened 7 times each; median milliseconds, and per MB of file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,9 @@ def main() -> int:
 
     cpus = sorted(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as tmp:
-        plan = StudyPlan(name="bench", programs=[Program("true", ["/bin/true"])], strategies=["none", "compact"], threads=[len(cpus)], runs=args.runs, warmup=0)
+        plan = StudyPlan(
+            name="bench", programs=[Program("true", ["/bin/true"])], strategies=["none", "compact"], threads=[len(cpus)], runs=args.runs, warmup=0
+        )
         store = Store.open(os.path.join(tmp, "bench.db"))
         study = store.create_study("bench", plan.parameters(), plan.configs(), 0, {}, "bench")
         configs = store.configs(study.id)
@@ -51,7 +54,11 @@ def main() -> int:
         store.close()
     base = statistics.median(direct)
     print(f"pinlab's cost per study run, {args.runs} interleaved runs of /bin/true, milliseconds (median, min-max)")
-    for label, values in (("/bin/true started directly", direct), ("study run, none (unpinned)", unpinned), (f"study run, compact x{len(cpus)}", pinned)):
+    for label, values in (
+        ("/bin/true started directly", direct),
+        ("study run, none (unpinned)", unpinned),
+        (f"study run, compact x{len(cpus)}", pinned),
+    ):
         med = statistics.median(values)
         print(f"  {label:34} {med * 1e3:8.2f} ({min(values) * 1e3:.2f}-{max(values) * 1e3:.2f})   pinlab's own: {(med - base) * 1e3:+.2f} ms")
     worst = max(statistics.median(unpinned), statistics.median(pinned)) - base
@@ -78,8 +85,10 @@ def check_cost() -> None:
                 conn = store.connection
                 columns = [c[1] for c in conn.execute("PRAGMA table_info(runs)") if c[1] not in ("id", "run_index")]
                 conn.execute("BEGIN")
-                conn.execute(f"INSERT INTO runs (run_index, {', '.join(columns)}) SELECT value, {', '.join(columns)} FROM runs, "
-                             f"(WITH RECURSIVE n(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM n WHERE value < {runs - 1}) SELECT value FROM n)")
+                conn.execute(
+                    f"INSERT INTO runs (run_index, {', '.join(columns)}) SELECT value, {', '.join(columns)} FROM runs, "
+                    f"(WITH RECURSIVE n(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM n WHERE value < {runs - 1}) SELECT value FROM n)"
+                )
                 conn.execute("COMMIT")
             with sqlite3.connect(path) as conn:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -90,7 +99,9 @@ def check_cost() -> None:
                 Store.open(path, readonly=True).close()
                 times.append(time.perf_counter() - t)
             med = statistics.median(times)
-            print(f"  {runs:6} runs, {size:6.1f} MB: {med * 1e3:7.1f} ({min(times) * 1e3:.1f}-{max(times) * 1e3:.1f}), {med * 1e3 / size:.2f} ms per MB")
+            print(
+                f"  {runs:6} runs, {size:6.1f} MB: {med * 1e3:7.1f} ({min(times) * 1e3:.1f}-{max(times) * 1e3:.1f}), {med * 1e3 / size:.2f} ms per MB"
+            )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ traced seconds, untraced seconds and their ratio, medians over the rounds.
 For the exact method the untraced run is the original workload, the installed uninstrumented
 build (``pinlab trace --original``), so every slowdown is against the program as users run it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,20 @@ CASES = {
 
 def build_instrumented(name: str, sources: list[str], directory: Path) -> Path | None:
     out = directory / name
-    command = [str(BIN / "pinlab"), "cc", "--", "gcc", "-O3", "-fopenmp", f"-I{WORKLOADS}", f"-I{INCLUDE}",
-               *(str(WORKLOADS / s) for s in [*sources, "common.c"]), "-o", str(out), "-lm"]
+    command = [
+        str(BIN / "pinlab"),
+        "cc",
+        "--",
+        "gcc",
+        "-O3",
+        "-fopenmp",
+        f"-I{WORKLOADS}",
+        f"-I{INCLUDE}",
+        *(str(WORKLOADS / s) for s in [*sources, "common.c"]),
+        "-o",
+        str(out),
+        "-lm",
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         print(f"  {name}: cannot be built instrumented: {done.stderr.strip().splitlines()[-1:]}")
@@ -51,8 +64,8 @@ def build_instrumented(name: str, sources: list[str], directory: Path) -> Path |
 
 def method_missing(method: str, argv: list[str], threads: int) -> str | None:
     """Why ``method`` cannot trace ``argv`` here (None: it can)."""
-    from pinlab.graph.trace import method_module
-    from pinlab.graph.trace.common import TraceRequest
+    from pinlab.trace import method_module
+    from pinlab.trace.common import TraceRequest
 
     try:
         module = method_module(method)
@@ -66,8 +79,11 @@ def trace_once(method: str, argv: list[str], threads: int, directory: Path, orig
 
     out = directory / f"graph-{method}.json"
     extra = ["--original", original] if original else []
-    done = subprocess.run([str(BIN / "pinlab"), "trace", "-q", "-n", str(threads), "--method", method, "-o", str(out), *extra, "--", *argv],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [str(BIN / "pinlab"), "trace", "-q", "-n", str(threads), "--method", method, "-o", str(out), *extra, "--", *argv],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         return f"failed with status {done.returncode}: {done.stderr.strip()[-200:]}"
     if not out.exists():  # pinlab trace writes no graph when nothing was counted (a run shorter than one round)

@@ -24,6 +24,7 @@ No published mapping (EagerMap's output for these matrices) is in the repository
 
 Run by hand to list them: ``.venv/bin/python bench/published_matrices.py``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -65,9 +66,13 @@ def load(name: str, notice: Callable[[str], None] | None = None) -> AffinityGrap
     """Matrix ``name`` as an AffinityGraph over processes 0..n-1 (indices put back in order)."""
     rows = read_rows(name)
     rows = rows[::-1] if REVERSED[name.split("/")[0]] == "rows" else [row[::-1] for row in rows]
-    return graph_from_matrix(rows, source=f"published {name}", notice=notice, granularity="message",
-                             measured={"method": "published", "source": SOURCE, "weight": "messages",
-                                       "application": name})
+    return graph_from_matrix(
+        rows,
+        source=f"published {name}",
+        notice=notice,
+        granularity="message",
+        measured={"method": "published", "source": SOURCE, "weight": "messages", "application": name},
+    )
 
 
 def published_mapping(name: str) -> list[int] | None:
@@ -82,8 +87,10 @@ def main() -> int:
         graph = load(name, notice=notes.append)
         heaviest = max(graph.edges(), key=lambda e: e[2], default=None)
         pairs = len(graph.edges())
-        print(f"{name:<18} {graph.threads:>3} processes {pairs:>4} pairs  total {graph.total:>10.0f}"
-              f"  heaviest {heaviest[:2] if heaviest else '-'}{'  (' + '; '.join(notes) + ')' if notes else ''}")
+        print(
+            f"{name:<18} {graph.threads:>3} processes {pairs:>4} pairs  total {graph.total:>10.0f}"
+            f"  heaviest {heaviest[:2] if heaviest else '-'}{'  (' + '; '.join(notes) + ')' if notes else ''}"
+        )
     return 0
 
 

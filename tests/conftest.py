@@ -1,4 +1,5 @@
 """Shared test helpers: the installed `pinlab` command and topologies with chosen allowed sets."""
+
 from __future__ import annotations
 
 import os

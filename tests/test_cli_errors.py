@@ -1,4 +1,5 @@
 """Bad input: one line saying what is wrong and what to do, exit status 2, never a traceback."""
+
 import pytest
 
 from tests.conftest import run_pinlab

@@ -4,6 +4,7 @@
 created, so a check by permission bits passes and the command used to measure for seconds (or
 run the user's program) before failing or, for trace, end with status 0 and no graph.
 """
+
 import json
 
 import pytest
@@ -16,8 +17,11 @@ from tests.conftest import run_pinlab
 def test_check_writable_creates_nothing_and_refuses_what_cannot_be_created(tmp_path):
     check_writable(tmp_path / "x.json", "the graph")
     assert list(tmp_path.iterdir()) == []
-    for path, why in ((tmp_path, "it is a directory"), (tmp_path / "no" / "x.json", "its directory does not exist"),
-                      ("/proc/x.json", "No such file or directory")):
+    for path, why in (
+        (tmp_path, "it is a directory"),
+        (tmp_path / "no" / "x.json", "its directory does not exist"),
+        ("/proc/x.json", "No such file or directory"),
+    ):
         with pytest.raises(UsageError, match=why):
             check_writable(path, "the graph")
 
@@ -29,13 +33,17 @@ def graph_file(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("args", [
-    ["graph", "show", "{graph}", "--picture", "/proc/pinlab-x.png"],
-    ["graph", "convert", "{graph}", "/proc/pinlab-x.csv"],
-    ["calibrate", "--quick", "--no-memory", "-o", "/proc/pinlab-x.xml"],
-    ["calibrate", "--quick", "--no-memory", "--picture", "/proc/pinlab-x.png"],
-    ["trace", "-n", "1", "-o", "/proc/pinlab-x.json", "--", "sh", "-c", "touch {marker}"],
-], ids=["graph-show-picture", "graph-convert", "calibrate-o", "calibrate-picture", "trace-o"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["graph", "show", "{graph}", "--picture", "/proc/pinlab-x.png"],
+        ["graph", "convert", "{graph}", "/proc/pinlab-x.csv"],
+        ["calibrate", "--quick", "--no-memory", "-o", "/proc/pinlab-x.xml"],
+        ["calibrate", "--quick", "--no-memory", "--picture", "/proc/pinlab-x.png"],
+        ["trace", "-n", "1", "-o", "/proc/pinlab-x.json", "--", "sh", "-c", "touch {marker}"],
+    ],
+    ids=["graph-show-picture", "graph-convert", "calibrate-o", "calibrate-picture", "trace-o"],
+)
 def test_unwritable_outputs_are_refused_before_the_work(args, graph_file, tmp_path):
     marker = tmp_path / "ran"
     result = run_pinlab(*[a.format(graph=graph_file, marker=marker) for a in args])

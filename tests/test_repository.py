@@ -1,4 +1,5 @@
 """The project's own files: nothing in them names a path of one development machine."""
+
 from __future__ import annotations
 
 import re
@@ -15,7 +16,11 @@ def tracked_files() -> list[Path]:
         listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
         return [ROOT / name.decode() for name in listed if name]
     except (OSError, subprocess.CalledProcessError):  # not a git checkout (an unpacked archive)
-        return [p for p in ROOT.rglob("*") if p.is_file() and not any(part.startswith(".") or part in ("build", "demo-output") for part in p.relative_to(ROOT).parts)]
+        return [
+            p
+            for p in ROOT.rglob("*")
+            if p.is_file() and not any(part.startswith(".") or part in ("build", "demo-output") for part in p.relative_to(ROOT).parts)
+        ]
 
 
 def test_no_file_names_a_path_of_a_development_machine():

@@ -9,6 +9,7 @@ read back by lstopo once more, so every preset is XML that hwloc itself accepts.
 
 Run: python3 tools/make_presets.py   (needs lstopo-no-graphics)
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from pinlab.topology.cpuset import format_hwloc_bitmap, parse_hwloc_bitmap  # noqa: E402
+from pinlab.cpuset import format_hwloc_bitmap  # noqa: E402
 
 OUT = ROOT / "src" / "pinlab" / "topology" / "presets"
 

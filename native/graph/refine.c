@@ -1,6 +1,6 @@
 /*
  * The inner loops of pinlab's graph partitioning and treematch (pinlab.graph.partition,
- * pinlab.graph.treematch), where Python loops over thousands of threads cost more than the
+ * pinlab.placement.treematch), where Python loops over thousands of threads cost more than the
  * arithmetic: sums of weights by group, greedy growth of parts, and swaps between parts.
  *
  * A graph of n vertices comes either dense (row-major n x n, `dense` set) or as CSR (`indptr`,

@@ -1,5 +1,8 @@
 """pinlab: find, apply and prove the best placement of a program's threads and memory."""
-__version__ = "0.1.0"
+
+from pinlab.version import __version__
+
+__all__ = ["__version__", "load_study", "run"]
 
 
 def run(argv, placement=None, **options):

@@ -12,6 +12,7 @@ little old but never torn.
 Either side may create the file: it is written complete under a temporary name and then linked to
 its name (an existing file wins), so a half-written header is never seen.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -64,8 +65,7 @@ def ensure(path: str, slots: int = DEFAULT_SLOTS) -> str:
         try:
             _write_new(path, slots)
         except OSError as exc:
-            raise UsageError(f"cannot create the heartbeat file {path}: {exc.strerror}; "
-                             "choose a writable directory such as /dev/shm") from None
+            raise UsageError(f"cannot create the heartbeat file {path}: {exc.strerror}; choose a writable directory such as /dev/shm") from None
     return path
 
 
@@ -74,13 +74,13 @@ def create(directory: str | None = None, slots: int = DEFAULT_SLOTS) -> str:
 
     The caller passes its path to the program as ``PINLAB_HEARTBEAT`` and :func:`remove` s it after.
     """
-    from pinlab.launch.runner import shared_directory
+    from pinlab.measure.shared_files import shared_directory
 
     _check_slots(slots)
     directory = os.path.abspath(directory) if directory else shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create a heartbeat file in {directory}: not a writable directory")
-    from pinlab.launch import shared_files
+    from pinlab.measure import shared_files
 
     try:
         path, fd = shared_files.create(directory, "heartbeat")
@@ -93,7 +93,7 @@ def create(directory: str | None = None, slots: int = DEFAULT_SLOTS) -> str:
 
 def remove(path: str | None) -> None:
     """Delete a heartbeat file; one already gone is fine."""
-    from pinlab.launch import shared_files
+    from pinlab.measure import shared_files
 
     shared_files.release(path)
 
@@ -126,10 +126,9 @@ class Heartbeat:
         magic, version, slots, _ = _HEADER.unpack_from(self._map, 0)
         if magic != MAGIC or version != VERSION or file_bytes(slots) > size or slots < 2:
             self._map.close()
-            raise UsageError(f"{path} is not a pinlab heartbeat file (version {VERSION}): "
-                             "give the file named by the program's PINLAB_HEARTBEAT")
+            raise UsageError(f"{path} is not a pinlab heartbeat file (version {VERSION}): give the file named by the program's PINLAB_HEARTBEAT")
         self.slots = slots
-        self._words = memoryview(self._map)[:file_bytes(slots)].cast("Q")  # 8 words a line: count at 8i+8, tid at 8i+9
+        self._words = memoryview(self._map)[: file_bytes(slots)].cast("Q")  # 8 words a line: count at 8i+8, tid at 8i+9
 
     def claimed(self) -> int:
         """Slots handed out so far (0: no thread has beaten yet)."""
@@ -138,8 +137,8 @@ class Heartbeat:
     def read(self) -> dict[int, int]:
         """tid -> units counted so far (slots of one tid added; the overflow slot left out)."""
         used = min(self.claimed(), self.slots - 1)
-        counts = self._words[8:8 + 8 * used:8].tolist()
-        tids = self._words[9:9 + 8 * used:8].tolist()
+        counts = self._words[8 : 8 + 8 * used : 8].tolist()
+        tids = self._words[9 : 9 + 8 * used : 8].tolist()
         result: dict[int, int] = {}
         for tid, count in zip(tids, counts):
             if tid:
@@ -149,7 +148,7 @@ class Heartbeat:
     def total(self) -> int:
         """Units counted by every thread, those of the overflow slot included."""
         used = min(self.claimed(), self.slots - 1)
-        return sum(self._words[8:8 + 8 * used:8].tolist()) + self._words[8 * self.slots]
+        return sum(self._words[8 : 8 + 8 * used : 8].tolist()) + self._words[8 * self.slots]
 
     def close(self) -> None:
         if self._map is not None:

@@ -1,4 +1,5 @@
 """Where the native parts built by the package (CMake, installed under pinlab/_native) live."""
+
 from __future__ import annotations
 
 from pathlib import Path

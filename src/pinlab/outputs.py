@@ -24,8 +24,7 @@ def check_writable(path: str | Path, what: str) -> None:
         raise UsageError(f"cannot write {what} {str(target)!r}: it is a directory; give a file name")
     parent = target.resolve().parent
     if not parent.is_dir():
-        raise UsageError(f"cannot write {what} {str(target)!r}: its directory does not exist; "
-                         f"create it first (mkdir -p {target.parent})")
+        raise UsageError(f"cannot write {what} {str(target)!r}: its directory does not exist; create it first (mkdir -p {target.parent})")
     try:
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".pinlab-check-"):
             pass

@@ -1,4 +1,5 @@
 """Counted nouns for messages: "1 thread", "2 threads" (never "1 threads")."""
+
 from __future__ import annotations
 
 _IRREGULAR = {"process": "processes", "co-runner process": "co-runner processes"}

@@ -1,4 +1,5 @@
 """Machines built for the candidate tests: a hybrid one, an irregular one, random automorphisms."""
+
 from __future__ import annotations
 
 import random
@@ -22,8 +23,10 @@ def hybrid(description: str = "pack:1 [numa] l3:2 core:4 pu:2", performance_l3: 
     assert len(plain.pus) <= 32
     p_cores = plain.objects("L3")[performance_l3].cpus
     e_cores = plain.root.cpus - p_cores
-    kinds = (f'<cpukind cpuset="{_mask(e_cores)}" forced_efficiency="0"><info name="CoreType" value="IntelAtom"/></cpukind>'
-             f'<cpukind cpuset="{_mask(p_cores)}" forced_efficiency="1"><info name="CoreType" value="IntelCore"/></cpukind>')
+    kinds = (
+        f'<cpukind cpuset="{_mask(e_cores)}" forced_efficiency="0"><info name="CoreType" value="IntelAtom"/></cpukind>'
+        f'<cpukind cpuset="{_mask(p_cores)}" forced_efficiency="1"><info name="CoreType" value="IntelCore"/></cpukind>'
+    )
     text = plain.xml.replace("</topology>", kinds + "</topology>")
     return parse_xml(text, source=f"hybrid:{description}")
 

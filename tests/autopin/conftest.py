@@ -1,4 +1,5 @@
 """Helpers of the autopin tests: a C program built against the installed heartbeat header."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,7 @@ def beating(tmp_path_factory) -> str:
     if cc is None:
         pytest.skip("no C compiler (cc) to build the heartbeat test program")
     exe = tmp_path_factory.mktemp("beating") / "beating"
-    subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{include_dir()}",
-                    str(HERE / "beating.c"), "-o", str(exe)], check=True)
+    subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{include_dir()}", str(HERE / "beating.c"), "-o", str(exe)], check=True)
     return str(exe)
 
 
@@ -34,8 +34,7 @@ class Beating:
         env.pop("PINLAB_HEARTBEAT", None)
         if heartbeat is not None:
             env["PINLAB_HEARTBEAT"] = heartbeat
-        self.process = subprocess.Popen([exe, mode, *map(str, amounts)], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True, env=env)
+        self.process = subprocess.Popen([exe, mode, *map(str, amounts)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.pid = self.process.pid
         self.tids: dict[int, int] = {}
         for _ in amounts:

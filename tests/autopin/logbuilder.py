@@ -6,6 +6,7 @@ candidates probed over rounds with sub-window rates, a choice with its test agai
 runner-up, rates after the choice, re-probes after a phase change, and the endings a real run
 can have (the program ends while probing, autopin is killed mid-line).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,17 +39,34 @@ class LogBuilder:
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
         self.clock = self.init
-        self.cands = [{"index": i, "name": NAMES[i % len(NAMES)] + ("" if i < len(NAMES) else f"-{i}"),
-                       "cpus": CPU_LISTS[i % len(CPU_LISTS)]} for i in range(self.candidates)]
+        self.cands = [
+            {"index": i, "name": NAMES[i % len(NAMES)] + ("" if i < len(NAMES) else f"-{i}"), "cpus": CPU_LISTS[i % len(CPU_LISTS)]}
+            for i in range(self.candidates)
+        ]
         self.samples: dict[int, list[float]] = {}
 
     def start(self, mode: str = "launch", **extra) -> "LogBuilder":
-        event = {"event": "start", "t": 0.0, "mode": mode, "threads": self.threads, "metric": self.metric,
-                 "metric_notice": f"{self.metric}: the program reports its work through the heartbeat",
-                 "topology": "synthetic:pack:2 l2:2 core:2 pu:1",
-                 "params": {"init": self.init, "warmup": self.warmup, "interval": self.interval, "windows": self.windows,
-                            "rounds": 2, "alpha": self.alpha, "migrate_pages": "off", "monitor": True, "threshold": 10.0},
-                 "candidates": self.cands}
+        event = {
+            "event": "start",
+            "t": 0.0,
+            "mode": mode,
+            "threads": self.threads,
+            "metric": self.metric,
+            "metric_notice": f"{self.metric}: the program reports its work through the heartbeat",
+            "topology": "synthetic:pack:2 l2:2 core:2 pu:1",
+            "params": {
+                "init": self.init,
+                "warmup": self.warmup,
+                "interval": self.interval,
+                "windows": self.windows,
+                "rounds": 2,
+                "alpha": self.alpha,
+                "migrate_pages": "off",
+                "monitor": True,
+                "threshold": 10.0,
+            },
+            "candidates": self.cands,
+        }
         if self.metric_unit is not None:
             event["metric_unit"] = self.metric_unit
         event.update({"argv": ["./solver", "--size", "4096"]} if mode == "launch" else {"pid": 4242})
@@ -56,8 +74,7 @@ class LogBuilder:
         self.events.append(event)
         return self
 
-    def probe(self, candidate: int, level: float, round_: int = 1, noise: float = 0.01, length: float | None = None,
-              **extra) -> dict:
+    def probe(self, candidate: int, level: float, round_: int = 1, noise: float = 0.01, length: float | None = None, **extra) -> dict:
         """One window on ``candidate`` whose sub-windows average about ``level`` (relative noise ``noise``)."""
         length = self.interval if length is None else length
         repinned = self.clock
@@ -66,9 +83,21 @@ class LogBuilder:
         windows = [float(x) for x in level * (1 + self.rng.normal(0, noise, self.windows))]
         tids = [str(1000 + k) for k in range(self.threads)]
         rates = {tid: float(np.mean(windows) * (1 + self.rng.normal(0, noise))) for tid in tids}
-        event = {"event": "probe", "t": end, "candidate": candidate, "name": self.cands[candidate]["name"],
-                 "cpus": self.cands[candidate]["cpus"], "round": round_, "repinned_at": repinned, "start": begin, "end": end,
-                 "rates": rates, "mean": float(np.mean(list(rates.values()))), "windows": windows, "threads": self.threads}
+        event = {
+            "event": "probe",
+            "t": end,
+            "candidate": candidate,
+            "name": self.cands[candidate]["name"],
+            "cpus": self.cands[candidate]["cpus"],
+            "round": round_,
+            "repinned_at": repinned,
+            "start": begin,
+            "end": end,
+            "rates": rates,
+            "mean": float(np.mean(list(rates.values()))),
+            "windows": windows,
+            "threads": self.threads,
+        }
         event.update(extra)
         self.events.append(event)
         self.samples.setdefault(candidate, []).extend(windows)
@@ -87,22 +116,38 @@ class LogBuilder:
         means = {c: float(np.mean(v)) for c, v in self.samples.items()}
         order = sorted(means, key=means.get, reverse=True)
         best, runner = order[0], (order[1] if len(order) > 1 else None)
-        event = {"event": "choice", "t": self.clock, "candidate": best, "name": self.cands[best]["name"],
-                 "cpus": self.cands[best]["cpus"], "rate": means[best], "rounds": 2,
-                 "probing_seconds": self.clock - probing_started}
+        event = {
+            "event": "choice",
+            "t": self.clock,
+            "candidate": best,
+            "name": self.cands[best]["name"],
+            "cpus": self.cands[best]["cpus"],
+            "rate": means[best],
+            "rounds": 2,
+            "probing_seconds": self.clock - probing_started,
+        }
         if runner is None:
             event.update(runner_up=None, p_value=None, effect=None, decided=False, equivalent=[], verdict="only one candidate")
         else:
             p = float(stats.ttest_ind(self.samples[best], self.samples[runner], equal_var=False, alternative="greater").pvalue)
             effect = means[best] / means[runner] - 1
-            equivalent = [c for c in order[1:] if stats.ttest_ind(self.samples[best], self.samples[c], equal_var=False,
-                                                                    alternative="greater").pvalue >= self.alpha]
-            event.update(runner_up={"candidate": runner, "name": self.cands[runner]["name"], "cpus": self.cands[runner]["cpus"],
-                                    "rate": means[runner]},
-                         p_value=p, effect=effect, decided=p < self.alpha, equivalent=equivalent,
-                         verdict=(f"{self.cands[best]['name']} is faster than {self.cands[runner]['name']} "
-                                  f"({100 * effect:.1f} % more work per second)" if p < self.alpha else
-                                  f"{self.cands[best]['name']} is not significantly faster than {self.cands[runner]['name']}"))
+            equivalent = [
+                c
+                for c in order[1:]
+                if stats.ttest_ind(self.samples[best], self.samples[c], equal_var=False, alternative="greater").pvalue >= self.alpha
+            ]
+            event.update(
+                runner_up={"candidate": runner, "name": self.cands[runner]["name"], "cpus": self.cands[runner]["cpus"], "rate": means[runner]},
+                p_value=p,
+                effect=effect,
+                decided=p < self.alpha,
+                equivalent=equivalent,
+                verdict=(
+                    f"{self.cands[best]['name']} is faster than {self.cands[runner]['name']} ({100 * effect:.1f} % more work per second)"
+                    if p < self.alpha
+                    else f"{self.cands[best]['name']} is not significantly faster than {self.cands[runner]['name']}"
+                ),
+            )
         self.events.append(event)
         self.chosen = best
         return event
@@ -110,26 +155,62 @@ class LogBuilder:
     def rates(self, n: int, level: float, noise: float = 0.01) -> None:
         for _ in range(n):
             begin, end = self.clock, self.clock + self.interval
-            self.events.append({"event": "rate", "t": end, "start": begin, "end": end,
-                                "rate": float(level * (1 + self.rng.normal(0, noise))), "candidate": self.chosen})
+            self.events.append(
+                {
+                    "event": "rate",
+                    "t": end,
+                    "start": begin,
+                    "end": end,
+                    "rate": float(level * (1 + self.rng.normal(0, noise))),
+                    "candidate": self.chosen,
+                }
+            )
             self.clock = end
 
     def reprobe(self, rate: float, reference: float, intervals: int = 3) -> None:
-        self.events.append({"event": "reprobe", "t": self.clock, "why": f"the rate stayed {100 * (1 - rate / reference):.0f} % "
-                            f"below the rate at the choice for {intervals} intervals", "rate": rate, "reference": reference,
-                            "intervals": intervals})
+        self.events.append(
+            {
+                "event": "reprobe",
+                "t": self.clock,
+                "why": f"the rate stayed {100 * (1 - rate / reference):.0f} % below the rate at the choice for {intervals} intervals",
+                "rate": rate,
+                "reference": reference,
+                "intervals": intervals,
+            }
+        )
 
     def migrate(self) -> None:
-        self.events.append({"event": "migrate", "t": self.clock, "from_nodes": [0], "to_nodes": [1],
-                            "pages_before": {"0": 5000, "1": 12}, "pages_after": {"0": 40, "1": 4972}, "seconds": 0.25})
+        self.events.append(
+            {
+                "event": "migrate",
+                "t": self.clock,
+                "from_nodes": [0],
+                "to_nodes": [1],
+                "pages_before": {"0": 5000, "1": 12},
+                "pages_after": {"0": 40, "1": 4972},
+                "seconds": 0.25,
+            }
+        )
 
     def summary(self, **fields) -> None:
         probing = sum(e["end"] - e["repinned_at"] for e in self.events if e["event"] == "probe")
-        event = {"event": "summary", "t": self.clock, "exit_status": 0, "signal": None, "wall_seconds": self.clock,
-                 "probing_seconds": probing, "choices": sum(e["event"] == "choice" for e in self.events),
-                 "final": ({"candidate": self.chosen, "name": self.cands[self.chosen]["name"], "cpus": self.cands[self.chosen]["cpus"]}
-                           if hasattr(self, "chosen") else None),
-                 "ended_during_probing": False, "interrupted": False, "restored": False}
+        event = {
+            "event": "summary",
+            "t": self.clock,
+            "exit_status": 0,
+            "signal": None,
+            "wall_seconds": self.clock,
+            "probing_seconds": probing,
+            "choices": sum(e["event"] == "choice" for e in self.events),
+            "final": (
+                {"candidate": self.chosen, "name": self.cands[self.chosen]["name"], "cpus": self.cands[self.chosen]["cpus"]}
+                if hasattr(self, "chosen")
+                else None
+            ),
+            "ended_during_probing": False,
+            "interrupted": False,
+            "restored": False,
+        }
         event.update(fields)
         self.events.append(event)
 

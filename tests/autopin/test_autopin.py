@@ -12,6 +12,7 @@ And the better CPU is built into the program (``--slow-on``: 16 times the arithm
 one CPU) rather than left to a co-runner: on a busy machine the kernel moves the other work off
 the CPU a co-runner loads, and a thread pinned there then gets as much as anywhere else.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import threading
-from statistics import mean
+import time
 from collections.abc import Callable
 from pathlib import Path
+from statistics import mean
 
 import pytest
 
@@ -118,7 +119,7 @@ def started_with(program: str, argument: str) -> int | None:
 
 
 def last_cpu(stdout: str) -> int:
-    line = next(l for l in stdout.splitlines() if l.startswith("spinner "))
+    line = next(x for x in stdout.splitlines() if x.startswith("spinner "))
     return int(dict(w.split("=") for w in line.split()[1:])["last_cpu"])
 
 
@@ -134,8 +135,23 @@ def test_one_thread_chooses_the_cpu_where_it_runs_faster(spinner, tmp_path, metr
     log = tmp_path / "autopin.jsonl"
     watch, until = until_choice(tmp_path, log)
     with watch:
-        result = run_pinlab("autopin", "-c", f"{slow};{fast}", *SURE, "--metric", metric, "--log", str(log),
-                            "--", spinner, "--threads", "1", slowdown, str(slow), *until)
+        result = run_pinlab(
+            "autopin",
+            "-c",
+            f"{slow};{fast}",
+            *SURE,
+            "--metric",
+            metric,
+            "--log",
+            str(log),
+            "--",
+            spinner,
+            "--threads",
+            "1",
+            slowdown,
+            str(slow),
+            *until,
+        )
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert of(log_events, "start")[0]["metric"] == metric
@@ -169,8 +185,7 @@ def test_one_thread_follows_what_a_corunner_does_to_the_cpu_it_loads(spinner, tm
     log = tmp_path / "autopin.jsonl"
     watch, until = until_choice(tmp_path, log)
     with CoRunners("cpu", 1, [busy]), watch:
-        result = run_pinlab("autopin", "-c", f"{busy};{free}", *SURE, "--log", str(log),
-                            "--", spinner, "--threads", "1", *until)
+        result = run_pinlab("autopin", "-c", f"{busy};{free}", *SURE, "--log", str(log), "--", spinner, "--threads", "1", *until)
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     choice = of(log_events, "choice")[0]
@@ -191,8 +206,23 @@ def test_two_threads_prefer_one_thread_per_cpu_to_sharing_one(spinner, tmp_path)
     log = tmp_path / "autopin.jsonl"
     watch, until = until_choice(tmp_path, log)
     with watch:
-        result = run_pinlab("autopin", "-c", f"{a},{a};{a},{b}", *SURE, "--metric", "heartbeat", "--log", str(log),
-                            "--", spinner, "--threads", "2", "--slow-shared", "1", *until)
+        result = run_pinlab(
+            "autopin",
+            "-c",
+            f"{a},{a};{a},{b}",
+            *SURE,
+            "--metric",
+            "heartbeat",
+            "--log",
+            str(log),
+            "--",
+            spinner,
+            "--threads",
+            "2",
+            "--slow-shared",
+            "1",
+            *until,
+        )
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert of(log_events, "start")[0]["metric"] == "heartbeat"  # named: on a busy machine the program may not beat before -i is over
@@ -252,19 +282,48 @@ def test_a_new_phase_triggers_a_new_search(spinner, tmp_path):
     slow, stop = tmp_path / "slow", tmp_path / "stop"
 
     def searched_again(log_events: list[dict]) -> bool:
-        later = log_events[watch.seen[0]:]
+        later = log_events[watch.seen[0] :]
         return any(e["event"] == "reprobe" for e in later) and of(later, "choice") != []
 
     watch = LogWatch(log, [(chose(), slow), (searched_again, stop)])
     with watch:
-        result = run_pinlab("autopin", "-c", f"{other};{fast_cpu}", "-i", "0.2", "-w", "0.1", "-t", "0.5", "--metric", "heartbeat", "--monitor", "--threshold", "25",
-                            "--patience", "2", "--log", str(log), "--", spinner, "--threads", "1", "--slow-on", str(other),
-                            "--slow-file", str(slow), "--until-file", str(stop), "--seconds", "100")
+        result = run_pinlab(
+            "autopin",
+            "-c",
+            f"{other};{fast_cpu}",
+            "-i",
+            "0.2",
+            "-w",
+            "0.1",
+            "-t",
+            "0.5",
+            "--metric",
+            "heartbeat",
+            "--monitor",
+            "--threshold",
+            "25",
+            "--patience",
+            "2",
+            "--log",
+            str(log),
+            "--",
+            spinner,
+            "--threads",
+            "1",
+            "--slow-on",
+            str(other),
+            "--slow-file",
+            str(slow),
+            "--until-file",
+            str(stop),
+            "--seconds",
+            "100",
+        )
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert watch.seen, result.stderr
     # A noisy machine may cause a re-probe before the phase changes; the phase change must cause one.
-    reprobes = of(log_events[watch.seen[0]:], "reprobe")
+    reprobes = of(log_events[watch.seen[0] :], "reprobe")
     assert any(r["rate"] < 0.75 * r["reference"] for r in reprobes), (reprobes, result.stderr)
     assert len(of(log_events, "choice")) >= 2
     assert "re-probing" in result.stderr
@@ -276,9 +335,37 @@ def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, 
     log = tmp_path / "autopin.jsonl"
     stop = tmp_path / "stop"
     cpu = CPUS[0]
-    autopin = subprocess.Popen([str(PINLAB), "autopin", "-c", f"{cpu};{CPUS[-1]}", "-i", "0.1", "-w", "0.2", "-t", "8", "--windows", "8",
-                                "--log", str(log), "--", spinner, "--threads", "1", "--until-file", str(stop), "--seconds", "100", "--exit", "3"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    autopin = subprocess.Popen(
+        [
+            str(PINLAB),
+            "autopin",
+            "-c",
+            f"{cpu};{CPUS[-1]}",
+            "-i",
+            "0.1",
+            "-w",
+            "0.2",
+            "-t",
+            "8",
+            "--windows",
+            "8",
+            "--log",
+            str(log),
+            "--",
+            spinner,
+            "--threads",
+            "1",
+            "--until-file",
+            str(stop),
+            "--seconds",
+            "100",
+            "--exit",
+            "3",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         pinned = False
@@ -307,7 +394,9 @@ def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, 
 
 def test_a_program_shorter_than_the_initialisation_is_said_so_by_autopin_and_its_report(tmp_path, spinner):
     log = tmp_path / "autopin.jsonl"
-    result = run_pinlab("autopin", "-c", f"{CPUS[0]};{CPUS[-1]}", "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "0.3", "--exit", "4")
+    result = run_pinlab(
+        "autopin", "-c", f"{CPUS[0]};{CPUS[-1]}", "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "0.3", "--exit", "4"
+    )
     assert result.returncode == 4, result.stderr
     assert "during the initialisation (-i 15 s): nothing was measured; give a shorter -i" in result.stderr, result.stderr
     kinds = [e["event"] for e in events(log)]
@@ -322,8 +411,13 @@ def test_a_program_shorter_than_the_initialisation_is_said_so_by_autopin_and_its
 
 
 def test_output_and_stdin_pass_through_untouched(tmp_path):
-    result = subprocess.run([str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-t", "1", "-q", "--", "sh", "-c", "cat; echo err >&2; exit 5"],
-                            input="hello\nworld\n", capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-t", "1", "-q", "--", "sh", "-c", "cat; echo err >&2; exit 5"],
+        input="hello\nworld\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 5
     assert result.stdout == "hello\nworld\n"
     assert result.stderr.strip().endswith("err")
@@ -340,9 +434,32 @@ def test_stdout_metric_counts_the_programs_lines_and_passes_them_on(spinner, tmp
     # pinlab's output goes to a file, so that the program, not a slow reader of a pipe, sets the
     # pace of its lines.
     with watch, out.open("w") as sink:
-        result = subprocess.run([str(PINLAB), "autopin", "-c", f"{slow};{fast}", *SURE,
-                                 "--metric", "stdout:^tick", "--log", str(log), "--", spinner, "--threads", "1", "--ticks", "1",
-                                 "--slow-on", str(slow), *until], stdout=sink, stderr=subprocess.PIPE, text=True, timeout=150)
+        result = subprocess.run(
+            [
+                str(PINLAB),
+                "autopin",
+                "-c",
+                f"{slow};{fast}",
+                *SURE,
+                "--metric",
+                "stdout:^tick",
+                "--log",
+                str(log),
+                "--",
+                spinner,
+                "--threads",
+                "1",
+                "--ticks",
+                "1",
+                "--slow-on",
+                str(slow),
+                *until,
+            ],
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=150,
+        )
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert of(log_events, "start")[0]["metric"] == "stdout:^tick"
@@ -360,8 +477,12 @@ def test_the_python_api_refuses_what_the_command_refuses():
     from pinlab.autopin.options import AutopinOptions
     from pinlab.errors import UsageError
 
-    for kwargs, message in (({"metric": ""}, "--metric is empty"), ({"metric": "stdout:"}, "needs a regular expression"),
-                            ({"threshold": 20.0}, "--threshold applies to --monitor"), ({"patience": 2}, "--patience applies to --monitor")):
+    for kwargs, message in (
+        ({"metric": ""}, "--metric is empty"),
+        ({"metric": "stdout:"}, "needs a regular expression"),
+        ({"threshold": 20.0}, "--threshold applies to --monitor"),
+        ({"patience": 2}, "--patience applies to --monitor"),
+    ):
         with pytest.raises(UsageError, match=message):
             AutopinOptions(candidates="0", **kwargs)
     kept = AutopinOptions(candidates="0", monitor=True)
@@ -377,11 +498,14 @@ def test_stdout_metric_on_block_buffered_output_says_so_and_how_to_line_buffer(t
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     watch, _ = until_choice(tmp_path, log)
     stop = tmp_path / "stop"
-    script = (f"import os, sys, time\nn = 0\nwhile not os.path.exists({str(stop)!r}) and n < 1500:\n    print('tick')\n    n += 1\n"
-              "    time.sleep(0.05)\nprint('printed', n, file=sys.stderr)\n")
+    script = (
+        f"import os, sys, time\nn = 0\nwhile not os.path.exists({str(stop)!r}) and n < 1500:\n    print('tick')\n    n += 1\n"
+        "    time.sleep(0.05)\nprint('printed', n, file=sys.stderr)\n"
+    )
     with watch:
-        result = run_pinlab("autopin", "-c", f"{CPUS[0]};{CPUS[1]}", *FAST, "--metric", "stdout:^tick", "--log", str(log), "--",
-                            sys.executable, "-c", script, env=env)
+        result = run_pinlab(
+            "autopin", "-c", f"{CPUS[0]};{CPUS[1]}", *FAST, "--metric", "stdout:^tick", "--log", str(log), "--", sys.executable, "-c", script, env=env
+        )
     assert result.returncode == 0, result.stderr
     verdict = of(events(log), "choice")[0]["verdict"]
     assert "no output has come from the program yet" in verdict and "stdbuf -oL" in verdict and "PYTHONUNBUFFERED=1" in verdict, verdict
@@ -400,12 +524,17 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
     env = dict(os.environ, PINLAB_HEARTBEAT=str(heartbeat))
     log = tmp_path / "autopin.jsonl"
     stop = tmp_path / "stop"
-    program = subprocess.Popen([spinner, "--threads", "1", "--slow-on", str(slow), "--until-file", str(stop), "--seconds", "100"],
-                               env=env, stdout=subprocess.PIPE, text=True)
+    program = subprocess.Popen(
+        [spinner, "--threads", "1", "--slow-on", str(slow), "--until-file", str(stop), "--seconds", "100"], env=env, stdout=subprocess.PIPE, text=True
+    )
     autopin = None
     try:
-        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{slow};{fast}", *SURE,
-                                    "--metric", "heartbeat", "--log", str(log)], env=env, stderr=subprocess.PIPE, text=True)
+        autopin = subprocess.Popen(
+            [str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{slow};{fast}", *SURE, "--metric", "heartbeat", "--log", str(log)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and autopin.poll() is None and not (log.exists() and '"event": "choice"' in log.read_text()):
             time.sleep(0.05)
@@ -451,20 +580,24 @@ def test_a_second_autopin_on_a_program_is_refused_and_a_killed_one_blocks_nothin
     first = third = None
     try:
         # -i 60: the first one holds the claim without touching any thread while the second tries.
-        first = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"],
-                                 stderr=subprocess.PIPE, text=True)
+        first = subprocess.Popen(
+            [str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"], stderr=subprocess.PIPE, text=True
+        )
         claimed(program.pid)
         before = {tid: os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{program.pid}/task")}
         second = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{CPUS[-1]},{CPUS[-1]}", "-i", "0.1", "-t", "1")
         assert second.returncode == 2, second.stderr
-        assert second.stderr.strip() == (f"pinlab: error: process {program.pid} is already being probed by another pinlab autopin "
-                                         f"(pid {first.pid}): two would fight over its threads' CPUs and spoil each other's "
-                                         "measurements; stop that one first")
+        assert second.stderr.strip() == (
+            f"pinlab: error: process {program.pid} is already being probed by another pinlab autopin "
+            f"(pid {first.pid}): two would fight over its threads' CPUs and spoil each other's "
+            "measurements; stop that one first"
+        )
         assert {tid: os.sched_getaffinity(int(tid)) for tid in before} == before  # the refused one touched nothing
         first.kill()  # SIGKILL: no chance to release anything itself
         first.wait()
-        third = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"],
-                                 stderr=subprocess.PIPE, text=True)
+        third = subprocess.Popen(
+            [str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"], stderr=subprocess.PIPE, text=True
+        )
         claimed(program.pid)
         assert third.poll() is None  # accepted: it holds the claim now
         third.send_signal(signal.SIGINT)
@@ -478,12 +611,18 @@ def test_a_second_autopin_on_a_program_is_refused_and_a_killed_one_blocks_nothin
 
 
 def test_a_program_autopin_started_cannot_be_probed_by_another(spinner):
-    first = subprocess.Popen([str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "60", "-q", "--", spinner, "--threads", "1", "--seconds", "60"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "60", "-q", "--", spinner, "--threads", "1", "--seconds", "60"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         pid = claimed()
         second = run_pinlab("autopin", "--pid", str(pid), "-c", f"{CPUS[-1]}", "-i", "0.1", "-t", "1")
-        assert second.returncode == 2 and f"process {pid} is already being probed by another pinlab autopin (pid {first.pid})" in second.stderr, second.stderr
+        assert second.returncode == 2 and f"process {pid} is already being probed by another pinlab autopin (pid {first.pid})" in second.stderr, (
+            second.stderr
+        )
     finally:
         first.send_signal(signal.SIGINT)  # forwarded to the program, which ends
         first.wait(timeout=30)
@@ -498,8 +637,25 @@ def test_migrate_attached_moves_the_data_attached_to_each_re_pinned_worker(spinn
     log = tmp_path / "autopin.jsonl"
     watch, until = until_choice(tmp_path, log)
     with watch:
-        result = run_pinlab("autopin", "-c", f"{a};{b}", *FAST, "--migrate-pages", "attached", "--log", str(log), "--",
-                            spinner, "--threads", "1", "--mem", "5", "--attached", "3", *until)
+        result = run_pinlab(
+            "autopin",
+            "-c",
+            f"{a};{b}",
+            *FAST,
+            "--migrate-pages",
+            "attached",
+            "--log",
+            str(log),
+            "--",
+            spinner,
+            "--threads",
+            "1",
+            "--mem",
+            "5",
+            "--attached",
+            "3",
+            *until,
+        )
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     assert of(log_events, "start")[0]["params"]["migrate_pages"] == "attached"
@@ -519,8 +675,22 @@ def test_migrate_accessed_moves_the_pages_each_re_pinned_worker_touched(tmp_path
     a, b = CPUS[0], CPUS[1]
     program = str(mem_expect.build(str(PINLAB), tmp_path / "balance_check", mem_expect.SOURCE.with_name("balance_check.c")))
     log = tmp_path / "autopin.jsonl"
-    result = run_pinlab("autopin", "-c", f"{a};{b}", *FAST, "--metric", "task-clock", "--migrate-pages", "accessed", "--log", str(log),
-                        "--", program, "--no-attach", "3:4")
+    result = run_pinlab(
+        "autopin",
+        "-c",
+        f"{a};{b}",
+        *FAST,
+        "--metric",
+        "task-clock",
+        "--migrate-pages",
+        "accessed",
+        "--log",
+        str(log),
+        "--",
+        program,
+        "--no-attach",
+        "3:4",
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["ok"] is True
     moves = of(events(log), "migrate_accessed")
@@ -565,8 +735,29 @@ def test_a_full_disk_stops_the_log_not_the_program(spinner, request, where):
     else:
         log = Path("/dev/full")
     # The padding (ignored by spinner) makes the start event about 3.5 KiB of the one free page.
-    result = run_pinlab("autopin", "-c", f"{CPUS[0]}", "-i", "0.2", "-w", "0.1", "-t", "0.4", "--log", str(log), "--",
-                        spinner, "--threads", "1", "--seconds", "4", "--exit", "3", "--pad", "x" * 3000)
+    result = run_pinlab(
+        "autopin",
+        "-c",
+        f"{CPUS[0]}",
+        "-i",
+        "0.2",
+        "-w",
+        "0.1",
+        "-t",
+        "0.4",
+        "--log",
+        str(log),
+        "--",
+        spinner,
+        "--threads",
+        "1",
+        "--seconds",
+        "4",
+        "--exit",
+        "3",
+        "--pad",
+        "x" * 3000,
+    )
     assert result.returncode == 3, result.stderr
     assert "Traceback" not in result.stderr
     told = [line for line in result.stderr.splitlines() if "cannot write the log" in line]
@@ -578,10 +769,13 @@ def test_a_full_disk_stops_the_log_not_the_program(spinner, request, where):
         assert json.loads(first)["event"] == "start"  # what was written before the disk filled is kept
 
 
-@pytest.mark.parametrize("mode, message", [
-    ("attached", "was not: use --migrate-pages process"),
-    ("accessed", "it works when autopin starts the program, not with --pid; use --migrate-pages process"),
-])
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("attached", "was not: use --migrate-pages process"),
+        ("accessed", "it works when autopin starts the program, not with --pid; use --migrate-pages process"),
+    ],
+)
 def test_moving_a_running_programs_thread_data_with_pid_needs_what_only_a_start_gives(spinner, mode, message):
     program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "100"], stdout=subprocess.DEVNULL)  # killed below
     try:
@@ -610,8 +804,25 @@ def test_attach_with_restore_gives_the_masks_back_on_ctrl_c(spinner, tmp_path):
             tids = {int(tid) for tid in os.listdir(f"/proc/{program.pid}/task")}
         before = {tid: os.sched_getaffinity(tid) for tid in tids}
         assert all(mask != {CPUS[0]} for mask in before.values())
-        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
-                                    "-i", "0.1", "-t", "5", "--restore", "-q"], env=env, stderr=subprocess.PIPE, text=True)
+        autopin = subprocess.Popen(
+            [
+                str(PINLAB),
+                "autopin",
+                "--pid",
+                str(program.pid),
+                "-c",
+                f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
+                "-i",
+                "0.1",
+                "-t",
+                "5",
+                "--restore",
+                "-q",
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while any(os.sched_getaffinity(tid) != {CPUS[0]} for tid in tids) and time.monotonic() < deadline and autopin.poll() is None:
             time.sleep(0.05)
@@ -647,8 +858,26 @@ def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(sp
         before = {tid: os.sched_getaffinity(tid) for tid in tids}
         assert all(mask != {CPUS[0]} for mask in before.values())
         # -w 60: the first candidate's window cannot begin before the interrupt.
-        autopin = subprocess.Popen([str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
-                                    "-i", "0", "-w", "60", "-t", "60", "--log", str(log)], stderr=subprocess.PIPE, text=True)
+        autopin = subprocess.Popen(
+            [
+                str(PINLAB),
+                "autopin",
+                "--pid",
+                str(program.pid),
+                "-c",
+                f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
+                "-i",
+                "0",
+                "-w",
+                "60",
+                "-t",
+                "60",
+                "--log",
+                str(log),
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while any(os.sched_getaffinity(tid) != {CPUS[0]} for tid in tids) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -670,23 +899,26 @@ def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(sp
     assert summary["interrupted"] is True and summary["restored"] is True and summary["final"] is None
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-c", "0,,1", "--", "true"], "candidate"),
-    (["-c", "99999", "--", "true"], "99999"),
-    (["-n", "3", "-c", "0;0,0", "--", "true"], "3 threads"),
-    (["--metric", "no-such-metric", "--", "true"], "no-such-metric"),
-    (["--pid", "999999999"], "999999999"),
-    (["-t", "0", "--", "true"], "-t"),
-    (["--rounds", "zero", "--", "true"], "--rounds"),
-    (["--threshold", "150", "--monitor", "--", "true"], "--threshold"),
-    (["--pid", "1", "--", "true"], "not both"),
-    (["--metric", "", "--", "true"], "--metric is empty: name a metric"),
-    (["--metric", " ", "--", "true"], "--metric is empty: name a metric"),
-    (["--metric", "stdout:", "--", "true"], "--metric stdout: needs a regular expression after 'stdout:'"),
-    (["--threshold", "20", "--", "true"], "--threshold applies to --monitor"),
-    (["--patience", "2", "--", "true"], "--patience applies to --monitor"),
-    (["--", "/nonexistent/program"], None),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-c", "0,,1", "--", "true"], "candidate"),
+        (["-c", "99999", "--", "true"], "99999"),
+        (["-n", "3", "-c", "0;0,0", "--", "true"], "3 threads"),
+        (["--metric", "no-such-metric", "--", "true"], "no-such-metric"),
+        (["--pid", "999999999"], "999999999"),
+        (["-t", "0", "--", "true"], "-t"),
+        (["--rounds", "zero", "--", "true"], "--rounds"),
+        (["--threshold", "150", "--monitor", "--", "true"], "--threshold"),
+        (["--pid", "1", "--", "true"], "not both"),
+        (["--metric", "", "--", "true"], "--metric is empty: name a metric"),
+        (["--metric", " ", "--", "true"], "--metric is empty: name a metric"),
+        (["--metric", "stdout:", "--", "true"], "--metric stdout: needs a regular expression after 'stdout:'"),
+        (["--threshold", "20", "--", "true"], "--threshold applies to --monitor"),
+        (["--patience", "2", "--", "true"], "--patience applies to --monitor"),
+        (["--", "/nonexistent/program"], None),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     result = run_pinlab("autopin", *args)
     if message is None:
@@ -694,7 +926,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
         return
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
-    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
@@ -729,8 +961,13 @@ def test_a_failure_inside_autopin_leaves_the_program_running_to_its_end(spinner,
 
     log = tmp_path / "autopin.jsonl"
     lines: list[str] = []
-    controller = Autopin(AutopinOptions(candidates=f"{CPUS[0]}", init=0.1, interval=0.5, log=str(log)), [Candidate("CPUs 0", (CPUS[0],))],
-                         mode="launch", metric_factory=broken_metric, say=lines.append)
+    controller = Autopin(
+        AutopinOptions(candidates=f"{CPUS[0]}", init=0.1, interval=0.5, log=str(log)),
+        [Candidate("CPUs 0", (CPUS[0],))],
+        mode="launch",
+        metric_factory=broken_metric,
+        say=lines.append,
+    )
     spec = plan_spec([spinner, "--threads", "1", "--seconds", "1", "--exit", "4"], cpus=[CPUS[0]], sample_ms=None)
     spec.controller = controller
     record = run(spec)
@@ -748,8 +985,13 @@ def test_a_failure_inside_autopin_leaves_the_program_running_to_its_end(spinner,
 def test_progress_lines_that_cannot_be_written_do_not_stop_the_program():
     """stderr on a full disk: autopin's progress lines are lost, the probing and the program are not."""
     with open("/dev/full", "w") as full:
-        result = subprocess.run([str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "0.1", "-w", "0.1", "-t", "0.3", "--",
-                                 "sh", "-c", "sleep 1.5; echo done; exit 3"], stdout=subprocess.PIPE, stderr=full, text=True, timeout=120)
+        result = subprocess.run(
+            [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "0.1", "-w", "0.1", "-t", "0.3", "--", "sh", "-c", "sleep 1.5; echo done; exit 3"],
+            stdout=subprocess.PIPE,
+            stderr=full,
+            text=True,
+            timeout=120,
+        )
     assert result.returncode == 3 and result.stdout == "done\n"
 
 

@@ -3,6 +3,7 @@
 The logs are built by tests/autopin/logbuilder.py in the format documented in pinlab.autopin.log;
 the numbers the report shows are recomputed here from the log's own lines.
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,8 +27,7 @@ from tests.conftest import run_pinlab
 
 def _rows(stdout: str) -> list[list[str]]:
     """The body rows of every table the terminal report printed, as lists of cells."""
-    return [[c.strip() for c in line.strip().strip("│").split("│")]
-            for line in stdout.splitlines() if re.match(r"^\s*│\s*\d+\s*│", line)]
+    return [[c.strip() for c in line.strip().strip("│").split("│")] for line in stdout.splitlines() if re.match(r"^\s*│\s*\d+\s*│", line)]
 
 
 def _by_hand(events: list[dict], first: int, last: int) -> dict[int, list[float]]:
@@ -85,7 +85,7 @@ def test_table_shows_the_means_and_percentages_of_the_log(two_searches):
         pooled = _by_hand(b.events, first, last)
         chosen = choices[search]["candidate"]
         ref = np.mean(pooled[chosen])
-        for row in rows[search * n:(search + 1) * n]:
+        for row in rows[search * n : (search + 1) * n]:
             index = int(row[0])
             samples = pooled[index]
             assert row[1] == b.cands[index]["name"]
@@ -107,9 +107,17 @@ def test_verdict_sentence_equivalents_and_reprobe(tmp_path):
     b = LogBuilder(candidates=3).start()
     b.search([2.0e6, 2.2e6, 2.21e6])
     choice = b.choice(probing_started=b.init)
-    choice.update(candidate=2, name="shared-L2", cpus=[0, 4], p_value=0.0031, effect=0.12, decided=True, equivalent=[1],
-                  runner_up={"candidate": 0, "name": "compact", "cpus": [0, 1], "rate": 2.0e6},
-                  verdict="shared-L2 is faster than compact")
+    choice.update(
+        candidate=2,
+        name="shared-L2",
+        cpus=[0, 4],
+        p_value=0.0031,
+        effect=0.12,
+        decided=True,
+        equivalent=[1],
+        runner_up={"candidate": 0, "name": "compact", "cpus": [0, 1], "rate": 2.0e6},
+        verdict="shared-L2 is faster than compact",
+    )
     b.rates(4, 2.2e6)
     b.rates(3, 1.5e6)
     b.reprobe(rate=1.5e6, reference=2.2e6, intervals=3)
@@ -140,8 +148,11 @@ def test_p_below_a_thousandth_and_no_runner_up(tmp_path):
     b = LogBuilder(candidates=2).start()
     b.search([1.0e6, 1.5e6])
     b.choice(probing_started=b.init)["p_value"] = 1e-9
-    assert any("p < 0.001" in line for s in autopin_data.searches(read_log(b.write(tmp_path / "two.jsonl")))
-               for line in autopin_data.choice_lines(read_log(tmp_path / "two.jsonl"), s))
+    assert any(
+        "p < 0.001" in line
+        for s in autopin_data.searches(read_log(b.write(tmp_path / "two.jsonl")))
+        for line in autopin_data.choice_lines(read_log(tmp_path / "two.jsonl"), s)
+    )
 
 
 def test_program_ended_during_probing(tmp_path):
@@ -187,8 +198,11 @@ def test_a_log_cut_anywhere_in_its_last_line_reads(tmp_path, cut):
     assert bool(log.warnings) == (0 < cut < len(last))
 
 
-@given(levels=st.lists(st.floats(min_value=1.0, max_value=1e9), min_size=2, max_size=6),
-       windows=st.integers(min_value=1, max_value=8), rounds=st.integers(min_value=1, max_value=3))
+@given(
+    levels=st.lists(st.floats(min_value=1.0, max_value=1e9), min_size=2, max_size=6),
+    windows=st.integers(min_value=1, max_value=8),
+    rounds=st.integers(min_value=1, max_value=3),
+)
 @settings(max_examples=30, deadline=None)
 def test_rows_are_the_pooled_sub_windows(levels, windows, rounds):
     b = LogBuilder(candidates=len(levels), windows=windows).start()
@@ -234,17 +248,20 @@ def _good_lines() -> list[str]:
     return b.lines()
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("not json", r"line 2 of .* is not valid JSON"),
-    ("no event", r"line 2 of .* is not a JSON object with an 'event' field"),
-    ("no start", r"line 1 of .* is a 'probe' event, but an autopin log begins with its 'start' event"),
-    ("version", r"line 1 of .*: log format version 7 is newer than this pinlab reads"),
-    ("unknown candidate", r"line 2 of .*: candidate 9 is not one of the start event's candidates \(0, 1\)"),
-    ("wrong type", r"line 2 of .*: field 'windows' should be a list of numbers"),
-    ("missing field", r"line 3 of .*: the 'probe' event has no 'end' field"),
-    ("two starts", r"line 4 of .* is a second 'start' event"),
-    ("empty", r"autopin log .* is empty"),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("not json", r"line 2 of .* is not valid JSON"),
+        ("no event", r"line 2 of .* is not a JSON object with an 'event' field"),
+        ("no start", r"line 1 of .* is a 'probe' event, but an autopin log begins with its 'start' event"),
+        ("version", r"line 1 of .*: log format version 7 is newer than this pinlab reads"),
+        ("unknown candidate", r"line 2 of .*: candidate 9 is not one of the start event's candidates \(0, 1\)"),
+        ("wrong type", r"line 2 of .*: field 'windows' should be a list of numbers"),
+        ("missing field", r"line 3 of .*: the 'probe' event has no 'end' field"),
+        ("two starts", r"line 4 of .* is a second 'start' event"),
+        ("empty", r"autopin log .* is empty"),
+    ],
+)
 def test_malformed_logs_are_refused_in_one_line(tmp_path, case, expected):
     lines = _good_lines()
     probe = json.loads(lines[1])
@@ -288,9 +305,11 @@ def test_bad_output_paths(tmp_path, two_searches):
     _, path = two_searches
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    for args, expected in ((["--html", str(blocker / "out")], "is a file, not a directory"),
-                           (["--picture", str(tmp_path / "p.jpg")], "must end in .svg or .png"),
-                           (["--picture", str(tmp_path / "missing" / "p.svg")], "its directory does not exist")):
+    for args, expected in (
+        (["--html", str(blocker / "out")], "is a file, not a directory"),
+        (["--picture", str(tmp_path / "p.jpg")], "must end in .svg or .png"),
+        (["--picture", str(tmp_path / "missing" / "p.svg")], "its directory does not exist"),
+    ):
         proc = run_pinlab("autopin-report", str(path), *args)
         assert proc.returncode == 2 and expected in proc.stderr and proc.stderr.count("\n") == 1, (args, proc.stderr)
     with pytest.raises(UsageError, match="must end in .svg or .png"):
@@ -342,7 +361,8 @@ def test_timeline_marks_every_window_choice_and_reprobe(two_searches):
     assert _spans(ax) == 2 * probes  # each window and its warm-up
     vertical = [line for line in ax.get_lines() if len(set(line.get_xdata())) == 1 and len(line.get_xdata()) == 2]
     assert sorted(round(float(line.get_xdata()[0]) * 60, 6) for line in vertical) == sorted(
-        round(e["t"], 6) for e in b.events if e["event"] in ("choice", "reprobe"))
+        round(e["t"], 6) for e in b.events if e["event"] in ("choice", "reprobe")
+    )
     assert ax.get_ylabel() == "work units/s per thread"
     _assert_inside(fig)
 
@@ -352,8 +372,9 @@ def _assert_inside(fig) -> None:
     renderer = fig.canvas.get_renderer()
     box = fig.bbox
     ticks = {id(t) for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()}
-    drawn = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for tick in axis._update_ticks()
-             for label in (tick.label1, tick.label2)}  # the locator also makes ticks outside the view, never drawn
+    drawn = {
+        id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for tick in axis._update_ticks() for label in (tick.label1, tick.label2)
+    }  # the locator also makes ticks outside the view, never drawn
     for text in fig.findobj(lambda a: hasattr(a, "get_text") and a.get_visible() and a.get_text()):
         if id(text) in ticks and id(text) not in drawn:
             continue

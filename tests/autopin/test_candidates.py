@@ -5,6 +5,7 @@ PINLAB_UPDATE_GOLDEN=1 after a deliberate change and read the diff), the autopin
 Table 2 on Clovertown, a synthetic machine per property claimed, and properties over random
 synthetic machines.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from pinlab.autopin.candidates import Candidate, auto_candidates, parse_candidates, signature, strategy_candidates
 from pinlab.autopin.shape import shape
 from pinlab.errors import UsageError
-from pinlab.placement import strategies
+from pinlab.placement import strategies, units
 from pinlab.topology import load_topology, preset_names
 from tests.autopin.candidates_support import hybrid, random_automorphism, without_cores
 from tests.conftest import with_allowed
@@ -30,7 +31,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 def cores(topo) -> int:
-    return len(strategies.units_under(topo, topo.root, smt=False))
+    return len(units.units_under(topo, topo.root, smt=False))
 
 
 def signatures(topo, candidates) -> Counter:
@@ -196,8 +197,11 @@ def test_an_irregular_tree_tells_packages_of_different_sizes_apart():
     assert sorted(len(p.cpus) for p in topo.packages) == [3, 4]
     found = auto_candidates(topo, 1)
     assert len(found) == 3  # the big package, the small package's full L2, its half L2
-    assert sorted(c.name for c in found) == ["1 thread in package of 3 cores, L2 of 1 core", "1 thread in package of 3 cores, L2 of 2 cores",
-                                             "1 thread in package of 4 cores, L2 of 2 cores"]
+    assert sorted(c.name for c in found) == [
+        "1 thread in package of 3 cores, L2 of 1 core",
+        "1 thread in package of 3 cores, L2 of 2 cores",
+        "1 thread in package of 4 cores, L2 of 2 cores",
+    ]
     three = auto_candidates(topo, 3, max_candidates=50)
     assert max(signatures(topo, three).values()) == 1
     assert any(set(c.cpus) == topo.packages[1].cpus for c in three)  # the small package, full
@@ -211,12 +215,15 @@ def test_max_candidates_keeps_the_first_ones():
     assert [c.name for c in every[:2]] == ["compact", "scatter"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"threads": 0}, "autopin needs at least 1 thread"),
-    ({"threads": 9}, "9 threads but only 8 CPUs are allowed"),
-    ({"threads": 2, "max_candidates": 0}, "--max-candidates must be at least 1"),
-    ({"threads": 2, "cpu_kind": "P"}, "has a single kind of core"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"threads": 0}, "autopin needs at least 1 thread"),
+        ({"threads": 9}, "9 threads but only 8 CPUs are allowed"),
+        ({"threads": 2, "max_candidates": 0}, "--max-candidates must be at least 1"),
+        ({"threads": 2, "cpu_kind": "P"}, "has a single kind of core"),
+    ],
+)
 def test_auto_refuses_in_one_line(kwargs, message):
     with pytest.raises(UsageError) as error:
         auto_candidates(load_topology("clovertown"), **kwargs)
@@ -234,7 +241,7 @@ def test_candidates_are_valid_distinct_and_include_compact_and_scatter(topo, dat
     assert len({c.name for c in found}) == len(found)
     smt = n > cores(topo)
     wanted = {signature(topo, strategies.compact(topo, n, smt)), signature(topo, strategies.scatter(topo, n, smt))}
-    assert {signature(topo, c.cpus) for c in found[:len(wanted)]} == wanted
+    assert {signature(topo, c.cpus) for c in found[: len(wanted)]} == wanted
     assert auto_candidates(topo, n, max_candidates=100) == found  # deterministic
 
 
@@ -256,8 +263,16 @@ def equivalent(topo, a, b) -> bool:
 
     def label(obj, chosen):
         pu = obj.os_index if obj.type == "PU" else None
-        return (obj.kind, obj.attributes.get("cache_size"), len(obj.memory_children), efficiency.get(pu),
-                pu in topo.allowed_cpus, pu in chosen, len(obj.children), len(obj.cpus & chosen))
+        return (
+            obj.kind,
+            obj.attributes.get("cache_size"),
+            len(obj.memory_children),
+            efficiency.get(pu),
+            pu in topo.allowed_cpus,
+            pu in chosen,
+            len(obj.children),
+            len(obj.cpus & chosen),
+        )
 
     def match(x, y) -> bool:
         if label(x, a) != label(y, b):
@@ -267,7 +282,7 @@ def equivalent(topo, a, b) -> bool:
     def pair(xs, ys) -> bool:
         if not xs:
             return True
-        return any(match(xs[0], y) and pair(xs[1:], ys[:i] + ys[i + 1:]) for i, y in enumerate(ys))
+        return any(match(xs[0], y) and pair(xs[1:], ys[:i] + ys[i + 1 :]) for i, y in enumerate(ys))
 
     return match(topo.root, topo.root)
 
@@ -294,25 +309,32 @@ def test_renumbering_the_cpus_gives_the_same_classes():
 # -- written out ------------------------------------------------------------------------------------
 def test_parse_the_papers_style_with_expressions_and_ranges():
     topo = load_topology("clovertown")
-    assert parse_candidates("0,1;0,2; 4-5", topo, None) == [Candidate("CPUs 0,1", (0, 1)), Candidate("CPUs 0,2", (0, 2)), Candidate("CPUs 4-5", (4, 5))]
+    assert parse_candidates("0,1;0,2; 4-5", topo, None) == [
+        Candidate("CPUs 0,1", (0, 1)),
+        Candidate("CPUs 0,2", (0, 2)),
+        Candidate("CPUs 4-5", (4, 5)),
+    ]
     assert [c.cpus for c in parse_candidates("S1:0-1;S0", topo, 2)] == [(1, 3), (0, 2)]  # S0 whole, first 2 taken
     assert [c.cpus for c in parse_candidates("3,1;2,0", {0, 1, 2, 3}, None)] == [(3, 1), (2, 0)]
     # Threads sharing a CPU on purpose: "both on CPU 0, or one per CPU?"
     assert [c.cpus for c in parse_candidates("0,0;0,1", topo, None)] == [(0, 0), (0, 1)]
 
 
-@pytest.mark.parametrize("text, threads, message", [
-    ("0,,1;", None, "candidate 1 ('0,,1'): malformed CPU list '0,,1'"),
-    ("0,1;;0,2", None, "candidate 2 is empty"),
-    ("0,1;", None, "candidate 2 is empty"),
-    ("", 2, "no candidates given"),
-    ("0,1;0,x", None, "candidate 2 ('0,x'): malformed"),
-    ("0,1;0,9", None, "candidate 2 ('0,9'): CPU 9 does not exist on clovertown"),
-    ("0,1;2,3,4", 3, "more threads than candidate 1 has CPUs: 3 threads, candidate 1 ('0,1') has 2"),
-    ("0,1;2,3,4", None, "candidates have different numbers of CPUs (2 in candidate 1, 3 in candidate 2)"),
-    ("0,1", 0, "autopin needs at least 1 thread"),
-    ("S9:0", None, "candidate 1 ('S9:0'): domain S9 does not exist"),
-])
+@pytest.mark.parametrize(
+    "text, threads, message",
+    [
+        ("0,,1;", None, "candidate 1 ('0,,1'): malformed CPU list '0,,1'"),
+        ("0,1;;0,2", None, "candidate 2 is empty"),
+        ("0,1;", None, "candidate 2 is empty"),
+        ("", 2, "no candidates given"),
+        ("0,1;0,x", None, "candidate 2 ('0,x'): malformed"),
+        ("0,1;0,9", None, "candidate 2 ('0,9'): CPU 9 does not exist on clovertown"),
+        ("0,1;2,3,4", 3, "more threads than candidate 1 has CPUs: 3 threads, candidate 1 ('0,1') has 2"),
+        ("0,1;2,3,4", None, "candidates have different numbers of CPUs (2 in candidate 1, 3 in candidate 2)"),
+        ("0,1", 0, "autopin needs at least 1 thread"),
+        ("S9:0", None, "candidate 1 ('S9:0'): domain S9 does not exist"),
+    ],
+)
 def test_parse_refuses_in_one_line(text, threads, message):
     with pytest.raises(UsageError) as error:
         parse_candidates(text, load_topology("clovertown"), threads)
@@ -335,12 +357,15 @@ def test_strategies_become_candidates_and_identical_ones_are_probed_once():
     assert strategy_candidates(topo, ["close", "compact"], 2) == [Candidate("compact", (0, 2))]
 
 
-@pytest.mark.parametrize("names, threads, message", [
-    (["compact", "none"], 2, "strategy none leaves the threads to the OS"),
-    (["compact", "tight"], 2, "unknown strategy 'tight'"),
-    ([" , "], 2, "no strategies given"),
-    (["compact"], 9, "9 threads but only 8 cores are available"),
-])
+@pytest.mark.parametrize(
+    "names, threads, message",
+    [
+        (["compact", "none"], 2, "strategy none leaves the threads to the OS"),
+        (["compact", "tight"], 2, "unknown strategy 'tight'"),
+        ([" , "], 2, "no strategies given"),
+        (["compact"], 9, "9 threads but only 8 cores are available"),
+    ],
+)
 def test_strategies_refused_in_one_line(names, threads, message):
     with pytest.raises(UsageError) as error:
         strategy_candidates(load_topology("clovertown"), names, threads)

@@ -1,4 +1,5 @@
 """The verdict on autopin's measurements: which candidate is best and how sure, against scipy."""
+
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """The application heartbeat: real programs (C with the installed header, Python, the built-in
 workloads) beat into a shared file; pinlab's reader sees each thread's count under its tid."""
+
 from __future__ import annotations
 
 import os
@@ -102,8 +103,7 @@ os.waitpid(pid, 0)
 def test_python_programs_beat_from_every_thread_and_forked_children(tmp_path):
     path = str(tmp_path / "python.hb")  # created by the program's first beat
     env = {**os.environ, "PINLAB_HEARTBEAT": path}
-    done = subprocess.run([sys.executable, "-c", PYTHON_BEATS, str(THREADS)], env=env, capture_output=True,
-                          text=True, check=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", PYTHON_BEATS, str(THREADS)], env=env, capture_output=True, text=True, check=True, timeout=60)
     reported = {int(t): int(n) for t, n in (line.split() for line in done.stdout.splitlines())}
     assert len(reported) == THREADS + 2
     with heartbeat.Heartbeat(path, create=False) as reader:
@@ -119,8 +119,7 @@ def test_without_a_usable_file_beats_do_nothing(beating, tmp_path):
         env = {k: v for k, v in os.environ.items() if k != "PINLAB_HEARTBEAT"}
         if value is not None:
             env["PINLAB_HEARTBEAT"] = value
-        done = subprocess.run([beating, "fixed", "1000", "2000"], input="", env=env, capture_output=True,
-                              text=True, timeout=30)
+        done = subprocess.run([beating, "fixed", "1000", "2000"], input="", env=env, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0 and len(done.stdout.splitlines()) == 2
     assert not (tmp_path / "no-such-dir").exists()
     assert not_ours.read_bytes() == content
@@ -157,13 +156,16 @@ def test_primes_beats_its_work_from_the_threads_doing_it(tmp_path):
     assert 1 <= len(counts) <= 2
 
 
-@pytest.mark.parametrize("name, args, per_thread", [
-    ("stream", ["--size", "1000", "--ntimes", "3"], 4 * 3),  # each kernel pass over a thread's chunk
-    ("mb", ["--n", "4", "--m", "100", "--reps", "50"], 2 * 50),  # rows x repetitions per thread
-    ("pairs", ["--size", "1000", "--reps", "30"], 30),  # passes
-    ("nested-stream", ["--teams", "2", "--size", "1000", "--ntimes", "5"], 5),  # triads (one thread a team)
-    ("twisted-stream", ["--teams", "2", "--size", "1000", "--ntimes", "5"], 2 * 5),  # two phases
-])
+@pytest.mark.parametrize(
+    "name, args, per_thread",
+    [
+        ("stream", ["--size", "1000", "--ntimes", "3"], 4 * 3),  # each kernel pass over a thread's chunk
+        ("mb", ["--n", "4", "--m", "100", "--reps", "50"], 2 * 50),  # rows x repetitions per thread
+        ("pairs", ["--size", "1000", "--reps", "30"], 30),  # passes
+        ("nested-stream", ["--teams", "2", "--size", "1000", "--ntimes", "5"], 5),  # triads (one thread a team)
+        ("twisted-stream", ["--teams", "2", "--size", "1000", "--ntimes", "5"], 2 * 5),  # two phases
+    ],
+)
 def test_every_built_in_workload_beats(tmp_path, name, args, per_thread):
     counts = _run_workload(name, [*args, "--threads", "2"], str(tmp_path / "hb"))
     assert sorted(counts.values()) == [per_thread, per_thread]
@@ -178,8 +180,9 @@ def test_the_header_is_installed_and_found():
 
 def _started(env: dict[str, str], cwd) -> subprocess.Popen:
     """A process that has finished starting (its environment is readable in /proc)."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(30)"],
-                               cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(30)"], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout.readline() == "ready\n"
     return process
 

@@ -1,10 +1,10 @@
 """autopin's metrics on real threads: perf events per tid, the heartbeat, lines of output and CPU
 time; rates between two readings; which metric is chosen and why; the errors."""
+
 from __future__ import annotations
 
 import errno
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -16,8 +16,17 @@ from hypothesis import strategies as st
 
 from pinlab import heartbeat
 from pinlab.autopin import metrics
-from pinlab.autopin.metrics import (HeartbeatMetric, PerfMetric, Reading, StdoutMetric, TaskClockMetric,
-                                    choose_metric, event_available, list_metrics, rates)
+from pinlab.autopin.metrics import (
+    HeartbeatMetric,
+    PerfMetric,
+    Reading,
+    StdoutMetric,
+    TaskClockMetric,
+    choose_metric,
+    event_available,
+    list_metrics,
+    rates,
+)
 from pinlab.errors import UsageError
 from pinlab.measure import counters
 
@@ -65,11 +74,13 @@ def test_task_clock_tells_a_spinning_thread_from_a_sleeping_one(start):
 
 def _perf_fds() -> int:
     """perf_event file descriptors this process holds."""
+
     def target(fd):
         try:
             return os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             return ""
+
     return sum(1 for fd in os.listdir("/proc/self/fd") if target(fd) == "anon_inode:[perf_event]")
 
 
@@ -188,8 +199,7 @@ def test_stdout_lines_are_counted_and_passed_through_unchanged():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"\n")), max_size=20),
-       st.sampled_from([b"a", b"\n", b"ab"]))
+@given(st.lists(st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"\n")), max_size=20), st.sampled_from([b"a", b"\n", b"ab"]))
 def test_stdout_copy_is_exact_and_counts_complete_lines(chunks, sprinkle):
     chunks = [c + sprinkle for c in chunks]
     metric = StdoutMetric("a")
@@ -271,8 +281,10 @@ def test_auto_prefers_instructions_then_the_heartbeat_then_cpu_time(tmp_path):
 
 def test_metrics_named_explicitly(tmp_path):
     path = heartbeat.create(str(tmp_path))
-    chosen = {name: choose_metric(name, heartbeat_path=path, heartbeat_seen=False)
-              for name in ("heartbeat", "task-clock", "context-switches", "stdout:^ok$")}
+    chosen = {
+        name: choose_metric(name, heartbeat_path=path, heartbeat_seen=False)
+        for name in ("heartbeat", "task-clock", "context-switches", "stdout:^ok$")
+    }
     assert isinstance(chosen["heartbeat"], HeartbeatMetric) and "not beaten yet" in chosen["heartbeat"].notice
     assert isinstance(chosen["task-clock"], TaskClockMetric) and "not useful work" in chosen["task-clock"].notice
     assert isinstance(chosen["context-switches"], PerfMetric) and chosen["context-switches"].name == "context-switches"
@@ -281,11 +293,14 @@ def test_metrics_named_explicitly(tmp_path):
         metric.close()
 
 
-@pytest.mark.parametrize("name, message", [
-    ("bogus", "unknown metric 'bogus': use instructions, cycles, heartbeat, stdout:REGEX, task-clock"),
-    ("stdout:(unclosed", "--metric stdout:(unclosed: not a regular expression"),
-    ("heartbeat", "--metric heartbeat: the program has no PINLAB_HEARTBEAT"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("bogus", "unknown metric 'bogus': use instructions, cycles, heartbeat, stdout:REGEX, task-clock"),
+        ("stdout:(unclosed", "--metric stdout:(unclosed: not a regular expression"),
+        ("heartbeat", "--metric heartbeat: the program has no PINLAB_HEARTBEAT"),
+    ],
+)
 def test_bad_metrics_are_one_line(name, message):
     with pytest.raises(UsageError) as error:
         choose_metric(name, heartbeat_path=None, heartbeat_seen=False)
@@ -309,8 +324,16 @@ def test_list_metrics_says_what_this_machine_can_count():
     names = [name for name, _, _ in listed]
     assert len(names) == len(set(names))
     available = {name: ok for name, _, ok in listed}
-    assert {"instructions", "cycles", "LLC-load-misses", "L1-dcache-prefetches", "context-switches",
-            "heartbeat", "stdout:REGEX", "task-clock"} <= set(names)
+    assert {
+        "instructions",
+        "cycles",
+        "LLC-load-misses",
+        "L1-dcache-prefetches",
+        "context-switches",
+        "heartbeat",
+        "stdout:REGEX",
+        "task-clock",
+    } <= set(names)
     assert available["instructions"] == HARDWARE[0]
     assert available["context-switches"] and available["heartbeat"] and available["task-clock"]
     for name in names:  # every perf name listed is one choose_metric accepts

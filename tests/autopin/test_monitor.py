@@ -4,6 +4,7 @@ The rule (pinlab.autopin.controller, step 4): a rate more than --threshold perce
 reference for --patience intervals in a row re-probes; the reference is the chosen candidate's
 probed rate, raised to the lowest of the last --patience intervals whenever all are higher.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,7 @@ def keep(rates: list[float], probed: float, threshold: float = 25, patience: int
     reference after each interval."""
     clock, total = [0.0], [0.0]
     options = AutopinOptions(candidates="0", interval=1.0, monitor=True, threshold=threshold, patience=patience)
-    autopin = Autopin(options, [Candidate()], mode="launch", metric_factory=lambda pid: Metric(), say=lambda text: None,
-                      clock=lambda: clock[0])
+    autopin = Autopin(options, [Candidate()], mode="launch", metric_factory=lambda pid: Metric(), say=lambda text: None, clock=lambda: clock[0])
     autopin.metric, autopin.current, autopin.reference = Metric(), 0, probed
     autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
     steps = autopin._keep()

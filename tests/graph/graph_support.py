@@ -1,4 +1,5 @@
 """Graphs with a planted structure for the graph tests: known heaviest pairs over random noise."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The compact graph file (.npz) and the thread count read before the weights."""
+
 from __future__ import annotations
 
 import json
@@ -75,11 +76,15 @@ def _header_only(tmp_path, name, threads):
 def test_more_threads_than_cores_is_refused_before_the_weights_are_read(tmp_path, name):
     path = _header_only(tmp_path, name, 3000)
     assert peek_threads(path) == 3000
-    for command in (["place", "-t", "nehalem-ep", "-s", "treematch", "--graph", str(path)],
-                    ["place", "-t", "nehalem-ep", "-s", "lpgp", "--domains", "1", "--graph", str(path)]):
+    for command in (
+        ["place", "-t", "nehalem-ep", "-s", "treematch", "--graph", str(path)],
+        ["place", "-t", "nehalem-ep", "-s", "lpgp", "--domains", "1", "--graph", str(path)],
+    ):
         assert_one_line_error(run_pinlab(*command), "3000 threads but only ")
-    assert_one_line_error(run_pinlab("place", "-t", "nehalem-ep", "-s", "compact", "-n", "4", "--graph", str(path)),
-                          f"graph {path} has 3000 threads but 4 were asked for")
+    assert_one_line_error(
+        run_pinlab("place", "-t", "nehalem-ep", "-s", "compact", "-n", "4", "--graph", str(path)),
+        f"graph {path} has 3000 threads but 4 were asked for",
+    )
     marker = tmp_path / "ran"
     result = run_pinlab("run", "-s", "gp", "--graph", str(path), "--", "touch", str(marker))
     assert_one_line_error(result, "3000 threads but only ")
@@ -126,20 +131,35 @@ def _npz(tmp_path, **arrays):
     return path
 
 
-@pytest.mark.parametrize("arrays, message", [
-    (None, "is not a compact (.npz) graph"),
-    (dict(threads=np.int64(2)), "is not a pinlab compact graph of format 1"),
-    (dict(pinlab_graph=np.int64(1), threads=np.float64(2)), "'threads' must be a whole number >= 1"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3)), "has neither 'triangle' nor 'rows', 'cols', 'values'"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3), triangle=np.array([1.0, 2.0])), "'triangle' has 2 weights but 3 threads have 3 pairs"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3), triangle=np.array([1.0, -2.0, 0])), "between threads 0 and 2 is -2.0"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3), triangle=np.array([1.0, np.inf, 0])), "is inf; weights must be finite"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([1]), cols=np.array([1]), values=np.array([5.0])), "pair 0 is (1, 1)"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([0]), cols=np.array([3]), values=np.array([5.0])), "two threads i < j below 3"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([0, 0]), cols=np.array([1, 1]), values=np.array([5.0, 1.0])), "listed twice"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([0]), cols=np.array([1, 2]), values=np.array([5.0])), "three lists of one length"),
-    (dict(pinlab_graph=np.int64(1), threads=np.int64(2), triangle=np.array([1.0]), volume=np.array([1.0])), "'volume' must list one finite number"),
-])
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        (None, "is not a compact (.npz) graph"),
+        (dict(threads=np.int64(2)), "is not a pinlab compact graph of format 1"),
+        (dict(pinlab_graph=np.int64(1), threads=np.float64(2)), "'threads' must be a whole number >= 1"),
+        (dict(pinlab_graph=np.int64(1), threads=np.int64(3)), "has neither 'triangle' nor 'rows', 'cols', 'values'"),
+        (dict(pinlab_graph=np.int64(1), threads=np.int64(3), triangle=np.array([1.0, 2.0])), "'triangle' has 2 weights but 3 threads have 3 pairs"),
+        (dict(pinlab_graph=np.int64(1), threads=np.int64(3), triangle=np.array([1.0, -2.0, 0])), "between threads 0 and 2 is -2.0"),
+        (dict(pinlab_graph=np.int64(1), threads=np.int64(3), triangle=np.array([1.0, np.inf, 0])), "is inf; weights must be finite"),
+        (dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([1]), cols=np.array([1]), values=np.array([5.0])), "pair 0 is (1, 1)"),
+        (
+            dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([0]), cols=np.array([3]), values=np.array([5.0])),
+            "two threads i < j below 3",
+        ),
+        (
+            dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([0, 0]), cols=np.array([1, 1]), values=np.array([5.0, 1.0])),
+            "listed twice",
+        ),
+        (
+            dict(pinlab_graph=np.int64(1), threads=np.int64(3), rows=np.array([0]), cols=np.array([1, 2]), values=np.array([5.0])),
+            "three lists of one length",
+        ),
+        (
+            dict(pinlab_graph=np.int64(1), threads=np.int64(2), triangle=np.array([1.0]), volume=np.array([1.0])),
+            "'volume' must list one finite number",
+        ),
+    ],
+)
 def test_a_bad_compact_file_is_refused_in_one_line_and_nothing_is_written(tmp_path, arrays, message):
     path = _npz(tmp_path, **arrays) if arrays is not None else tmp_path / "bad.npz"
     if arrays is None:
@@ -160,8 +180,9 @@ def test_trace_writes_a_compact_graph_that_reads_back_as_traced(tmp_path):
 
     pairs = str(native_path("pinlab-pairs"))
     for name in ("g.npz", "g.json"):
-        result = run_pinlab("trace", "--method", "pages", "-n", "4", "--no-baseline", "-o", str(tmp_path / name), "--",
-                            pairs, "--groups", "2", "--reps", "2000")
+        result = run_pinlab(
+            "trace", "--method", "pages", "-n", "4", "--no-baseline", "-o", str(tmp_path / name), "--", pairs, "--groups", "2", "--reps", "2000"
+        )
         assert result.returncode == 0, result.stderr
     compact, text = load_graph(tmp_path / "g.npz"), load_graph(tmp_path / "g.json")
     assert compact.threads == 4 and compact.granularity == "page" and compact.measured["method"] == "pages"
@@ -253,7 +274,7 @@ def test_progress_is_shown_on_a_terminal_only(tmp_path):
 def _large_json(path, threads=1200):
     """A JSON graph over 8 MiB (whole-number weights of 5 digits): the size that gets the notice."""
     cells = ["12345"] * threads
-    rows = ["[" + ",".join(cells[:i] + ["0"] + cells[i + 1:]) + "]" for i in range(threads)]
+    rows = ["[" + ",".join(cells[:i] + ["0"] + cells[i + 1 :]) + "]" for i in range(threads)]
     path.write_text(f'{{"pinlab_graph": 1, "threads": {threads}, "weights": [{",".join(rows)}]}}')
     assert path.stat().st_size > model.LARGE_FILE_BYTES
     return path
@@ -263,8 +284,10 @@ def test_a_large_load_prints_only_its_notice_where_stderr_is_not_a_terminal(tmp_
     path = _large_json(tmp_path / "big.json")
     result = run_pinlab("graph", "convert", str(path), str(tmp_path / "big.npz"))
     assert result.returncode == 0, result.stderr
-    assert result.stderr == (f"pinlab: notice: reading graph {path} ({path.stat().st_size / 2**20:.0f} MiB); the compact form loads "
-                             f"faster: pinlab graph convert {path} {tmp_path / 'big.npz'}\n")
+    assert result.stderr == (
+        f"pinlab: notice: reading graph {path} ({path.stat().st_size / 2**20:.0f} MiB); the compact form loads "
+        f"faster: pinlab graph convert {path} {tmp_path / 'big.npz'}\n"
+    )
 
 
 def test_a_large_load_shows_progress_where_stderr_is_a_terminal(tmp_path):
@@ -278,8 +301,9 @@ def test_a_large_load_shows_progress_where_stderr_is_a_terminal(tmp_path):
     path = _large_json(tmp_path / "big.json")
     master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen([str(PINLAB), "graph", "convert", str(path), str(tmp_path / "big.npz")], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=slave)
+        proc = subprocess.Popen(
+            [str(PINLAB), "graph", "convert", str(path), str(tmp_path / "big.npz")], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave
+        )
         os.close(slave)
         out = b""
         while True:

@@ -1,5 +1,6 @@
 """The graph strategies wherever a strategy is accepted: pinlab run, pinlab study (stored with the
 study, used again on --resume), autopin's --strategies candidates; and the same refusals everywhere."""
+
 from __future__ import annotations
 
 import json
@@ -69,10 +70,14 @@ def test_run_and_study_refuse_the_same_graph_mistakes(tmp_path):
         (["run", "-s", "lpgp", "-n", "3", "--graph", str(graph), "--", "true"], "has 4 threads but 3 were asked for"),
         (["run", "-s", "lpgp", "--graph", str(tmp_path / "missing.json"), "--", "true"], "does not exist"),
         (["study", "--db", str(tmp_path / "s.db"), "-s", "none,lpgp", "-n", "4", "--runs", "1", "--", "true"], "needs --graph FILE"),
-        (["study", "--db", str(tmp_path / "s.db"), "-s", "none,compact", "-n", "4", "--runs", "1", "--graph", str(graph), "--", "true"],
-         "--graph is for the graph strategies"),
-        (["study", "--db", str(tmp_path / "s.db"), "-s", "none,lpgp", "-n", "2,4", "--runs", "1", "--graph", str(graph), "--", "true"],
-         "measured with 4 threads but the study asks for 2"),
+        (
+            ["study", "--db", str(tmp_path / "s.db"), "-s", "none,compact", "-n", "4", "--runs", "1", "--graph", str(graph), "--", "true"],
+            "--graph is for the graph strategies",
+        ),
+        (
+            ["study", "--db", str(tmp_path / "s.db"), "-s", "none,lpgp", "-n", "2,4", "--runs", "1", "--graph", str(graph), "--", "true"],
+            "measured with 4 threads but the study asks for 2",
+        ),
         (["autopin", "--graph", str(graph), "--", "true"], "add --strategies"),
     ]
     for args, message in cases:

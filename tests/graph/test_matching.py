@@ -1,4 +1,5 @@
 """The compiled maximum-weight matching against exhaustive enumeration and against networkx."""
+
 from __future__ import annotations
 
 import random
@@ -12,9 +13,9 @@ from hypothesis import strategies as st
 
 from pinlab.errors import UsageError
 from pinlab.graph.matching import (
+    matching_weight,
     max_weight_matching,
     max_weight_matching_edges,
-    matching_weight,
     perfect_pairs,
 )
 
@@ -43,7 +44,7 @@ def all_matchings(n: int, w):
         yield from extend(rest)  # first stays unmatched
         for k, other in enumerate(rest):
             if w[first][other] > 0:
-                for tail in extend(rest[:k] + rest[k + 1:]):
+                for tail in extend(rest[:k] + rest[k + 1 :]):
                     yield [(first, other)] + tail
 
     yield from extend(tuple(range(n)))
@@ -81,8 +82,7 @@ def test_weight_equals_brute_force_up_to_10_threads(n):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(0, 9).flatmap(lambda n: st.lists(st.integers(0, 4), min_size=n * (n - 1) // 2,
-                                                     max_size=n * (n - 1) // 2).map(lambda v: (n, v))))
+@given(st.integers(0, 9).flatmap(lambda n: st.lists(st.integers(0, 4), min_size=n * (n - 1) // 2, max_size=n * (n - 1) // 2).map(lambda v: (n, v))))
 def test_weight_equals_brute_force_hypothesis(case):
     n, values = case
     w = [[0] * n for _ in range(n)]

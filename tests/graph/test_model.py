@@ -1,4 +1,5 @@
 """The affinity graph's files: round trips, and every bad input refused in one line through the real CLI."""
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,7 @@ def test_json_round_trip_is_byte_exact_and_keeps_everything(tmp_path, threads):
     assert set(data) == {"pinlab_graph", "threads", "weights", "volume", "granularity", "unit_bytes", "measured"}
     assert data["threads"] == threads == len(data["weights"])
     lines = first.read_text().splitlines()  # one matrix row a line: the file reads as the matrix
-    assert [line.strip().rstrip(",") for line in lines[4:4 + threads]] == [json.dumps(row) for row in data["weights"]]
+    assert [line.strip().rstrip(",") for line in lines[4 : 4 + threads]] == [json.dumps(row) for row in data["weights"]]
 
 
 @pytest.mark.parametrize("threads", [3, 7, 40])
@@ -136,12 +137,20 @@ BAD = [
     ("version.json", json.dumps({"pinlab_graph": 7, "weights": [[0]]}), [], "is format 7"),
     ("gran.json", json.dumps({"weights": [[0]], "granularity": "byte"}), [], "unknown granularity 'byte'"),
     # A JSON integer too large for a float (Python's json reads it as an int float() cannot hold).
-    ("digits.json", '{"weights": [[0, 1%s], [1%s, 0]]}' % ("0" * 399, "0" * 399), [],
-     "the weight between threads 0 and 1 is a number of 400 digits; weights must be finite and >= 0 (at most 1e+290)"),
+    (
+        "digits.json",
+        '{"weights": [[0, 1%s], [1%s, 0]]}' % ("0" * 399, "0" * 399),
+        [],
+        "the weight between threads 0 and 1 is a number of 400 digits; weights must be finite and >= 0 (at most 1e+290)",
+    ),
     ("digits.csv", "0,1%s\n1%s,0\n" % ("0" * 399, "0" * 399), [], "line 1: a number of 400 digits is too large"),
     ("big.json", json.dumps({"weights": [[0, 1e300], [1e300, 0]]}), [], "is 1e+300; weights must be finite"),
-    ("vdigits.json", '{"weights": [[0, 1], [1, 0]], "volume": [1, 1%s]}' % ("0" * 399), [],
-     "'volume' of thread 1 is a number of 400 digits; it must be a finite number >= 0 and at most 1e+290"),
+    (
+        "vdigits.json",
+        '{"weights": [[0, 1], [1, 0]], "volume": [1, 1%s]}' % ("0" * 399),
+        [],
+        "'volume' of thread 1 is a number of 400 digits; it must be a finite number >= 0 and at most 1e+290",
+    ),
     # The name's ending says the format: anything else is refused, not read as JSON.
     ("graph.xyz", json.dumps(GOOD4), [], "graph.xyz: pinlab reads a graph by its name's ending: .json for JSON, .csv, .txt, .mat"),
     ("graph", "0,1\n1,0\n", [], "pinlab reads a graph by its name's ending"),
@@ -166,8 +175,7 @@ def test_bad_graph_is_refused_by_show(tmp_path, name, content, options, message)
     assert not picture.exists()
 
 
-@pytest.mark.parametrize("name, content, options, message", [b for b in BAD if b[2] != ["-n", "3"]],
-                         ids=[b[0] for b in BAD if b[2] != ["-n", "3"]])
+@pytest.mark.parametrize("name, content, options, message", [b for b in BAD if b[2] != ["-n", "3"]], ids=[b[0] for b in BAD if b[2] != ["-n", "3"]])
 def test_bad_graph_is_refused_by_convert_and_nothing_is_written(tmp_path, name, content, options, message):
     path = tmp_path / name
     if content is not None:
@@ -178,13 +186,16 @@ def test_bad_graph_is_refused_by_convert_and_nothing_is_written(tmp_path, name, 
     assert not target.exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["convert", "{good}", "{tmp}/out.cvs"], "end its name in .json for JSON, .csv, .txt, .mat for a matrix or .npz for the compact form"),
-    (["convert", "{good}", "{tmp}/no/such/dir/out.json"], "its directory does not exist; create it first"),
-    (["show", "{good}", "--picture", "{tmp}/g.gif"], "must end in .svg or .png"),
-    (["show", "{good}", "--picture", "{tmp}/no/such/dir/g.png"], "does not exist; create it first"),
-    (["show", "{good}", "-n", "0"], "has 4 threads but 0 were asked for"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["convert", "{good}", "{tmp}/out.cvs"], "end its name in .json for JSON, .csv, .txt, .mat for a matrix or .npz for the compact form"),
+        (["convert", "{good}", "{tmp}/no/such/dir/out.json"], "its directory does not exist; create it first"),
+        (["show", "{good}", "--picture", "{tmp}/g.gif"], "must end in .svg or .png"),
+        (["show", "{good}", "--picture", "{tmp}/no/such/dir/g.png"], "does not exist; create it first"),
+        (["show", "{good}", "-n", "0"], "has 4 threads but 0 were asked for"),
+    ],
+)
 def test_bad_output_or_option_is_refused(tmp_path, args, message):
     good = write_json(tmp_path / "good.json", GOOD4)
     result = run_pinlab("graph", *[a.format(good=good, tmp=tmp_path) for a in args])

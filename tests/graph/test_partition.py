@@ -1,4 +1,5 @@
 """k-way partitioning into parts of exactly the hardware's sizes (pinlab.graph.partition)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -165,19 +166,33 @@ def test_greedy_growth_fills_every_part_to_its_room_from_the_heaviest_vertex():
     assert sorted(parts.tolist()) == [-1, 0, 1]
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda k, w: k.group_sums(w, [0, 1, 2, 5], 3), r"labels must lie in \[0, 3\), got \[0, 5\]"),
-    (lambda k, w: k.group_sums(w, [0, 1, -1, 2], 3), r"labels must lie in \[0, 3\), got \[-1, 2\]"),
-    (lambda k, w: k.group_sums(w, [0, 1], 3), r"\(2,\) labels for 4 vertices"),
-    (lambda k, w: k.group_sums(w, [0, 0, 1, 1], 2, row_label=[0, 0, 1, 4], kr=2), r"labels must lie in \[0, 2\)"),
-    (lambda k, w: k.refine(w, [0, 1, -1, 1]), r"labels must lie in \[0, 2\), got \[-1, 1\]"),
-    (lambda k, w: k.refine(w, [0, 0, 1, 1], vs=[1, 1]), r"\(2,\) vertex sizes for 4 vertices"),
-    (lambda k, w: k.grow(w, [2, 2], [0, 2]), r"the order must name parts among the 2 rooms"),
-    (lambda k, w: k.grow(w, [2, 2], [0, 1], first=4), r"first vertex 4 is not among the 4"),
-    (lambda k, w: k.Weights(np.ones((4, 3))), r"a square weight matrix is needed"),
-    (lambda k, w: k.heaviest(np.ones((4, 3)), 2), r"a square matrix is needed"),
-], ids=["label-too-big", "label-negative", "too-few-labels", "row-label", "refine-negative", "sizes", "grow-order",
-        "grow-first", "not-square", "heaviest-not-square"])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda k, w: k.group_sums(w, [0, 1, 2, 5], 3), r"labels must lie in \[0, 3\), got \[0, 5\]"),
+        (lambda k, w: k.group_sums(w, [0, 1, -1, 2], 3), r"labels must lie in \[0, 3\), got \[-1, 2\]"),
+        (lambda k, w: k.group_sums(w, [0, 1], 3), r"\(2,\) labels for 4 vertices"),
+        (lambda k, w: k.group_sums(w, [0, 0, 1, 1], 2, row_label=[0, 0, 1, 4], kr=2), r"labels must lie in \[0, 2\)"),
+        (lambda k, w: k.refine(w, [0, 1, -1, 1]), r"labels must lie in \[0, 2\), got \[-1, 1\]"),
+        (lambda k, w: k.refine(w, [0, 0, 1, 1], vs=[1, 1]), r"\(2,\) vertex sizes for 4 vertices"),
+        (lambda k, w: k.grow(w, [2, 2], [0, 2]), r"the order must name parts among the 2 rooms"),
+        (lambda k, w: k.grow(w, [2, 2], [0, 1], first=4), r"first vertex 4 is not among the 4"),
+        (lambda k, w: k.Weights(np.ones((4, 3))), r"a square weight matrix is needed"),
+        (lambda k, w: k.heaviest(np.ones((4, 3)), 2), r"a square matrix is needed"),
+    ],
+    ids=[
+        "label-too-big",
+        "label-negative",
+        "too-few-labels",
+        "row-label",
+        "refine-negative",
+        "sizes",
+        "grow-order",
+        "grow-first",
+        "not-square",
+        "heaviest-not-square",
+    ],
+)
 def test_the_c_loops_refuse_labels_and_shapes_they_would_index_out_of_bounds(call, message):
     """The C loops index with the labels unchecked: a wrong caller gets an error before them."""
     from pinlab.graph import kernels

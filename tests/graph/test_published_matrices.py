@@ -1,4 +1,5 @@
 """The published NAS matrices (bench/data/eagermap) load as the applications' known patterns."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,10 +24,8 @@ def partners(graph, t):
 
 def test_every_matrix_loads_square_symmetric_with_a_zero_diagonal(published):
     names = published.names()
-    assert {n for n in names if n.startswith("nas-mpi-32t/")} == {
-        f"nas-mpi-32t/{a}" for a in ("bt", "cg", "dt", "ep", "is", "lu", "mg", "sp")}
-    assert {n for n in names if n.startswith("nas-mpi-64t/")} == {
-        f"nas-mpi-64t/{a}" for a in ("bt", "cg", "dt", "ft", "is", "lu", "mg", "sp")}
+    assert {n for n in names if n.startswith("nas-mpi-32t/")} == {f"nas-mpi-32t/{a}" for a in ("bt", "cg", "dt", "ep", "is", "lu", "mg", "sp")}
+    assert {n for n in names if n.startswith("nas-mpi-64t/")} == {f"nas-mpi-64t/{a}" for a in ("bt", "cg", "dt", "ft", "is", "lu", "mg", "sp")}
     for name in names:
         g = published.load(name)
         assert g.threads == int(name.split("/")[0].split("-")[2][:-1])

@@ -1,4 +1,5 @@
 """`pinlab graph show`: the heat map, the summary and the picture, on graphs with planted pairs."""
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ def map_rows(stdout: str, threads: int) -> list[str]:
     """The heat map's rows (label, then cells), header excluded."""
     lines = stdout.splitlines()
     label = len(str(threads - 1))
-    return [line[label + 1:] for line in lines[1:threads + 1]]
+    return [line[label + 1 :] for line in lines[1 : threads + 1]]
 
 
 @pytest.mark.parametrize("threads", [6, 16, 48])
@@ -64,7 +65,7 @@ def test_heat_map_cells_show_the_planted_pairs_at_the_top_level(tmp_path, thread
     top = {(i, j) for i, j, _ in pairs} | {(j, i) for i, j, _ in pairs}
     for i, row in enumerate(rows):
         for j in range(threads):
-            glyph = row[j * cell:(j + 1) * cell]
+            glyph = row[j * cell : (j + 1) * cell]
             assert len(set(glyph)) == 1
             expected = GLYPHS[-1] if (i, j) in top else (ZERO if graph.weights[i][j] == 0 else GLYPHS[0])
             assert glyph[0] == expected, (i, j, glyph)
@@ -82,7 +83,7 @@ def test_many_threads_are_grouped_in_blocks_that_fit_the_width(tmp_path):
     assert match and int(match[1]) == len(blocks.starts) and int(match[2]) == blocks.size > 1
     lines = result.stdout.splitlines()
     assert all(len(line) <= 100 for line in lines)
-    rows = lines[1:1 + len(blocks.starts)]
+    rows = lines[1 : 1 + len(blocks.starts)]
     assert [int(r.split()[0]) for r in rows] == blocks.starts
     assert listed_pairs(result.stdout)[0][:3] == (10, 190, 10**6)
 
@@ -121,10 +122,18 @@ def test_heaviest_pairs_ties_go_by_thread_order_and_zero_pairs_are_never_listed(
 
 
 def test_summary_says_how_it_was_measured(tmp_path):
-    path = write_json(tmp_path / "g.json", {
-        "pinlab_graph": 1, "threads": 3, "weights": [[0, 8, 0], [8, 0, 2], [0, 2, 0]], "volume": [9, 12, 3],
-        "granularity": "line", "unit_bytes": 64,
-        "measured": {"method": "exact", "program": ["./pairs", "-n", "3", "[bold]x"], "slowdown": 3.14159, "samples": 1200}})
+    path = write_json(
+        tmp_path / "g.json",
+        {
+            "pinlab_graph": 1,
+            "threads": 3,
+            "weights": [[0, 8, 0], [8, 0, 2], [0, 2, 0]],
+            "volume": [9, 12, 3],
+            "granularity": "line",
+            "unit_bytes": 64,
+            "measured": {"method": "exact", "program": ["./pairs", "-n", "3", "[bold]x"], "slowdown": 3.14159, "samples": 1200},
+        },
+    )
     result = show(path)
     assert result.returncode == 0
     assert "3 threads, granularity: cache line (64 bytes)" in result.stdout
@@ -170,7 +179,8 @@ def test_svg_picture_carries_the_thread_labels_and_title(tmp_path, threads):
 
 
 def test_picture_of_a_large_graph_is_drawn_by_blocks(tmp_path):
-    from pinlab.graph.picture import MAX_CELLS as PICTURE_CELLS, draw
+    from pinlab.graph.picture import MAX_CELLS as PICTURE_CELLS
+    from pinlab.graph.picture import draw
 
     threads = PICTURE_CELLS + 88
     graph = planted_graph(threads, [(0, threads - 1, 100)], noise=2)

@@ -1,5 +1,6 @@
 """pinlab run as a transparent wrapper: exit statuses, signals, standard streams, the controlled
 environment and memory policies, checked on real processes."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import time
 
 import pytest
 
+from pinlab.cpuset import format_cpulist
 from pinlab.measure.linux import numa_nodes
-from pinlab.topology.cpuset import format_cpulist
 from tests.conftest import PINLAB, run_pinlab
 
 PY = sys.executable
@@ -137,7 +138,7 @@ def test_clean_env_keeps_only_what_is_needed_at_a_constant_size():
 
 def test_thp_never_disables_huge_pages_for_the_program():
     status = run_pinlab("run", "-q", "--thp", "never", "--", "cat", "/proc/self/status").stdout
-    line = next((l for l in status.splitlines() if l.startswith("THP_enabled:")), None)
+    line = next((x for x in status.splitlines() if x.startswith("THP_enabled:")), None)
     if line is None:
         pytest.skip("this kernel does not show THP_enabled in /proc/PID/status")
     assert line.split()[1] == "0"
@@ -148,7 +149,7 @@ def policy_of_heap(mem: str) -> str:
     script = "b = bytearray(64 << 20); print(open('/proc/self/numa_maps').read())"
     out = run_pinlab("run", "-q", "--mem", mem, "--", PY, "-c", script)
     assert out.returncode == 0, out.stderr
-    heap = [l for l in out.stdout.splitlines() if "heap" in l or "anon=" in l]
+    heap = [x for x in out.stdout.splitlines() if "heap" in x or "anon=" in x]
     return heap[0].split()[1]
 
 
@@ -268,8 +269,27 @@ def test_a_kill_9_of_pinlab_run_leaves_no_process_of_the_program(pinned):
 
 
 def test_a_kill_9_of_a_study_leaves_no_process_of_the_program(tmp_path):
-    proc = subprocess.Popen([str(PINLAB), "study", "--db", str(tmp_path / "s.db"), "--name", "k", "-s", "none", "-n", "1", "--runs", "1",
-                             "--warmup", "0", "-q", "--", *TREE])
+    proc = subprocess.Popen(
+        [
+            str(PINLAB),
+            "study",
+            "--db",
+            str(tmp_path / "s.db"),
+            "--name",
+            "k",
+            "-s",
+            "none",
+            "-n",
+            "1",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "-q",
+            "--",
+            *TREE,
+        ]
+    )
     assert _wait_until(lambda: len(_descendants(proc.pid)) >= 4), _descendants(proc.pid)
     below = _descendants(proc.pid)
     proc.kill()

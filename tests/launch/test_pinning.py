@@ -3,6 +3,7 @@ helper threads, nested teams, overflow, programs the loader cannot preload, and 
 
 Plans are built from the CPUs this process may use, so the tests hold on 2 CPUs and use more
 where there are more (reversed orders make sure the plan, not the default, decides)."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,8 @@ import textwrap
 import pytest
 
 import pinlab
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.native import native_path
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 from pinlab.words import plural
 from tests.conftest import run_pinlab
 
@@ -102,7 +103,8 @@ def fake_mpi(tmp_path_factory):
     if cc is None:
         pytest.skip("no C compiler")
     d = tmp_path_factory.mktemp("fakempi")
-    (d / "mpi.c").write_text(textwrap.dedent("""
+    (d / "mpi.c").write_text(
+        textwrap.dedent("""
         #define _GNU_SOURCE
         #include <pthread.h>
         #include <sched.h>
@@ -111,8 +113,10 @@ def fake_mpi(tmp_path_factory):
         static void *progress(void *arg) { (void)arg; cpu_set_t s; sched_getaffinity(0, sizeof s, &s);
             printf("progress mask_count=%d\\n", CPU_COUNT(&s)); fflush(stdout); return NULL; }
         void start_progress(void) { pthread_t t; pthread_create(&t, NULL, progress, NULL); pthread_join(t, NULL); }
-    """))
-    (d / "main.c").write_text(textwrap.dedent("""
+    """)
+    )
+    (d / "main.c").write_text(
+        textwrap.dedent("""
         #define _GNU_SOURCE
         #include <pthread.h>
         #include <sched.h>
@@ -124,7 +128,8 @@ def fake_mpi(tmp_path_factory):
         int main(void) { start_progress(); pthread_t t[2];
             for (long i = 0; i < 2; i++) { pthread_create(&t[i], NULL, work, (void *)(i + 1)); pthread_join(t[i], NULL); }
             return 0; }
-    """))
+    """)
+    )
     subprocess.run([cc, "-shared", "-fPIC", "-O2", str(d / "mpi.c"), "-o", str(d / "libmpi-pinlabtest.so"), "-pthread"], check=True)
     subprocess.run([cc, "-O2", str(d / "main.c"), "-o", str(d / "app"), f"-L{d}", "-lmpi-pinlabtest", f"-Wl,-rpath,{d}", "-pthread"], check=True)
     return d / "app"
@@ -148,8 +153,22 @@ def test_helper_threads_of_mpi_like_libraries_do_not_shift_workers(fake_mpi, tmp
 def test_nested_threads_stay_in_their_creators_domain(tmp_path):
     record = tmp_path / "r.json"
     plan = ALLOWED[::-1]
-    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "--nested", "inherit", "--record", str(record), "--",
-                        str(native_path("pinlab-threads-probe")), "--threads", "2", "--nested", "2")
+    result = run_pinlab(
+        "run",
+        "-q",
+        "-c",
+        ",".join(map(str, plan)),
+        "--nested",
+        "inherit",
+        "--record",
+        str(record),
+        "--",
+        str(native_path("pinlab-threads-probe")),
+        "--threads",
+        "2",
+        "--nested",
+        "2",
+    )
     assert result.returncode == 0, result.stderr
     from pinlab.measure.linux import numa_nodes
 
@@ -173,9 +192,29 @@ def test_the_main_threads_inner_teams_are_nested_once_the_outer_team_has_the_pla
     no slot, so the main thread's inner threads do not wrap round onto outer thread 1's CPU."""
     record = tmp_path / "r.json"
     plan = ALLOWED[:2] if len(ALLOWED) > 1 else ALLOWED * 2
-    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "--oversubscribe", "--nested", "inherit", "--record", str(record),
-                        "--", str(native_path("pinlab-twisted-stream")), "--teams", "2", "--threads-per-team", "2",
-                        "--size", "256K", "--ntimes", "2", "--policy", "first-touch")
+    result = run_pinlab(
+        "run",
+        "-q",
+        "-c",
+        ",".join(map(str, plan)),
+        "--oversubscribe",
+        "--nested",
+        "inherit",
+        "--record",
+        str(record),
+        "--",
+        str(native_path("pinlab-twisted-stream")),
+        "--teams",
+        "2",
+        "--threads-per-team",
+        "2",
+        "--size",
+        "256K",
+        "--ntimes",
+        "2",
+        "--policy",
+        "first-touch",
+    )
     assert result.returncode == 0, result.stderr
     from pinlab.measure.linux import numa_nodes
 
@@ -204,8 +243,21 @@ def test_overflow_modes():
 def test_the_record_says_what_happened(tmp_path):
     record = tmp_path / "run.json"
     plan = ALLOWED[::-1]
-    result = run_pinlab("run", "-c", ",".join(map(str, plan)), "--record", str(record), "--sample-ms", "20", "--",
-                        str(native_path("pinlab-threads-probe")), "--threads", str(len(plan)), "--spin-ms", "150")
+    result = run_pinlab(
+        "run",
+        "-c",
+        ",".join(map(str, plan)),
+        "--record",
+        str(record),
+        "--sample-ms",
+        "20",
+        "--",
+        str(native_path("pinlab-threads-probe")),
+        "--threads",
+        str(len(plan)),
+        "--spin-ms",
+        "150",
+    )
     assert result.returncode == 0
     data = json.loads(record.read_text())
     assert data["pinlab_run"] == 1 and data["exit_status"] == 0 and data["signal"] is None
@@ -258,7 +310,20 @@ def test_the_summary_counts_threads_and_processes_apart_in_words():
 
 def test_unpinned_threads_are_sampled_too(tmp_path):
     record = tmp_path / "r.json"
-    run_pinlab("run", "-q", "--record", str(record), "--sample-ms", "10", "--", str(native_path("pinlab-threads-probe")), "--threads", "2", "--spin-ms", "100")
+    run_pinlab(
+        "run",
+        "-q",
+        "--record",
+        str(record),
+        "--sample-ms",
+        "10",
+        "--",
+        str(native_path("pinlab-threads-probe")),
+        "--threads",
+        "2",
+        "--spin-ms",
+        "100",
+    )
     data = json.loads(record.read_text())
     assert data["plan"] is None
     assert len(data["threads"]) >= 1 and all(t["role"] == "unknown" for t in data["threads"])
@@ -269,14 +334,16 @@ def test_unpinned_threads_are_sampled_too(tmp_path):
 def static_program(tmp_path_factory):
     cc = shutil.which("cc") or shutil.which("gcc")
     d = tmp_path_factory.mktemp("static")
-    (d / "s.c").write_text(textwrap.dedent("""
+    (d / "s.c").write_text(
+        textwrap.dedent("""
         #define _GNU_SOURCE
         #include <pthread.h>
         #include <sched.h>
         #include <stdio.h>
         static void *work(void *a) { (void)a; cpu_set_t s; sched_getaffinity(0, sizeof s, &s); printf("thread count=%d\\n", CPU_COUNT(&s)); return NULL; }
         int main(void) { pthread_t t; pthread_create(&t, NULL, work, NULL); pthread_join(t, NULL); work(NULL); return 0; }
-    """))
+    """)
+    )
     built = subprocess.run([cc, "-static", "-O2", str(d / "s.c"), "-o", str(d / "static"), "-pthread"], capture_output=True)
     if built.returncode != 0:
         pytest.skip("no static C library to build a static test program")
@@ -341,8 +408,15 @@ def test_event_ring_reader_skips_what_a_killed_process_left_unfilled(tmp_path):
 
     lines = b"thread pid=1 index=0\n" + b"\0" * 17 + b"thread pid=1 index=1\n"
     ring = tmp_path / "ring.bin"
-    ring.write_bytes(RING_MAGIC + (1 << 20).to_bytes(8, "little") + len(lines).to_bytes(8, "little") + (2).to_bytes(8, "little")
-                     + bytes(RING_HEADER - 32) + lines + b"garbage past used")
+    ring.write_bytes(
+        RING_MAGIC
+        + (1 << 20).to_bytes(8, "little")
+        + len(lines).to_bytes(8, "little")
+        + (2).to_bytes(8, "little")
+        + bytes(RING_HEADER - 32)
+        + lines
+        + b"garbage past used"
+    )
     warnings: list[str] = []
     assert _event_lines(str(ring), warnings) == ["thread pid=1 index=0", "thread pid=1 index=1"]
     assert warnings == ["2 thread events did not fit in the event file and are missing from the record"]
@@ -368,8 +442,23 @@ def test_nested_threads_never_leave_the_allowed_cpus(tmp_path):
         pytest.skip("needs two CPUs")
     record = tmp_path / "r.json"
     first = str(ALLOWED[0])
-    result = run_pinlab("run", "-q", "-c", first, "--nested", "inherit", "--record", str(record), "--",
-                        str(native_path("pinlab-threads-probe")), "--threads", "1", "--nested", "2", prefix=["taskset", "-c", first])
+    result = run_pinlab(
+        "run",
+        "-q",
+        "-c",
+        first,
+        "--nested",
+        "inherit",
+        "--record",
+        str(record),
+        "--",
+        str(native_path("pinlab-threads-probe")),
+        "--threads",
+        "1",
+        "--nested",
+        "2",
+        prefix=["taskset", "-c", first],
+    )
     assert result.returncode == 0, result.stderr
     nested = [t for t in json.loads(record.read_text())["threads"] if t["role"] == "nested"]
     assert len(nested) == 2 and all(t["mask_at_start"] == first for t in nested)
@@ -383,7 +472,7 @@ def test_argv0_reaches_the_program_as_given():
 def test_the_event_ring_lives_in_shared_memory_by_default():
     env = {k: v for k, v in os.environ.items() if k != "PINLAB_EVENTS_DIR"}
     listing = run_pinlab("run", "-q", "-c", str(ALLOWED[0]), "--", "sh", "-c", "ls /dev/shm", env=env).stdout.split()
-    assert any(name.startswith(f"pinlab-events-") for name in listing), listing
+    assert any(name.startswith("pinlab-events-") for name in listing), listing
 
 
 def test_no_event_file_is_left_behind_by_a_program_that_outlives_pinlab(tmp_path):

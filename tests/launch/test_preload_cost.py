@@ -9,6 +9,7 @@ The shortcuts that make this cheap must not change what is recorded: start recor
 fixed pool shared by threads created at once, and the start routine's library looked up once
 per routine, forgotten when a library is unloaded (another may take its address).
 """
+
 from __future__ import annotations
 
 import collections
@@ -99,8 +100,7 @@ def test_a_pinned_thread_makes_the_system_calls_of_a_self_pinned_one_plus_its_ev
     floor_trace = tmp_path / "floor.trace"
     subprocess.run(["strace", "-f", "-qq", "-o", str(floor_trace), str(floor), str(threads), *map(str, plan)], check=True)
     pinned_trace = tmp_path / "pinned.trace"
-    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "--", "strace", "-f", "-qq", "-o", str(pinned_trace),
-                        str(churn), str(threads))
+    result = run_pinlab("run", "-q", "-c", ",".join(map(str, plan)), "--", "strace", "-f", "-qq", "-o", str(pinned_trace), str(churn), str(threads))
     assert result.returncode == 0, result.stderr
 
     floor_threads, pinned_threads = calls_per_new_thread(floor_trace), calls_per_new_thread(pinned_trace)
@@ -212,8 +212,18 @@ def test_a_start_routine_is_looked_up_again_once_its_library_is_unloaded(tmp_pat
         subprocess.run([CC, "-shared", "-fPIC", "-O2", "-pthread", "-o", str(tmp_path / name), str(tmp_path / "lib.c")], check=True)
     loader = compile_c(tmp_path, "loader", LOADER, "-ldl")
     record = tmp_path / "r.json"
-    result = run_pinlab("run", "-q", "-c", ",".join(map(str, ALLOWED)), "--record", str(record), "--",
-                        str(loader), str(tmp_path / "libmpi-pinlabcache.so"), str(tmp_path / "libwork-pinlabcache.so"))
+    result = run_pinlab(
+        "run",
+        "-q",
+        "-c",
+        ",".join(map(str, ALLOWED)),
+        "--record",
+        str(record),
+        "--",
+        str(loader),
+        str(tmp_path / "libmpi-pinlabcache.so"),
+        str(tmp_path / "libwork-pinlabcache.so"),
+    )
     assert result.returncode == 0, result.stderr
     threads = json.loads(record.read_text())["threads"]
     seen = [(t["role"], Path(t["start_library"]).name if t["start_library"] else None, t["slot"]) for t in threads[1:]]
@@ -236,16 +246,23 @@ def test_the_benchmark_runs_outside_the_virtual_environment_or_says_why_not(tmp_
     for name in ("bench_run.py", "thread_churn.c"):
         shutil.copy(REPO / "bench" / name, bench / name)
     env = dict(os.environ, PATH="/usr/bin:/bin")
-    lost = subprocess.run([base, str(bench / "bench_run.py"), "--rounds", "1", "--threads", "8", "--no-startup"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    lost = subprocess.run(
+        [base, str(bench / "bench_run.py"), "--rounds", "1", "--threads", "8", "--no-startup"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
     assert lost.returncode == 2
     assert lost.stderr.count("\n") == 1 and "pinlab is not installed" in lost.stderr and "make install" in lost.stderr
     assert "Traceback" not in lost.stdout + lost.stderr
 
     if CC is None or not (REPO / ".venv" / "bin" / "pinlab").exists():
         return
-    found = subprocess.run([base, str(REPO / "bench" / "bench_run.py"), "--rounds", "1", "--threads", "16", "--batch", "4", "--no-startup"],
-                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    found = subprocess.run(
+        [base, str(REPO / "bench" / "bench_run.py"), "--rounds", "1", "--threads", "16", "--batch", "4", "--no-startup"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert found.returncode == 0, found.stderr
     assert "could not finish" not in found.stdout, found.stdout[-2000:]
     assert re.search(r"pinlab / floor \(per-thread cost\): \d+\.\d+", found.stdout), found.stdout[-2000:]

@@ -9,6 +9,7 @@ same: not pinned as planned, re-bound at a given time, named in the summary.
 Plans use the CPUs this process may use, reversed (so that the plan, not the default, decides);
 re-binding needs a second CPU to go to, so with one CPU these tests skip.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,9 @@ import subprocess
 
 import pytest
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.launch.record import RunRecord, ThreadRecord
 from pinlab.native import native_path
-from pinlab.topology.cpuset import parse_cpulist
 from tests.conftest import run_pinlab
 
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -136,12 +137,38 @@ def program_rows(stdout: str) -> dict[int, dict]:
     return rows
 
 
-def run_rebind(program, tmp_path, who: int, target: int, how: str = "pthread", after_ms: int = 100, spin_ms: int = 350,
-               excursion_ms: int = 0, sample_ms: int = 20, linger_ms: int = 1500):
+def run_rebind(
+    program,
+    tmp_path,
+    who: int,
+    target: int,
+    how: str = "pthread",
+    after_ms: int = 100,
+    spin_ms: int = 350,
+    excursion_ms: int = 0,
+    sample_ms: int = 20,
+    linger_ms: int = 1500,
+):
     record = tmp_path / "r.json"
-    result = run_pinlab("run", "-c", ",".join(map(str, PLAN)), "--record", str(record), "--sample-ms", str(sample_ms), "--",
-                        str(program), str(len(PLAN) - 1), str(who), str(target), how, str(after_ms), str(spin_ms), str(excursion_ms),
-                        str(linger_ms))
+    result = run_pinlab(
+        "run",
+        "-c",
+        ",".join(map(str, PLAN)),
+        "--record",
+        str(record),
+        "--sample-ms",
+        str(sample_ms),
+        "--",
+        str(program),
+        str(len(PLAN) - 1),
+        str(who),
+        str(target),
+        how,
+        str(after_ms),
+        str(spin_ms),
+        str(excursion_ms),
+        str(linger_ms),
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(record.read_text())
     return result, program_rows(result.stdout), {t["index"]: t for t in data["threads"]}, data
@@ -224,7 +251,10 @@ def test_llvm_libomp_with_kmp_affinity_compact_is_seen_rebinding_its_workers(tmp
     env = dict(os.environ, KMP_AFFINITY="compact")
     result = run_pinlab("run", "-c", ",".join(map(str, PLAN)), "--record", str(record), "--sample-ms", "20", "--", str(probe), "300", env=env)
     assert result.returncode == 0, result.stderr
-    ran = {int(f["thread"]): f for f in (dict(w.split("=", 1) for w in line.split()) for line in result.stdout.splitlines() if line.startswith("thread="))}
+    ran = {
+        int(f["thread"]): f
+        for f in (dict(w.split("=", 1) for w in line.split()) for line in result.stdout.splitlines() if line.startswith("thread="))
+    }
     assert len(ran) == len(PLAN)
     ended = {k: int(row["mask"]) for k, row in ran.items()}  # one CPU each, libomp's choice
     assert sorted(ended.values()) == sorted(PLAN), ran
@@ -253,23 +283,53 @@ def test_what_counts_against_a_thread_pinned_at_creation():
     instruction shows its creator and does not count; the initial move does not count; any later
     mask, CPU or kernel migration off the plan does, and says when it was seen."""
     # Sample 0 was taken while glibc created the thread (its creator's CPU 0 and mask): before its start.
-    clean = _thread(sample_times=[0.005, 0.05, 0.10], sample_cpus=[0, 2, 2], masks_seen=[(0, frozenset({0})), (1, frozenset({2}))],
-                    kernel_seen=[(0, 0), (1, 1)], kernel_migrations=1, kernel_baseline=1)
+    clean = _thread(
+        sample_times=[0.005, 0.05, 0.10],
+        sample_cpus=[0, 2, 2],
+        masks_seen=[(0, frozenset({0})), (1, frozenset({2}))],
+        kernel_seen=[(0, 0), (1, 1)],
+        kernel_migrations=1,
+        kernel_baseline=1,
+    )
     assert clean.pinned_as_planned is True and clean.migrations == 0 and clean.mask_changes == [] and clean.off_plan is None
     assert clean.departure() is None
     # The same thread, moved once more by the kernel between samples (its mask and CPU look right).
-    bounced = _thread(sample_times=[0.05, 0.10], sample_cpus=[2, 2], masks_seen=[(0, frozenset({2}))],
-                      kernel_seen=[(0, 1), (1, 3)], kernel_migrations=3, kernel_baseline=1)
+    bounced = _thread(
+        sample_times=[0.05, 0.10],
+        sample_cpus=[2, 2],
+        masks_seen=[(0, frozenset({2}))],
+        kernel_seen=[(0, 1), (1, 3)],
+        kernel_migrations=3,
+        kernel_baseline=1,
+    )
     assert bounced.pinned_as_planned is False and bounced.migrations == 2
     assert bounced.off_plan == {"time": 0.10, "seen": "the kernel counted 2 migrations after its initial placement"}
-    assert bounced.departure() == "thread 1 (tid 101, worker slot 1) left its planned CPU 2: the kernel counted 2 migrations after its initial placement (seen at 0.100 s)"
+    assert (
+        bounced.departure()
+        == "thread 1 (tid 101, worker slot 1) left its planned CPU 2: the kernel counted 2 migrations after its initial placement (seen at 0.100 s)"
+    )
     # A main thread is born pinned: a single kernel migration is already one too many.
-    main = _thread(index=0, role="main", slot=0, sample_times=[0.05], sample_cpus=[2], masks_seen=[(0, frozenset({2}))],
-                   kernel_seen=[(0, 1)], kernel_migrations=1, kernel_baseline=0)
+    main = _thread(
+        index=0,
+        role="main",
+        slot=0,
+        sample_times=[0.05],
+        sample_cpus=[2],
+        masks_seen=[(0, frozenset({2}))],
+        kernel_seen=[(0, 1)],
+        kernel_migrations=1,
+        kernel_baseline=0,
+    )
     assert main.pinned_as_planned is False and main.migrations == 1
     # Re-bound to CPUs 0-1 and ran on 0: the mask change is named with its time; the move from the CPU at start counts.
-    moved = _thread(sample_times=[0.05, 0.10], sample_cpus=[2, 0], masks_seen=[(0, frozenset({2})), (1, frozenset({0, 1}))],
-                    kernel_seen=[(0, 1), (1, 2)], kernel_migrations=2, kernel_baseline=1)
+    moved = _thread(
+        sample_times=[0.05, 0.10],
+        sample_cpus=[2, 0],
+        masks_seen=[(0, frozenset({2})), (1, frozenset({0, 1}))],
+        kernel_seen=[(0, 1), (1, 2)],
+        kernel_migrations=2,
+        kernel_baseline=1,
+    )
     assert moved.mask_changes == [{"time": 0.10, "mask": "0-1"}] and moved.migrations == 1
     assert moved.departure() == "thread 1 (tid 101, worker slot 1) was re-bound to CPUs 0-1 after creation (seen at 0.100 s)"
     # Creator free to run anywhere: its pre-start moves are unknown, so the kernel's count is taken from the first sample after the start.

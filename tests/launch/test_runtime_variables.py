@@ -5,6 +5,7 @@ GOMP_CPU_AFFINITY). Each test checks the warning and what really happened to the
 probes print the CPU and mask of every OpenMP thread), so that the warning says the truth.
 Plans use the CPUs this process may use, reversed; counts follow from how many there are.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,11 @@ def warnings_of(stderr: str) -> list[str]:
 
 
 def too_many(wanted: int, threads: int) -> str:
-    return (f"OMP_NUM_THREADS={wanted} disagrees with the plan of {threads} threads: an OpenMP program starts {wanted} threads, "
-            f"and the {wanted - threads} past the plan share the plan's CPUs; unset OMP_NUM_THREADS (pinlab then sets it to {threads}) "
-            f"or ask for {wanted} (-n {wanted})")
+    return (
+        f"OMP_NUM_THREADS={wanted} disagrees with the plan of {threads} threads: an OpenMP program starts {wanted} threads, "
+        f"and the {wanted - threads} past the plan share the plan's CPUs; unset OMP_NUM_THREADS (pinlab then sets it to {threads}) "
+        f"or ask for {wanted} (-n {wanted})"
+    )
 
 
 @PROBES
@@ -55,7 +58,7 @@ def test_more_omp_threads_than_the_plan_warns_and_they_share_its_cpus(probe_name
     rows = probe_rows(result.stdout)
     assert [int(r["thread"]) for r in rows] == list(range(2 * N))
     assert all(int(r["cpu"]) == PLAN[int(r["thread"]) % N] and r["mask"] == {PLAN[int(r["thread"]) % N]} for r in rows), rows
-    warning = too_many(2 * N, N).replace(f"plan of 1 threads", "plan of 1 thread")
+    warning = too_many(2 * N, N).replace("plan of 1 threads", "plan of 1 thread")
     assert warnings_of(result.stderr) == [f"pinlab: warning: {warning}"]
     assert json.loads(record.read_text())["warnings"] == [warning]
 
@@ -63,15 +66,17 @@ def test_more_omp_threads_than_the_plan_warns_and_they_share_its_cpus(probe_name
 @PROBES
 def test_fewer_omp_threads_than_the_plan_warns_that_planned_cpus_stay_unused(probe_name):
     threads = max(2, N)  # with one CPU, a plan of two threads on it (--oversubscribe)
-    result = run_pinlab("run", "-c", CPUS, "-n", str(threads), "--oversubscribe", "--", str(probe(probe_name)), "10",
-                        env=dict(CLEAN, OMP_NUM_THREADS="1"))
+    result = run_pinlab(
+        "run", "-c", CPUS, "-n", str(threads), "--oversubscribe", "--", str(probe(probe_name)), "10", env=dict(CLEAN, OMP_NUM_THREADS="1")
+    )
     assert result.returncode == 0, result.stderr
     # one thread ran: the main thread, never narrowed since it created no thread, on the plan's CPUs
     assert [(int(r["thread"]), r["mask"]) for r in probe_rows(result.stdout)] == [(0, set(PLAN))]
     unused = threads - 1
     assert warnings_of(result.stderr) == [
         f"pinlab: warning: OMP_NUM_THREADS=1 disagrees with the plan of {threads} threads: an OpenMP program starts 1 thread, "
-        f"leaving {unused} planned CPU{'s' if unused > 1 else ''} unused; unset OMP_NUM_THREADS (pinlab then sets it to {threads}) or ask for 1 (-n 1)"]
+        f"leaving {unused} planned CPU{'s' if unused > 1 else ''} unused; unset OMP_NUM_THREADS (pinlab then sets it to {threads}) or ask for 1 (-n 1)"
+    ]
 
 
 def test_an_unpinned_run_warns_about_the_thread_count_only():
@@ -81,18 +86,22 @@ def test_an_unpinned_run_warns_about_the_thread_count_only():
     assert len(probe_rows(result.stdout)) == N + 1
     assert warnings_of(result.stderr) == [
         f"pinlab: warning: OMP_NUM_THREADS={N + 1} disagrees with -n {N}: an OpenMP program starts {N + 1} threads; "
-        f"unset OMP_NUM_THREADS (pinlab then sets it to {N}) or ask for {N + 1} (-n {N + 1})"]
+        f"unset OMP_NUM_THREADS (pinlab then sets it to {N}) or ask for {N + 1} (-n {N + 1})"
+    ]
 
 
 NOT_APPLIED = "disagrees with the plan and is not applied: pinlab pins each thread as the plan says, in place of the OpenMP runtime's binding; unset"
 
 
 @PROBES
-@pytest.mark.parametrize("name, value, remedy", [
-    ("OMP_PROC_BIND", "close", "or set it to false"),
-    ("OMP_PLACES", "cores", "and give pinlab the CPUs instead (-c)"),
-    ("GOMP_CPU_AFFINITY", ",".join(map(str, ALLOWED)), "and give pinlab the CPUs instead (-c)"),
-])
+@pytest.mark.parametrize(
+    "name, value, remedy",
+    [
+        ("OMP_PROC_BIND", "close", "or set it to false"),
+        ("OMP_PLACES", "cores", "and give pinlab the CPUs instead (-c)"),
+        ("GOMP_CPU_AFFINITY", ",".join(map(str, ALLOWED)), "and give pinlab the CPUs instead (-c)"),
+    ],
+)
 def test_a_binding_variable_is_one_line_and_the_plan_holds(probe_name, name, value, remedy):
     result = run_pinlab("run", "-c", CPUS, "--", str(probe(probe_name)), "10", env=dict(CLEAN, **{name: value}))
     assert result.returncode == 0, result.stderr
@@ -107,17 +116,22 @@ def test_kmp_affinity_is_one_line_and_says_where_libomp_puts_the_threads():
     assert result.returncode == 0, result.stderr
     assert warnings_of(result.stderr) == [
         "pinlab: warning: KMP_AFFINITY=granularity=fine,compact disagrees with the plan: an LLVM/Intel OpenMP runtime re-binds every "
-        "thread after pinlab pinned it, in its own compact order over the plan's CPUs, not the plan's; unset KMP_AFFINITY (pinlab then sets it to disabled)"]
+        "thread after pinlab pinned it, in its own compact order over the plan's CPUs, not the plan's; unset KMP_AFFINITY (pinlab then sets it to disabled)"
+    ]
     rows = probe_rows(result.stdout)  # what the warning says: one plan CPU each, in libomp's order
-    assert all(len(r["mask"]) == 1 and r["mask"] <= set(PLAN) for r in rows) and {min(r["mask"]) for r in rows} == set(PLAN[:len(rows)])
+    assert all(len(r["mask"]) == 1 and r["mask"] <= set(PLAN) for r in rows) and {min(r["mask"]) for r in rows} == set(PLAN[: len(rows)])
 
 
-@pytest.mark.parametrize("settings", [
-    {"OMP_NUM_THREADS": str(N)},
-    {"KMP_AFFINITY": "disabled"},
-    {"OMP_PROC_BIND": "false"},
-    {"OMP_PROC_BIND": "FALSE", "OMP_PLACES": "cores", "GOMP_CPU_AFFINITY": "0"},  # nothing is bound: the places do not matter
-], ids=["same-count", "kmp-disabled", "bind-false", "places-without-binding"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"OMP_NUM_THREADS": str(N)},
+        {"KMP_AFFINITY": "disabled"},
+        {"OMP_PROC_BIND": "false"},
+        {"OMP_PROC_BIND": "FALSE", "OMP_PLACES": "cores", "GOMP_CPU_AFFINITY": "0"},  # nothing is bound: the places do not matter
+    ],
+    ids=["same-count", "kmp-disabled", "bind-false", "places-without-binding"],
+)
 def test_settings_that_agree_with_the_plan_give_no_warning(settings):
     result = run_pinlab("run", "-c", CPUS, "--", str(probe("pinlab-probe")), "10", env=dict(CLEAN, **settings))
     assert result.returncode == 0, result.stderr
@@ -151,12 +165,32 @@ def test_a_study_stores_the_warning_with_each_run_and_the_report_shows_it(tmp_pa
     holds the warning, the study holds it once per configuration group, and pinlab report shows it."""
     db = tmp_path / "s.db"
     env = dict(CLEAN, OMP_NUM_THREADS=str(2 * N))
-    result = run_pinlab("study", "--db", str(db), "--name", "omp", "-s", "none,compact", "-n", str(N), "--runs", "1", "--warmup", "0",
-                        "-q", "--", str(probe("pinlab-probe")), "10", env=env)
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "omp",
+        "-s",
+        "none,compact",
+        "-n",
+        str(N),
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "-q",
+        "--",
+        str(probe("pinlab-probe")),
+        "10",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     pinned = too_many(2 * N, N).replace("plan of 1 threads", "plan of 1 thread")
-    unpinned = (f"OMP_NUM_THREADS={2 * N} disagrees with -n {N}: an OpenMP program starts {2 * N} threads; "
-                f"unset OMP_NUM_THREADS (pinlab then sets it to {N}) or ask for {2 * N} (-n {2 * N})")
+    unpinned = (
+        f"OMP_NUM_THREADS={2 * N} disagrees with -n {N}: an OpenMP program starts {2 * N} threads; "
+        f"unset OMP_NUM_THREADS (pinlab then sets it to {N}) or ask for {2 * N} (-n {2 * N})"
+    )
     program = "pinlab-probe"
     study_warnings = [f"{program} none x{N}: {unpinned}", f"{program} compact x{N}: {pinned}"]
     assert [line for line in result.stderr.splitlines() if "OMP_NUM_THREADS" in line] == [f"pinlab: warning: {w}" for w in study_warnings]

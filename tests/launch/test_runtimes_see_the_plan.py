@@ -7,6 +7,7 @@ creates its first thread. Processes the program starts (Python multiprocessing, 
 pipelines) take the plan's next slots, as threads do (--children next), or keep what they
 inherit (inherit), or run on every allowed CPU (unpinned).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ import textwrap
 
 import pytest
 
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from tests.conftest import run_pinlab
 
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -80,8 +81,12 @@ def test_numpy_sees_the_plan_cpus():
     seen, tasks = map(int, result.stdout.split())
     assert seen == len(ALLOWED)
     # numpy's BLAS starts its pool at import, one thread per CPU it may use (OpenBLAS), or none (a build without threads)
-    numpy_threads = subprocess.run([sys.executable, "-c", "import os, numpy; print(len(os.listdir('/proc/self/task')))"],
-                                   capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(len(ALLOWED)))).stdout
+    numpy_threads = subprocess.run(
+        [sys.executable, "-c", "import os, numpy; print(len(os.listdir('/proc/self/task')))"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS=str(len(ALLOWED))),
+    ).stdout
     assert tasks == int(numpy_threads)  # as many threads as it starts when nothing restricts it
 
 
@@ -200,10 +205,13 @@ def test_a_program_behind_a_forking_wrapper_gets_the_plan_and_the_record_says_wh
     assert json.loads(result.stdout) == [worker["planned_cpu"]]  # what the thread itself saw
     warning = [w for w in data["warnings"] if "took plan slots past" in w]
     if how == "child":
-        assert warning == ["1 thread of 1 process took plan slots past the plan's 2 CPUs and share its CPUs round-robin (--overflow wrap): "
-                           "the process pinlab started (dash) created no thread and holds slot 0 while 1 process it started created the threads; "
-                           "if it is a wrapper script, let it exec the program (exec prog \"$@\") so that the program holds slot 0, or plan one more CPU"
-                           .replace("(dash)", f"({os.path.basename(os.path.realpath('/bin/sh'))})")]
+        assert warning == [
+            "1 thread of 1 process took plan slots past the plan's 2 CPUs and share its CPUs round-robin (--overflow wrap): "
+            "the process pinlab started (dash) created no thread and holds slot 0 while 1 process it started created the threads; "
+            'if it is a wrapper script, let it exec the program (exec prog "$@") so that the program holds slot 0, or plan one more CPU'.replace(
+                "(dash)", f"({os.path.basename(os.path.realpath('/bin/sh'))})"
+            )
+        ]
         assert f"pinlab: warning: {warning[0]}\n" in result.stderr
     else:
         assert warning == [] and pid == data["pid"]
@@ -217,8 +225,20 @@ def test_the_threads_of_an_unpinned_child_process_are_unpinned_too(tmp_path):
     """sh -c 'python3 ...; true': python is a child of sh (no exec); under --children unpinned its
     thread runs on every allowed CPU, takes no slot, and the record does not call it pinned."""
     record = tmp_path / "r.json"
-    result = run_pinlab("run", "-q", "-c", ",".join(map(str, PLAN)), "--children", "unpinned", "--record", str(record),
-                        "--", "sh", "-c", f"{sys.executable} -c '{THREAD_MASK}'; true")
+    result = run_pinlab(
+        "run",
+        "-q",
+        "-c",
+        ",".join(map(str, PLAN)),
+        "--children",
+        "unpinned",
+        "--record",
+        str(record),
+        "--",
+        "sh",
+        "-c",
+        f"{sys.executable} -c '{THREAD_MASK}'; true",
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == ALLOWED
     data = json.loads(record.read_text())

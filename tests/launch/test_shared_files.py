@@ -1,5 +1,6 @@
 """Nothing pinlab shares with a program (event ring, live plan, heartbeat) outlives a pinlab killed
 with SIGKILL beyond the next pinlab start, and a live pinlab's files are never taken from it."""
+
 from __future__ import annotations
 
 import fcntl
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from pinlab.launch import shared_files
+from pinlab.measure import shared_files
 from tests.conftest import PINLAB, run_pinlab
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -49,11 +50,15 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-@pytest.mark.parametrize("command, kinds", [
-    (["run", "-q", "-c", str(CPUS[0])], {"events"}),
-    (["autopin", "-c", f"{CPUS[0]};{CPUS[-1]}", "-t", "30"], {"events", "plan", "heartbeat"}),
-    (["trace", "-n", "1", "-m", "pages", "--no-baseline", "-o", "GRAPH"], {"events"}),
-], ids=["run", "autopin", "trace"])
+@pytest.mark.parametrize(
+    "command, kinds",
+    [
+        (["run", "-q", "-c", str(CPUS[0])], {"events"}),
+        (["autopin", "-c", f"{CPUS[0]};{CPUS[-1]}", "-t", "30"], {"events", "plan", "heartbeat"}),
+        (["trace", "-n", "1", "-m", "pages", "--no-baseline", "-o", "GRAPH"], {"events"}),
+    ],
+    ids=["run", "autopin", "trace"],
+)
 def test_a_kill_9_leaves_shared_files_only_until_the_next_start(tmp_path, command, kinds):
     shared = tmp_path / "shm"
     shared.mkdir()
@@ -79,8 +84,9 @@ def test_a_kill_9_leaves_shared_files_only_until_the_next_start(tmp_path, comman
 
 def test_a_live_pinlabs_files_are_left_alone(tmp_path):
     env = dict(os.environ, PINLAB_EVENTS_DIR=str(tmp_path))
-    proc = subprocess.Popen([str(PINLAB), "run", "-q", "-c", str(CPUS[0]), "--", sys.executable, "-c", "import sys; sys.stdin.read()"],
-                            env=env, stdin=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [str(PINLAB), "run", "-q", "-c", str(CPUS[0]), "--", sys.executable, "-c", "import sys; sys.stdin.read()"], env=env, stdin=subprocess.PIPE
+    )
     try:
         assert _wait_until(lambda: any(f"-{proc.pid}-" in p.name for p in tmp_path.iterdir()))
         mine = [p.name for p in tmp_path.iterdir()]

@@ -1,5 +1,6 @@
 """The program gets its CPU, memory policy, personality and THP setting from its first instruction,
 and pinlab's own thread gets its settings back (they are set on it around posix_spawn)."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,8 @@ import threading
 
 import pytest
 
+from pinlab.cpuset import format_cpulist
 from pinlab.launch import memory, spawn
-from pinlab.topology.cpuset import format_cpulist
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 NODES = sorted(memory.mems_allowed())
@@ -17,15 +18,25 @@ NODES = sorted(memory.mems_allowed())
 def own_state() -> tuple:
     """The calling thread's settings that spawn() changes for a moment."""
     libc = spawn._c()
-    return (frozenset(os.sched_getaffinity(0)), memory.get_mempolicy(), libc.personality(0xFFFFFFFF), libc.prctl(spawn.PR_GET_THP_DISABLE, 0, 0, 0, 0))
+    return (
+        frozenset(os.sched_getaffinity(0)),
+        memory.get_mempolicy(),
+        libc.personality(0xFFFFFFFF),
+        libc.prctl(spawn.PR_GET_THP_DISABLE, 0, 0, 0, 0),
+    )
 
 
 def spawned_status(**settings) -> dict[str, str]:
     """/proc/PID/status and personality of a program started with these settings, read by itself."""
     read, write = os.pipe()
     try:
-        pid = spawn.spawn("/bin/sh", ["sh", "-c", "cat /proc/self/status; echo Personality: $(cat /proc/self/personality)"],
-                          dict(os.environ), stdout=write, **settings)
+        pid = spawn.spawn(
+            "/bin/sh",
+            ["sh", "-c", "cat /proc/self/status; echo Personality: $(cat /proc/self/personality)"],
+            dict(os.environ),
+            stdout=write,
+            **settings,
+        )
     finally:
         os.close(write)
     with os.fdopen(read) as out:
@@ -58,7 +69,9 @@ def test_the_callers_settings_come_back():
 def test_the_callers_settings_come_back_when_exec_fails():
     before = own_state()
     with pytest.raises(FileNotFoundError):
-        spawn.spawn("/no/such/program", ["x"], {}, cpus=frozenset(ALLOWED[:1]), mem_mode=memory.MPOL_BIND, mem_nodes=(NODES[0],), no_aslr=True, no_thp=True)
+        spawn.spawn(
+            "/no/such/program", ["x"], {}, cpus=frozenset(ALLOWED[:1]), mem_mode=memory.MPOL_BIND, mem_nodes=(NODES[0],), no_aslr=True, no_thp=True
+        )
     assert own_state() == before
 
 

@@ -1,4 +1,5 @@
 """Real running programs for the tests of pinlab ps and pin: started directly or under pinlab run."""
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,9 @@ def start_program():
     """
     started: list[Program] = []
 
-    def start(threads: int = 2, pinlab: list[str] | None = None, prefix: list[str] = (), seconds: float | None = None,
-              status: int = 0, spin: bool = False) -> Program:
+    def start(
+        threads: int = 2, pinlab: list[str] | None = None, prefix: list[str] = (), seconds: float | None = None, status: int = 0, spin: bool = False
+    ) -> Program:
         # Not under tmp_path, which only its owner may enter: a program run as another user writes here too.
         directory = Path(tempfile.mkdtemp(prefix="pinlab-live-"))
         directory.chmod(0o777)

@@ -1,5 +1,6 @@
 """pinlab pin on real running programs: the masks really change, the program keeps running and
 exits with its own status, threads that end meanwhile, and every refusal (one line, status 2)."""
+
 from __future__ import annotations
 
 import os
@@ -95,12 +96,14 @@ def test_threads_coming_and_going_while_pinned_repeatedly(tmp_path):
     """A program that creates and ends threads all the time: every pin succeeds, each selected
     thread is either pinned or reported ended, and the program ends normally."""
     churn = tmp_path / "churn.py"
-    churn.write_text("import threading, time\n"
-                     "end = time.monotonic() + 1.5\n"
-                     "while time.monotonic() < end:\n"
-                     "    ts = [threading.Thread(target=time.sleep, args=(0.001,)) for _ in range(4)]\n"
-                     "    [t.start() for t in ts]\n"
-                     "    [t.join() for t in ts]\n")
+    churn.write_text(
+        "import threading, time\n"
+        "end = time.monotonic() + 1.5\n"
+        "while time.monotonic() < end:\n"
+        "    ts = [threading.Thread(target=time.sleep, args=(0.001,)) for _ in range(4)]\n"
+        "    [t.start() for t in ts]\n"
+        "    [t.join() for t in ts]\n"
+    )
     process = subprocess.Popen([sys.executable, str(churn)])
     try:
         while process.poll() is None:
@@ -115,13 +118,16 @@ def test_threads_coming_and_going_while_pinned_repeatedly(tmp_path):
         assert process.wait(30) == 0
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-c", "0", "--threads", "1"], "1 is not a thread of process"),
-    (["-c", "0", "--threads", "x"], "expected workers, all, or thread ids"),
-    (["-c", "99999"], "CPU 99999 does not exist"),
-    (["-s", "none", "-n", "1"], "pins nothing"),
-    ([], "no placement given"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-c", "0", "--threads", "1"], "1 is not a thread of process"),
+        (["-c", "0", "--threads", "x"], "expected workers, all, or thread ids"),
+        (["-c", "99999"], "CPU 99999 does not exist"),
+        (["-s", "none", "-n", "1"], "pins nothing"),
+        ([], "no placement given"),
+    ],
+)
 def test_bad_input_is_one_line_status_2_and_changes_nothing(start_program, args, message):
     program = start_program(threads=1)
     before = masks(program.tids)

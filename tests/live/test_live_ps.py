@@ -1,5 +1,6 @@
 """pinlab ps on real running programs: each thread's real CPU, mask, role and creation order,
 watching a program until it ends, the JSON looks, the picture."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pinlab.live import Watcher, check_process, pinlab_processes, process_threads, workers
 from pinlab.errors import UsageError
+from pinlab.live import Watcher, check_process, pinlab_processes, process_threads, workers
 from pinlab.native import native_path
 from tests.conftest import PINLAB, run_pinlab
 from tests.live.conftest import ALLOWED, wait_for
@@ -68,9 +69,14 @@ def test_helpers_are_shown_as_such_and_left_out_of_the_workers(start_program):
 def test_an_openmp_workload_has_a_main_thread_and_workers():
     plan = ALLOWED[::-1][:2] if len(ALLOWED) > 1 else ALLOWED * 2
     primes = str(native_path("pinlab-primes"))
-    process = subprocess.Popen([str(PINLAB), "run", "-q", "-c", ",".join(map(str, plan)), "--oversubscribe", "--", primes,
-                                "--threads", "2", "--limit", "12M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [str(PINLAB), "run", "-q", "-c", ",".join(map(str, plan)), "--oversubscribe", "--", primes, "--threads", "2", "--limit", "12M"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
+
         def team():
             # The worker is in /proc before its creation is recorded (the new thread records itself
             # first thing, which on a busy machine may come later): wait for the record, not the tid.
@@ -101,8 +107,9 @@ def test_watch_counts_cpu_time_and_migrations_since_the_last_look_until_the_prog
     # The program runs until the watcher has looked four times (on a busy machine the watcher may
     # take longer to start than any fixed run would last), then is told to stop.
     program = start_program(threads=1, spin=True)
-    watcher = subprocess.Popen([str(PINLAB), "ps", str(program.pid), "--watch", "0.2", "--json"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [str(PINLAB), "ps", str(program.pid), "--watch", "0.2", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lines = []
     try:
         while len(lines) < 4:
@@ -194,12 +201,15 @@ def test_picture_shows_each_thread_number_in_the_cpu_it_runs_on(start_program, t
     assert sorted(numbers) == sorted(",".join(map(str, v)) for v in expected.values())
 
 
-@pytest.mark.parametrize("args, message", [
-    (["999999999"], "no process 999999999"),
-    (["1", "2", "--picture", "x.svg"], "one PID"),
-    (["1", "--picture", "x.pdf"], ".svg or .png"),
-    (["1", "--watch", "0"], "--watch must be a positive"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["999999999"], "no process 999999999"),
+        (["1", "2", "--picture", "x.svg"], "one PID"),
+        (["1", "--picture", "x.pdf"], ".svg or .png"),
+        (["1", "--watch", "0"], "--watch must be a positive"),
+    ],
+)
 def test_bad_input_is_one_line_and_status_2(args, message):
     result = run_pinlab("ps", *args)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
@@ -213,8 +223,9 @@ def test_a_thread_id_is_not_taken_for_a_process(start_program):
 
 def test_ctrl_c_ends_watching_with_status_0_and_leaves_the_program_running(start_program):
     program = start_program(threads=1)
-    watching = subprocess.Popen([str(PINLAB), "ps", str(program.pid), "--watch", "0.1", "--json"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+    watching = subprocess.Popen(
+        [str(PINLAB), "ps", str(program.pid), "--watch", "0.1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     first = watching.stdout.readline()
     assert json.loads(first)["pid"] == program.pid
     watching.send_signal(signal.SIGINT)

@@ -1,5 +1,6 @@
 """Roles read from an event ring that the program's processes are still writing: a line being
 copied is never taken for a thread, every complete line is; and the ring of a real run."""
+
 from __future__ import annotations
 
 import os
@@ -7,26 +8,36 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pinlab.launch.events import RING_HEADER, RING_MAGIC, event_lines
 from pinlab.live import events_path, roles_from_events
+from pinlab.measure.events import RING_HEADER, RING_MAGIC, event_lines
 from tests.live.conftest import ALLOWED
 
 ROLE_NAMES = ["main", "worker", "helper", "nested"]
 
 
 def thread_line(pid: int, index: int, tid: int, role: str, slot: int, planned: int, lib: str) -> bytes:
-    return (f"thread pid={pid} index={index} tid={tid} role={role} slot={slot} planned={planned} cpu=0 mask=0-1 "
-            f"creator=0 t=123456789 lib={lib}\n").encode()
+    return (
+        f"thread pid={pid} index={index} tid={tid} role={role} slot={slot} planned={planned} cpu=0 mask=0-1 creator=0 t=123456789 lib={lib}\n"
+    ).encode()
 
 
 threads = st.lists(
-    st.tuples(st.integers(1, 4_000_000), st.integers(0, 500), st.sampled_from(ROLE_NAMES), st.integers(-1, 64), st.integers(-1, 64),
-              st.sampled_from(["-", "/usr/lib/libgomp.so.1", "/opt/mythread", "/usr/lib/libmpi.so"])),
-    max_size=12, unique_by=lambda t: t[0])
+    st.tuples(
+        st.integers(1, 4_000_000),
+        st.integers(0, 500),
+        st.sampled_from(ROLE_NAMES),
+        st.integers(-1, 64),
+        st.integers(-1, 64),
+        st.sampled_from(["-", "/usr/lib/libgomp.so.1", "/opt/mythread", "/usr/lib/libmpi.so"]),
+    ),
+    max_size=12,
+    unique_by=lambda t: t[0],
+)
 #: A line being written (for a thread no complete line names), and which of its bytes are copied yet.
 WRITING = thread_line(4242, 7, 9_999_999, "worker", 1, 1, "/opt/mythread")
-in_flight = st.lists(st.tuples(st.integers(0, 12), st.lists(st.booleans(), min_size=len(WRITING), max_size=len(WRITING)).filter(lambda k: not all(k))),
-                     max_size=4)
+in_flight = st.lists(
+    st.tuples(st.integers(0, 12), st.lists(st.booleans(), min_size=len(WRITING), max_size=len(WRITING)).filter(lambda k: not all(k))), max_size=4
+)
 
 
 def ring(data: bytes, used: int) -> bytes:
@@ -38,8 +49,10 @@ def ring(data: bytes, used: int) -> bytes:
 def test_lines_being_written_are_never_read_as_threads(tmp_path_factory, threads, writing):
     pid = 4242
     complete = [(tid, thread_line(pid, index, tid, role, slot, planned, lib)) for tid, index, role, slot, planned, lib in threads]
-    truth = {tid: {"index": index, "role": role, "pid": pid, "slot": slot if slot >= 0 else None, "planned": planned if planned >= 0 else None}
-             for tid, index, role, slot, planned, lib in threads}
+    truth = {
+        tid: {"index": index, "role": role, "pid": pid, "slot": slot if slot >= 0 else None, "planned": planned if planned >= 0 else None}
+        for tid, index, role, slot, planned, lib in threads
+    }
     pieces = [line for _, line in complete]
     for position, copied in writing:
         pieces.insert(min(position, len(pieces)), bytes(b if k else 0 for b, k in zip(WRITING, copied)))  # the rest still zero

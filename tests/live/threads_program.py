@@ -8,6 +8,7 @@ then the threads in creation order). The threads wake up every 2 ms (or spin wit
 DIR/stop-workers or DIR/stop exists; the main thread waits for DIR/stop (or S seconds), joins
 the threads and exits with status K.
 """
+
 from __future__ import annotations
 
 import argparse

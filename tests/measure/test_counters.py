@@ -1,6 +1,7 @@
 """Performance counters of a whole program (every thread, from its first instruction), checked
 against what the kernel reports otherwise (rusage, page counts), with whatever counters this
 machine has: software events everywhere, hardware events where there is a PMU."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ def test_names_are_perfs():
     # LLC (2) | load (0) << 8 | miss (1) << 16, as perf's tables give it
     assert counters.parse_event("LLC-load-misses") == counters.Event("LLC-load-misses", counters.PERF_TYPE_HW_CACHE, 0x10002)
     assert counters.parse_event("dTLB-stores").config == 3 | 1 << 8
-    assert counters.parse_event("r013c") == counters.Event("r013c", counters.PERF_TYPE_RAW, 0x13c)
+    assert counters.parse_event("r013c") == counters.Event("r013c", counters.PERF_TYPE_RAW, 0x13C)
     names = [e.name for e in counters.parse_events("default,cycles,task-clock")]
     assert names == list(counters.DEFAULT)
 
@@ -61,8 +62,12 @@ def test_every_thread_is_counted_and_nothing_of_pinlab():
     when it has two CPUs: the worker thread is counted, not only the main thread; pinlab's own
     sampling is not."""
     threads = min(2, len(ALLOWED))
-    record = pinlab.run([str(native_path("pinlab-primes")), "--limit", "3M", "--threads", str(threads)], ALLOWED[:threads],
-                        counters="task-clock,context-switches", sample_ms=5)
+    record = pinlab.run(
+        [str(native_path("pinlab-primes")), "--limit", "3M", "--threads", str(threads)],
+        ALLOWED[:threads],
+        counters="task-clock,context-switches",
+        sample_ms=5,
+    )
     assert record.exit_status == 0
     clock = record.counters["task-clock"]
     cpu_time = record.user_seconds + record.system_seconds
@@ -103,7 +108,10 @@ def test_instructions_grow_with_the_work():
 def test_without_hardware_counters_a_notice_and_the_software_ones():
     result = run_pinlab("run", "--counters", "default", "--", "true")
     assert result.returncode == 0, result.stderr
-    assert "pinlab: notice: counters cycles, instructions, cache-misses cannot be counted: this machine has no hardware performance counters" in result.stderr
+    assert (
+        "pinlab: notice: counters cycles, instructions, cache-misses cannot be counted: this machine has no hardware performance counters"
+        in result.stderr
+    )
     assert "task-clock" in result.stderr.splitlines()[-1]
 
 
@@ -116,10 +124,14 @@ def test_record_holds_the_counts(tmp_path):
     assert data["options"]["counters"] == ["task-clock", "page-faults"]
 
 
-@pytest.mark.parametrize("value, message", [
-    ("nope", "unknown counter 'nope'"),
-    ("cpu/event=1", "unknown counter"),
-] + ([] if HARDWARE_HERE else [("cycles,instructions", "none of the counters asked for (cycles, instructions) can be counted here")]))
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("nope", "unknown counter 'nope'"),
+        ("cpu/event=1", "unknown counter"),
+    ]
+    + ([] if HARDWARE_HERE else [("cycles,instructions", "none of the counters asked for (cycles, instructions) can be counted here")]),
+)
 def test_bad_counters_are_one_line_and_status_2(value, message):
     result = run_pinlab("run", "--counters", value, "--", "true")
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

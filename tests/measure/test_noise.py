@@ -1,4 +1,5 @@
 """pinlab check: each finding from a fake /proc and /sys tree, both ways, and on this machine."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,18 @@ CPU = "/sys/devices/system/cpu"
 @pytest.mark.parametrize(
     "check, files, status, found",
     [
-        (noise.governor, {f"{CPU}/cpu0/cpufreq/scaling_governor": "performance\n", f"{CPU}/cpu1/cpufreq/scaling_governor": "performance\n"}, "ok", "performance on CPUs 0-1"),
-        (noise.governor, {f"{CPU}/cpu0/cpufreq/scaling_governor": "powersave\n", f"{CPU}/cpu1/cpufreq/scaling_governor": "performance\n"}, "warning", "powersave on CPUs 0"),
+        (
+            noise.governor,
+            {f"{CPU}/cpu0/cpufreq/scaling_governor": "performance\n", f"{CPU}/cpu1/cpufreq/scaling_governor": "performance\n"},
+            "ok",
+            "performance on CPUs 0-1",
+        ),
+        (
+            noise.governor,
+            {f"{CPU}/cpu0/cpufreq/scaling_governor": "powersave\n", f"{CPU}/cpu1/cpufreq/scaling_governor": "performance\n"},
+            "warning",
+            "powersave on CPUs 0",
+        ),
         (noise.governor, {}, "info", "no cpufreq interface"),
         (noise.turbo, {f"{CPU}/intel_pstate/no_turbo": "0\n"}, "warning", "on"),
         (noise.turbo, {f"{CPU}/intel_pstate/no_turbo": "1\n"}, "ok", "off"),

@@ -1,5 +1,6 @@
 """What tests/memory/mem_check.c must report on a machine of N NUMA nodes (shared by the test on
 this machine and the ones in the emulated NUMA machine)."""
+
 from __future__ import annotations
 
 import json
@@ -80,11 +81,26 @@ def assert_as_promised(checks: list[dict], nodes: int) -> None:
     assert moved["attach_rc"] == 0 and moved["attached_mib"] == 4 and moved["move_rc"] == 0
     assert moved["cpu"] == moved["target_cpu"] and moved["pages_on_target_node"] == moved["pages"], moved
 
-    expected = {"alloc-size-0": -1, "alloc-bad-policy": -1, "alloc-bind-no-nodes": -1, "alloc-missing-node": -2, "alloc-first-touch-nodes": -1, "alloc-local-nodes": -1,
-                "register-unaligned": -3,
-                "register-unmapped": -4, "register-overlap": -6, "migrate-unregistered": -5, "migrate-missing-node": -2,
-                "attach-no-thread": -11, "free-unregistered": -5, "where-unaligned": -3, "where-unmapped": -4,
-                "size-unregistered": -5, "next-touch-bad-granularity": -1, "free-memory-missing-node": -2}
+    expected = {
+        "alloc-size-0": -1,
+        "alloc-bad-policy": -1,
+        "alloc-bind-no-nodes": -1,
+        "alloc-missing-node": -2,
+        "alloc-first-touch-nodes": -1,
+        "alloc-local-nodes": -1,
+        "register-unaligned": -3,
+        "register-unmapped": -4,
+        "register-overlap": -6,
+        "migrate-unregistered": -5,
+        "migrate-missing-node": -2,
+        "attach-no-thread": -11,
+        "free-unregistered": -5,
+        "where-unaligned": -3,
+        "where-unmapped": -4,
+        "size-unregistered": -5,
+        "next-touch-bad-granularity": -1,
+        "free-memory-missing-node": -2,
+    }
     assert {c["what"]: c["rc"] for c in only(checks, "error")} == expected
     assert "is not page-aligned" in only(checks, "error-message")[0]["message"]
 

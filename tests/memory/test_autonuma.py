@@ -6,6 +6,7 @@ real setting through ``pinlab run`` and a study where this kernel has it and pin
 (root), else those tests skip saying why. The emulated NUMA machine repeats it on a 2-node kernel
 (tests/vm/test_vm_memory.py).
 """
+
 import json
 import os
 
@@ -33,7 +34,9 @@ def test_put_back_even_when_the_block_fails(tmp_path):
     assert setting.read_text() == "0"
 
 
-@pytest.mark.parametrize("before, wanted, written", [("1", True, False), ("3", True, False), ("0", False, False), ("1", False, True), ("1", None, False)])
+@pytest.mark.parametrize(
+    "before, wanted, written", [("1", True, False), ("3", True, False), ("0", False, False), ("1", False, True), ("1", None, False)]
+)
 def test_nothing_is_written_when_the_setting_is_already_as_wanted(tmp_path, before, wanted, written):
     setting = tmp_path / "numa_balancing"
     setting.write_text(before)
@@ -171,8 +174,24 @@ def test_pinlab_run_autonuma_runs_with_balancing_on_and_records_it(tmp_path):
 def test_a_study_compares_autonuma_with_pinning_and_records_each_runs_setting(tmp_path):
     db = tmp_path / "s.db"
     before = current()
-    result = run_pinlab("study", "--db", str(db), "--name", "auto", "-s", "none,autonuma,compact", "-n", "1", "--runs", "2", "--warmup", "0",
-                        "--", "cat", str(SETTING))
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "auto",
+        "-s",
+        "none,autonuma,compact",
+        "-n",
+        "1",
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+        "--",
+        "cat",
+        str(SETTING),
+    )
     assert result.returncode == 0, result.stderr
     assert current() == before
     import sqlite3

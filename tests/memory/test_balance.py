@@ -1,5 +1,6 @@
 """pinlab run --balance: which node steals which threads (on synthetic nodes), and a real program
 whose idle CPU steals from an overloaded one; the published attachment table, read from outside."""
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,7 @@ def test_threads_free_to_run_on_several_nodes_belong_to_none():
 
 @pytest.fixture(scope="module")
 def balance_check(tmp_path_factory):
-    return str(mem_expect.build(str(PINLAB), tmp_path_factory.mktemp("balance") / "balance_check",
-                                mem_expect.SOURCE.with_name("balance_check.c")))
+    return str(mem_expect.build(str(PINLAB), tmp_path_factory.mktemp("balance") / "balance_check", mem_expect.SOURCE.with_name("balance_check.c")))
 
 
 def two_cpus():
@@ -138,11 +138,20 @@ def test_balance_needs_pinned_threads_and_a_sane_interval():
         plan_spec(["true"], strategy="compact", threads=1, balance=0.0)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--balance", "--", "true"], "--balance moves pinned threads between NUMA nodes: it needs a pinned placement"),
-    (["--balance-interval", "1", "-s", "compact", "-n", "1", "--", "true"], "--balance-interval sets how often --balance looks: give --balance too"),
-    (["--balance", "--balance-interval", "-1", "-s", "compact", "-n", "1", "--", "true"], "--balance-interval must be between 0.01 and 3600 seconds"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--balance", "--", "true"], "--balance moves pinned threads between NUMA nodes: it needs a pinned placement"),
+        (
+            ["--balance-interval", "1", "-s", "compact", "-n", "1", "--", "true"],
+            "--balance-interval sets how often --balance looks: give --balance too",
+        ),
+        (
+            ["--balance", "--balance-interval", "-1", "-s", "compact", "-n", "1", "--", "true"],
+            "--balance-interval must be between 0.01 and 3600 seconds",
+        ),
+    ],
+)
 def test_bad_balance_options_are_one_line_and_exit_2(args, message):
     out = subprocess.run([str(PINLAB), "run", *args], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip() == f"pinlab: error: {message}" + out.stderr.strip().split(message, 1)[1]

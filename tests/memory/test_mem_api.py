@@ -5,10 +5,11 @@ calls, their error codes, next touch under concurrent access and system calls, a
 file; where pages go on 2 and 4 nodes is proved by tests/vm/test_vm_memory.py with the same
 program and the same expectations.
 """
+
 import os
-import threading
 import shutil
 import subprocess
+import threading
 
 import pytest
 
@@ -97,3 +98,37 @@ def test_registering_memory_python_already_has():
     assert error.value.code == -3
     region.free()
     assert buffer[:4] == b"abcd", "freeing a registered region leaves the memory to its owner"
+
+
+def test_the_python_binding_moves_a_thread_with_its_data_and_names_where_the_costs_came_from(tmp_path, monkeypatch):
+    costs = tmp_path / "costs.txt"
+    monkeypatch.setenv("PINLAB_MEM_COSTS", str(costs))
+    mem = Memory()
+    nodes = machine_nodes()
+    cpu = max(os.sched_getaffinity(0))
+    moved, go, done = {}, threading.Event(), threading.Event()
+
+    def worker():
+        region = mem.alloc(1 << 20, "bind", [nodes[0]])
+        region.view()[:] = b"x" * region.size
+        region.attach()
+        moved["tid"], moved["region"] = threading.get_native_id(), region
+        go.set()
+        done.wait(120)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert go.wait(120)
+        tid = moved["tid"]
+        mem.move_thread(tid, cpu)
+        assert os.sched_getaffinity(tid) == {cpu}
+        assert moved["region"].where() == {mem.node_of_cpu(cpu): 256}, "the attached data went to the CPU's node"
+        with pytest.raises(MemoryAPIError):
+            mem.move_thread(tid, 100_000)
+    finally:
+        done.set()
+        thread.join(120)
+        moved["region"].free()
+    mem.access_cost(nodes[0], nodes[0])  # the costs are read or measured on first use
+    assert mem.costs_source() in (str(costs), f"measured (stored in {costs})")

@@ -4,6 +4,7 @@ The parser is pinned down on a numa_maps text with two nodes, huge pages, a file
 space and every kind of mapping; the real command on a real process that holds a known amount
 of touched memory, against numastat -p's totals. Several nodes for real: tests/vm/test_vm_memory.py.
 """
+
 import json
 import os
 import re
@@ -61,11 +62,13 @@ def test_totals_per_node_and_kind_add_up():
     assert json.loads(json.dumps(look.to_json()))["bytes_per_node"]["1"] == per_node[1]
 
 
-HOLDER = ("import mmap, sys, time\n"
-          "m = mmap.mmap(-1, {mib} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
-          "for i in range(0, len(m), 4096): m[i] = 1\n"
-          "print('ready', flush=True)\n"
-          "sys.stdin.read()\n")
+HOLDER = (
+    "import mmap, sys, time\n"
+    "m = mmap.mmap(-1, {mib} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+    "for i in range(0, len(m), 4096): m[i] = 1\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n"
+)
 
 
 @pytest.fixture
@@ -115,8 +118,9 @@ def test_watch_follows_the_process_until_it_ends():
     # The process lives until the watcher has looked twice (a fixed lifetime could end before a
     # watcher started late on a busy machine), then ends.
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    watcher = subprocess.Popen([str(PINLAB), "memmap", str(proc.pid), "--watch", "0.2", "--json"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [str(PINLAB), "memmap", str(proc.pid), "--watch", "0.2", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lines = [watcher.stdout.readline(), watcher.stdout.readline()]
     proc.stdin.close()
     proc.wait()
@@ -135,12 +139,15 @@ def test_watch_stops_after_count_without_sleeping_after_the_last(holder):
     assert len(looks) == 3 and slept == [0.5, 0.5]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["999999999"], "no process 999999999"),
-    (["0"], "PID 0: give the process id"),
-    (["1", "--watch", "0"], "--watch must be a positive number"),
-    (["1", "--top", "0"], "0 is not in the range"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["999999999"], "no process 999999999"),
+        (["0"], "PID 0: give the process id"),
+        (["1", "--watch", "0"], "--watch must be a positive number"),
+        (["1", "--top", "0"], "0 is not in the range"),
+    ],
+)
 def test_bad_input_is_one_line(args, message):
     result = run_pinlab("memmap", *args)
     assert result.returncode == 2 and message in result.stderr
@@ -174,19 +181,32 @@ def test_a_kernel_thread_is_refused_not_shown_as_empty_tables():
         pytest.skip("no kernel thread is visible in this PID namespace")
     result = run_pinlab("memmap", str(pid))
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == f"pinlab: error: process {pid} is a kernel thread: it has no memory map of its own; give the PID of a program (pinlab ps lists them)\n"
+    assert (
+        result.stderr
+        == f"pinlab: error: process {pid} is a kernel thread: it has no memory map of its own; give the PID of a program (pinlab ps lists them)\n"
+    )
 
 
 def test_a_thread_id_is_refused_with_its_process_named():
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, threading; t = threading.Thread(target=sys.stdin.read); t.start(); "
-                             "print(t.native_id, flush=True); t.join()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, threading; t = threading.Thread(target=sys.stdin.read); t.start(); print(t.native_id, flush=True); t.join()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         tid = int(proc.stdout.readline())
         assert tid != proc.pid
         result = run_pinlab("memmap", str(tid))
         assert result.returncode == 2 and result.stdout == ""
-        assert result.stderr == (f"pinlab: error: {tid} is a thread of process {proc.pid}, and threads share their process's memory: "
-                                 f"give the process, pinlab memmap {proc.pid}\n")
+        assert result.stderr == (
+            f"pinlab: error: {tid} is a thread of process {proc.pid}, and threads share their process's memory: "
+            f"give the process, pinlab memmap {proc.pid}\n"
+        )
         with pytest.raises(UsageError, match=f"thread of process {proc.pid}"):
             memmap(tid)
     finally:

@@ -4,6 +4,7 @@ Moving pages between two nodes is proved in the emulated NUMA machine (tests/vm/
 here the system call itself: it reaches the kernel, returns how many pages were not moved, and
 reports the kernel's refusals as OSError with the kernel's errno.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -73,8 +74,12 @@ def test_node_numbers_outside_the_mask_are_refused_before_the_call(node):
 
 
 def test_pinlab_migrate_moves_a_process_to_the_nodes_it_is_told_and_says_where_its_pages_are():
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; b = bytearray(8 << 20); print('ready', flush=True); sys.stdin.read()"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; b = bytearray(8 << 20); print('ready', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "ready\n"
         nodes = sorted(pages_per_node(holder.pid))
@@ -88,12 +93,15 @@ def test_pinlab_migrate_moves_a_process_to_the_nodes_it_is_told_and_says_where_i
         holder.wait(timeout=10)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["999999999", "--to", "0"], "no process 999999999"),
-    (["{me}", "--to", "4095"], "node 4095 does not exist or has no memory"),
-    (["{me}", "--to", "0", "--from", "x"], "malformed node list of --from"),
-    (["{me}"], "Missing option '--to'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["999999999", "--to", "0"], "no process 999999999"),
+        (["{me}", "--to", "4095"], "node 4095 does not exist or has no memory"),
+        (["{me}", "--to", "0", "--from", "x"], "malformed node list of --from"),
+        (["{me}"], "Missing option '--to'"),
+    ],
+)
 def test_pinlab_migrate_refuses_bad_input_in_one_line(args, message):
     result = run_pinlab("migrate", *[a.format(me=os.getpid()) for a in args])
     assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1

@@ -1,6 +1,7 @@
 """Next touch at its limits on this machine (tests/memory/touch_check.c): a kernel refusing every
 move, and a process a few mappings short of vm.max_map_count. The same program shows on several
 nodes, in tests/vm/test_vm_memory_nodes.py, where the pages went (and next touch after fork)."""
+
 import errno
 import shutil
 import subprocess

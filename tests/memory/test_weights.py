@@ -6,6 +6,7 @@ stood in for by a directory for the set-and-restore cases. The refusal on an old
 tested on the 6.1 kernel of the emulated NUMA machine (tests/vm/test_vm_memory.py) and here
 with the sysfs directory pointed elsewhere.
 """
+
 import os
 
 import pytest
@@ -19,12 +20,15 @@ from tests.conftest import run_pinlab
 has_weighted = pytest.mark.skipif(not weights.available(), reason="this kernel has no weighted interleave (Linux 6.9+)")
 
 
-@pytest.mark.parametrize("bandwidth, expected", [
-    ([20000, 10000], (2, 1)),
-    ([30000, 20000], (16, 11)),
-    ([10000, 10000, 10000], (1, 1, 1)),
-    ([50000, 1000], (16, 1)),  # a node far slower still takes a page per turn
-])
+@pytest.mark.parametrize(
+    "bandwidth, expected",
+    [
+        ([20000, 10000], (2, 1)),
+        ([30000, 20000], (16, 11)),
+        ([10000, 10000, 10000], (1, 1, 1)),
+        ([50000, 1000], (16, 1)),  # a node far slower still takes a page per turn
+    ],
+)
 def test_weights_follow_the_bandwidth(bandwidth, expected):
     assert weights.scaled(bandwidth) == expected
 
@@ -53,14 +57,17 @@ def test_an_older_kernel_is_refused_in_one_line(monkeypatch, tmp_path):
 
 
 @has_weighted
-@pytest.mark.parametrize("value, message", [
-    ("weighted-interleave:0@0", "weight 0 is out of range: the kernel takes 1 to 255"),
-    ("weighted-interleave:0@256", "weight 256 is out of range"),
-    ("weighted-interleave:0@1,2", "2 weights for 1 node: give one weight per node"),
-    ("weighted-interleave:0@x", "must be whole numbers"),
-    ("weighted-interleave:", "give the nodes"),
-    ("weighted-interleave:999@1", "NUMA node 999 does not exist"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("weighted-interleave:0@0", "weight 0 is out of range: the kernel takes 1 to 255"),
+        ("weighted-interleave:0@256", "weight 256 is out of range"),
+        ("weighted-interleave:0@1,2", "2 weights for 1 node: give one weight per node"),
+        ("weighted-interleave:0@x", "must be whole numbers"),
+        ("weighted-interleave:", "give the nodes"),
+        ("weighted-interleave:999@1", "NUMA node 999 does not exist"),
+    ],
+)
 def test_bad_weights_are_refused_before_the_program_runs(value, message, tmp_path):
     marker = tmp_path / "ran"
     result = run_pinlab("run", "--mem", value, "--", "touch", str(marker))
@@ -73,8 +80,16 @@ def test_a_weighted_run_has_the_policy_and_the_weights_only_while_it_runs():
     node = machine_nodes()[0]
     before = weights.current([node])[node]
     wanted = 7 if before != 7 else 5
-    result = run_pinlab("run", "-q", "--mem", f"weighted-interleave:{node}@{wanted}", "--",
-                        "sh", "-c", f"grep -m1 heap /proc/self/numa_maps; cat {weights.SYSFS}/node{node}")
+    result = run_pinlab(
+        "run",
+        "-q",
+        "--mem",
+        f"weighted-interleave:{node}@{wanted}",
+        "--",
+        "sh",
+        "-c",
+        f"grep -m1 heap /proc/self/numa_maps; cat {weights.SYSFS}/node{node}",
+    )
     assert result.returncode == 0, result.stderr
     heap, weight = result.stdout.splitlines()
     assert f" weighted interleave:{node} heap " in heap and int(weight) == wanted
@@ -85,8 +100,9 @@ def test_a_weighted_run_has_the_policy_and_the_weights_only_while_it_runs():
 def test_weights_from_measured_bandwidth_when_none_are_given(tmp_path):
     costs = tmp_path / "costs.txt"
     record = tmp_path / "r.json"
-    result = run_pinlab("run", "-q", "--mem", "weighted-interleave:all", "--record", str(record), "--", "true",
-                        env={**os.environ, "PINLAB_MEM_COSTS": str(costs)})
+    result = run_pinlab(
+        "run", "-q", "--mem", "weighted-interleave:all", "--record", str(record), "--", "true", env={**os.environ, "PINLAB_MEM_COSTS": str(costs)}
+    )
     assert result.returncode == 0, result.stderr
     assert costs.read_text().startswith("# pinlab memory costs 1"), "the bandwidths were measured and stored"
     import json

@@ -1,4 +1,5 @@
 """Hypothesis strategies for synthetic machines, shared by the placement property tests."""
+
 from __future__ import annotations
 
 from hypothesis import strategies as st

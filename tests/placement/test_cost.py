@@ -1,4 +1,5 @@
 """The cost model: distances by the deepest shared level, scaled by NUMA distances."""
+
 from __future__ import annotations
 
 import itertools
@@ -22,8 +23,7 @@ def test_distance_ordering_on_a_synthetic_machine():
     for a, b in itertools.combinations_with_replacement(sorted(pus), 2):
         pa, l3a, l2a, ca = where(a)
         pb, l3b, l2b, cb = where(b)
-        level = ("pu" if a == b else "core" if ca is cb else "l2" if l2a is l2b else "l3" if l3a is l3b
-                 else "package" if pa is pb else "machine")
+        level = "pu" if a == b else "core" if ca is cb else "l2" if l2a is l2b else "l3" if l3a is l3b else "package" if pa is pb else "machine"
         assert cpu_distance(topo, a, b) == SCALE[level], (a, b, level)
         assert cpu_distance(topo, a, b) == cpu_distance(topo, b, a)
         seen[level] = True
@@ -92,12 +92,23 @@ def _enclosing_chain(topo, cpu):
     return chain
 
 
-@pytest.mark.parametrize("source", [
-    "epyc-7763-2s", "nehalem-ep", "x7560-4x8", "dunnington-96", "opteron-4x4", "clovertown", "alderlake-i9",
-    # Groups and dies above the L3, inside a node or holding it; a group that is the only cache-less cluster.
-    "synthetic:pack:2 [numa] group:2 l3:2 core:4 pu:1", "synthetic:pack:2 group:2 [numa] l3:2 core:4 pu:1",
-    "synthetic:pack:2 [numa] die:2 l3:2 core:2 pu:2", "synthetic:pack:2 [numa] group:2 core:4 pu:1",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "epyc-7763-2s",
+        "nehalem-ep",
+        "x7560-4x8",
+        "dunnington-96",
+        "opteron-4x4",
+        "clovertown",
+        "alderlake-i9",
+        # Groups and dies above the L3, inside a node or holding it; a group that is the only cache-less cluster.
+        "synthetic:pack:2 [numa] group:2 l3:2 core:4 pu:1",
+        "synthetic:pack:2 group:2 [numa] l3:2 core:4 pu:1",
+        "synthetic:pack:2 [numa] die:2 l3:2 core:2 pu:2",
+        "synthetic:pack:2 [numa] group:2 core:4 pu:1",
+    ],
+)
 def test_a_pair_whose_common_ancestor_is_lower_in_the_tree_is_strictly_closer(source):
     """From the first CPU of every package: every CPU under a smaller common ancestor is closer than
     every CPU under a larger one, so the cost's optimum is the optimum of weight x tree levels."""

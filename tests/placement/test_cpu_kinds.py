@@ -1,5 +1,6 @@
 """--cpu-kind: placements on one kind of core of a hybrid processor (the bundled alderlake-i9:
 8 P-cores with two hardware threads each, CPUs 0-15, and 8 E-cores, CPUs 16-23)."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,19 @@ def hybrid():
     return topo
 
 
-@pytest.mark.parametrize("word, cpus", [("performance", P_CORES), ("P", P_CORES), ("IntelCore", P_CORES), ("1", P_CORES),
-                                        ("efficiency", E_CORES), ("e", E_CORES), ("intelatom", E_CORES), ("0", E_CORES)])
+@pytest.mark.parametrize(
+    "word, cpus",
+    [
+        ("performance", P_CORES),
+        ("P", P_CORES),
+        ("IntelCore", P_CORES),
+        ("1", P_CORES),
+        ("efficiency", E_CORES),
+        ("e", E_CORES),
+        ("intelatom", E_CORES),
+        ("0", E_CORES),
+    ],
+)
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in (*UNPINNED, "intra-socket")])
 def test_every_strategy_stays_on_the_chosen_kind(hybrid, word, cpus, strategy):
     placement = make_placement(hybrid, strategy=strategy, threads=8, cpu_kind=word, seed=1)
@@ -44,10 +56,13 @@ def test_a_kind_outside_the_allowed_cpus_is_refused(hybrid):
         make_placement(narrowed, strategy="compact", threads=1, cpu_kind="E")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-t", "alderlake-i9", "--cpu-kind", "medium"], "unknown --cpu-kind 'medium': use performance (P), efficiency (E)"),
-    (["-t", "clovertown", "--cpu-kind", "P"], "clovertown has a single kind of core"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-t", "alderlake-i9", "--cpu-kind", "medium"], "unknown --cpu-kind 'medium': use performance (P), efficiency (E)"),
+        (["-t", "clovertown", "--cpu-kind", "P"], "clovertown has a single kind of core"),
+    ],
+)
 def test_bad_kinds_are_one_line(args, message):
     result = run_pinlab("place", "-s", "compact", "-n", "2", *args)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
@@ -69,8 +84,9 @@ def test_a_study_places_every_configuration_on_the_kind_and_stores_it(hybrid, tm
     from pinlab.study.engine import Program, StudyPlan, plan_from_parameters
 
     def plan(kind, threads):
-        return StudyPlan(name="k", programs=[Program("true", ["/bin/true"])], strategies=["compact", "scatter"], threads=[threads],
-                         runs=3, cpu_kind=kind)
+        return StudyPlan(
+            name="k", programs=[Program("true", ["/bin/true"])], strategies=["compact", "scatter"], threads=[threads], runs=3, cpu_kind=kind
+        )
 
     plan(None, 9).validate(topology=hybrid)  # 9 threads fit the whole machine...
     with pytest.raises(UsageError, match="placement compact with 9 threads does not fit this machine: 9 threads but only 8 cores are available"):

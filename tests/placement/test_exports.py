@@ -1,5 +1,6 @@
 """Each export is read back, and where the tool is installed, run for real: the CPU each OpenMP
 thread really ran on must be the one the placement gave it."""
+
 from __future__ import annotations
 
 import glob
@@ -12,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.native import native_path
 from pinlab.placement import make_placement
 from pinlab.placement.exports import export, parse_kmp_affinity, parse_map_cpu, parse_omp_places
 from pinlab.topology import load_topology, preset_names
-from pinlab.topology.cpuset import parse_cpulist
 from tests.conftest import run_pinlab
 
 THIS = load_topology("this")
@@ -107,7 +108,7 @@ def test_likwid_pin(strategy, n):
 
 def allowed_list_under(prefix: list[str]) -> set[int]:
     out = subprocess.run([*prefix, "cat", "/proc/self/status"], capture_output=True, text=True, check=True).stdout
-    line = next(l for l in out.splitlines() if l.startswith("Cpus_allowed_list:"))
+    line = next(x for x in out.splitlines() if x.startswith("Cpus_allowed_list:"))
     return set(parse_cpulist(line.split(":", 1)[1]))
 
 

@@ -1,4 +1,5 @@
 """CPU lists and likwid-style domain expressions."""
+
 from pathlib import Path
 
 import pytest
@@ -89,11 +90,14 @@ def test_without_die_objects_each_package_is_one_die_as_likwid_counts(preset):
 HETEROMEM = Path(__file__).parent / "data" / "64intel64-heteromem.xml"
 
 
-@pytest.mark.parametrize("source, first", [
-    # hwloc's test machine: one package in four quadrants, each with a DDR and an MCDRAM node over its 4 cores x 4 PUs
-    (str(HETEROMEM), [0, 4, 8, 12, 1, 5, 9, 13]),
-    ("synthetic:pack:2 [numa] [numa] core:4 pu:2", [0, 8, 2, 10, 4, 12, 6, 14]),  # DDR and HBM nodes of each package
-])
+@pytest.mark.parametrize(
+    "source, first",
+    [
+        # hwloc's test machine: one package in four quadrants, each with a DDR and an MCDRAM node over its 4 cores x 4 PUs
+        (str(HETEROMEM), [0, 4, 8, 12, 1, 5, 9, 13]),
+        ("synthetic:pack:2 [numa] [numa] core:4 pu:2", [0, 8, 2, 10, 4, 12, 6, 14]),  # DDR and HBM nodes of each package
+    ],
+)
 def test_m_scatter_deals_each_cpu_once_where_numa_nodes_share_their_cpus(source, first):
     topo = load_topology(source)
     assert len(topo.numa_nodes) == 2 * len({n.cpus for n in topo.numa_nodes})  # every node shares its CPUs with another

@@ -1,4 +1,5 @@
 """Placements on the bundled machines, checked against what the seed papers and the tools do."""
+
 import pytest
 
 from pinlab.placement import make_placement

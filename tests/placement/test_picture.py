@@ -1,4 +1,5 @@
 """Pictures of placements: real SVG and PNG files, checked for content, shape and errors."""
+
 from __future__ import annotations
 
 import re
@@ -197,7 +198,7 @@ def test_layout_nests_boxes_without_overlap(topologies):
                 assert box.y <= child.y and child.y + child.height <= box.y + box.height + 1e-6, name
             kids = sorted(box.children, key=lambda b: (b.y, b.x))
             for i, a in enumerate(kids):
-                for b in kids[i + 1:]:
+                for b in kids[i + 1 :]:
                     side_by_side = a.x + a.width <= b.x + 1e-6 or b.x + b.width <= a.x + 1e-6
                     one_above = a.y + a.height <= b.y + 1e-6 or b.y + b.height <= a.y + 1e-6
                     assert side_by_side or one_above, name

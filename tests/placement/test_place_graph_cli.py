@@ -1,4 +1,5 @@
 """pinlab place --graph: graph strategies from the command line, the cost table, bad input (exit 2)."""
+
 from __future__ import annotations
 
 import json
@@ -67,17 +68,20 @@ def test_domains_and_level(pinlab, tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-s", "lpgp", "-n", "8"], "needs --graph FILE"),
-    (["-s", "lpgp", "--graph", "MISSING"], "does not exist"),
-    (["-s", "lpgp", "--graph", "G", "-n", "6"], "8 threads but 6"),
-    (["-s", "lpgp", "--graph", "EMPTY"], "compact or scatter"),
-    (["-s", "lpgp", "--graph", "ASYM", "--strict"], "not symmetric"),
-    (["-s", "gp", "--graph", "G", "--level", "l9"], "--level l9"),
-    (["-s", "lpgp", "--graph", "G", "--domains", "5"], "--domains 5"),
-    (["-s", "compact", "-n", "8", "--domains", "1"], "--domains"),
-    (["-s", "nope", "--graph", "G"], "unknown strategy"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-s", "lpgp", "-n", "8"], "needs --graph FILE"),
+        (["-s", "lpgp", "--graph", "MISSING"], "does not exist"),
+        (["-s", "lpgp", "--graph", "G", "-n", "6"], "8 threads but 6"),
+        (["-s", "lpgp", "--graph", "EMPTY"], "compact or scatter"),
+        (["-s", "lpgp", "--graph", "ASYM", "--strict"], "not symmetric"),
+        (["-s", "gp", "--graph", "G", "--level", "l9"], "--level l9"),
+        (["-s", "lpgp", "--graph", "G", "--domains", "5"], "--domains 5"),
+        (["-s", "compact", "-n", "8", "--domains", "1"], "--domains"),
+        (["-s", "nope", "--graph", "G"], "unknown strategy"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(pinlab, tmp_path, args, message):
     g = _pairs_graph(tmp_path / "g.json")
     empty = tmp_path / "empty.json"
@@ -104,13 +108,17 @@ def test_a_weight_too_large_for_a_float_is_refused_by_every_command(pinlab, tmp_
     path = tmp_path / "digits.json"
     path.write_text('{"weights": [[0, 1%s], [1%s, 0]]}' % ("0" * 399, "0" * 399))
     marker = tmp_path / "ran"
-    for args in (["place", "-t", "clovertown", "-s", "lpgp", "--graph", str(path)],
-                 ["run", "-s", "lpgp", "--graph", str(path), "--", "touch", str(marker)],
-                 ["autopin", "--graph", str(path), "--strategies", "compact,lpgp", "--", "touch", str(marker)]):
+    for args in (
+        ["place", "-t", "clovertown", "-s", "lpgp", "--graph", str(path)],
+        ["run", "-s", "lpgp", "--graph", str(path), "--", "touch", str(marker)],
+        ["autopin", "--graph", str(path), "--strategies", "compact,lpgp", "--", "touch", str(marker)],
+    ):
         result = pinlab(*args)
         assert result.returncode == 2, (args, result.stderr)
-        assert result.stderr == ("pinlab: error: graph %s: the weight between threads 0 and 1 is a number of 400 digits; "
-                                 "weights must be finite and >= 0 (at most 1e+290)\n" % path), args
+        assert result.stderr == (
+            "pinlab: error: graph %s: the weight between threads 0 and 1 is a number of 400 digits; "
+            "weights must be finite and >= 0 (at most 1e+290)\n" % path
+        ), args
         assert not marker.exists()
 
 

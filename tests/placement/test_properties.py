@@ -1,4 +1,5 @@
 """Properties every strategy keeps on any machine (hypothesis over synthetic topologies)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -7,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pinlab.placement import make_placement
-from pinlab.placement.strategies import STRATEGIES, UNPINNED, units_under
+from pinlab.placement.strategies import STRATEGIES, UNPINNED
+from pinlab.placement.units import units_under
 from tests.placement.strategies_support import machines
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -147,7 +149,7 @@ def test_intra_socket_stays_in_one_package_inter_socket_alternates(topo, smt, da
 
 @given(capacities=st.lists(st.integers(0, 12), min_size=1, max_size=12), data=st.data())
 def test_share_follows_capacity(capacities, data):
-    from pinlab.placement.strategies import share
+    from pinlab.placement.units import share
 
     n = data.draw(st.integers(0, sum(capacities)))
     counts = share(n, capacities)

@@ -7,6 +7,7 @@ synthetic descriptions are regular, so the trees are written here as hwloc XML: 
 a number being a package of that many cores (one PU each, numbered in tree order, so that
 hwloc's choice of a set's first PU and pinlab's tree order agree).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -41,8 +42,10 @@ def machine_xml(shape: list) -> str:
                 next_pu[0] += 1
                 core_os = next_os["Core"]
                 next_os["Core"] += 1
-                cores.append(f'<object type="Core" os_index="{core_os}" cpuset="{mask(range(pu, pu + 1))}">'
-                             f'<object type="PU" os_index="{pu}" cpuset="{mask(range(pu, pu + 1))}"/></object>')
+                cores.append(
+                    f'<object type="Core" os_index="{core_os}" cpuset="{mask(range(pu, pu + 1))}">'
+                    f'<object type="PU" os_index="{pu}" cpuset="{mask(range(pu, pu + 1))}"/></object>'
+                )
             cpus = range(first, next_pu[0])
             package_os = next_os["Package"]
             next_os["Package"] += 1
@@ -54,11 +57,13 @@ def machine_xml(shape: list) -> str:
 
     inner = "".join(build(item)[0] for item in shape)
     full = hex((1 << next_pu[0]) - 1)
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
-            f'<object type="Machine" os_index="0" cpuset="{full}" complete_cpuset="{full}" allowed_cpuset="{full}" nodeset="0x1" '
-            f'complete_nodeset="0x1" allowed_nodeset="0x1">'
-            f'<object type="NUMANode" os_index="0" cpuset="{full}" complete_cpuset="{full}" nodeset="0x1" complete_nodeset="0x1" '
-            f'local_memory="1073741824"/>{inner}</object>\n</topology>\n')
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
+        f'<object type="Machine" os_index="0" cpuset="{full}" complete_cpuset="{full}" allowed_cpuset="{full}" nodeset="0x1" '
+        f'complete_nodeset="0x1" allowed_nodeset="0x1">'
+        f'<object type="NUMANode" os_index="0" cpuset="{full}" complete_cpuset="{full}" nodeset="0x1" complete_nodeset="0x1" '
+        f'local_memory="1073741824"/>{inner}</object>\n</topology>\n'
+    )
 
 
 def hwloc_distrib(path: str, n: int) -> list[int]:
@@ -87,9 +92,15 @@ def test_a_group_of_three_packages_beside_a_lone_one_gets_one_thread_per_package
 
 
 package_sizes = st.integers(1, 4)
-shapes = st.lists(st.one_of(package_sizes, st.lists(package_sizes, min_size=1, max_size=3),
-                            st.lists(st.one_of(package_sizes, st.lists(package_sizes, min_size=1, max_size=2)), min_size=1, max_size=3)),
-                  min_size=1, max_size=4)
+shapes = st.lists(
+    st.one_of(
+        package_sizes,
+        st.lists(package_sizes, min_size=1, max_size=3),
+        st.lists(st.one_of(package_sizes, st.lists(package_sizes, min_size=1, max_size=2)), min_size=1, max_size=3),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
 @needs_distrib

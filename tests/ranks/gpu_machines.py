@@ -3,6 +3,7 @@ nodes attach them (under a package, a NUMA node's group, or the machine), in hwl
 shape: Bridge > PCIDev (bus id) > OSDev per compute stack (cudaN, nvmlN, rsmiN, zeN,
 openclNdM) and display devices (cardN) that must not count.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +11,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 STACK_OSDEVS = {
-    "nvidia": lambda i: [("cuda%d" % i, "CUDA", "5"), ("nvml%d" % i, "NVML", "1"), ("opencl0d%d" % i, "OpenCL", "5"), ("card%d" % (i + 1), None, "1")],
+    "nvidia": lambda i: [
+        ("cuda%d" % i, "CUDA", "5"),
+        ("nvml%d" % i, "NVML", "1"),
+        ("opencl0d%d" % i, "OpenCL", "5"),
+        ("card%d" % (i + 1), None, "1"),
+    ],
     "nvidia-nvml": lambda i: [("nvml%d" % i, "NVML", "1")],
     "nvidia-cuda": lambda i: [("cuda%d" % i, "CUDA", "5")],  # hwloc with the CUDA plugin but not NVML's
     "amd": lambda i: [("rsmi%d" % i, "RSMI", "1"), ("opencl0d%d" % i, "OpenCL", "5"), ("card%d" % (i + 1), None, "1")],
@@ -20,10 +26,15 @@ STACK_OSDEVS = {
 }
 
 
-PCI_TYPES = {"nvidia": "0302 [10de:20b0] [10de:134f] a1", "nvidia-nvml": "0302 [10de:20b0] [10de:134f] a1",
-             "nvidia-cuda": "0302 [10de:20b0] [10de:134f] a1",
-             "nvidia-bare": "0302 [10de:2330] [10de:16c1] a1", "amd": "0380 [1002:740c] [1002:0b0c] 01",
-             "intel": "0380 [8086:0bd5] [8086:0000] 2f", "display": "0300 [1a03:2000] [1a03:2000] 41"}
+PCI_TYPES = {
+    "nvidia": "0302 [10de:20b0] [10de:134f] a1",
+    "nvidia-nvml": "0302 [10de:20b0] [10de:134f] a1",
+    "nvidia-cuda": "0302 [10de:20b0] [10de:134f] a1",
+    "nvidia-bare": "0302 [10de:2330] [10de:16c1] a1",
+    "amd": "0380 [1002:740c] [1002:0b0c] 01",
+    "intel": "0380 [8086:0bd5] [8086:0000] 2f",
+    "display": "0300 [1a03:2000] [1a03:2000] 41",
+}
 
 
 def synthetic_xml(description: str) -> str:
@@ -43,11 +54,15 @@ def add_gpus(xml: str, gpus: list[tuple[str, int, str]], *, under: str = "Packag
         index = counters.get(vendor, 0)
         counters[vendor] = index + 1
         gp += 1
-        bridge = ET.SubElement(holder, "object", {"type": "Bridge", "gp_index": str(gp), "bridge_type": "0-1", "depth": "0",
-                                                  "bridge_pci": f"0000:[{bus[5:7]}-{bus[5:7]}]"})
+        bridge = ET.SubElement(
+            holder,
+            "object",
+            {"type": "Bridge", "gp_index": str(gp), "bridge_type": "0-1", "depth": "0", "bridge_pci": f"0000:[{bus[5:7]}-{bus[5:7]}]"},
+        )
         gp += 1
-        pci = ET.SubElement(bridge, "object", {"type": "PCIDev", "gp_index": str(gp), "pci_busid": bus,
-                                               "pci_type": PCI_TYPES[vendor], "pci_link_speed": "0.000000"})
+        pci = ET.SubElement(
+            bridge, "object", {"type": "PCIDev", "gp_index": str(gp), "pci_busid": bus, "pci_type": PCI_TYPES[vendor], "pci_link_speed": "0.000000"}
+        )
         ET.SubElement(pci, "info", {"name": "PCIVendor", "value": vendor})
         for name, subtype, osdev_type in STACK_OSDEVS[vendor](index):
             gp += 1

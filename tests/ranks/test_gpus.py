@@ -1,4 +1,5 @@
 """GPUs found in hwloc's I/O objects, and ranks placed next to them (machines built in gpu_machines)."""
+
 from __future__ import annotations
 
 import json
@@ -6,17 +7,22 @@ from pathlib import Path
 
 import pytest
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.ranks.gpus import find_gpus, select_gpus
 from pinlab.ranks.split import split_node
 from pinlab.topology import load_topology
-from pinlab.topology.cpuset import parse_cpulist
 from tests.conftest import run_pinlab, with_allowed
 from tests.ranks.gpu_machines import add_gpus, synthetic_xml, write
 
 TWO_SOCKETS = "pack:2 [numa] l3:2 core:4 pu:2"  # 2 x (1 NUMA node, 2 L3 x 4 cores), 32 PUs
-FOUR_NVIDIA = [("nvidia", 0, "0000:04:00.0"), ("nvidia", 0, "0000:05:00.0"), ("nvidia", 1, "0000:84:00.0"), ("nvidia", 1, "0000:85:00.0"),
-               ("display", -1, "0000:02:00.0")]
+FOUR_NVIDIA = [
+    ("nvidia", 0, "0000:04:00.0"),
+    ("nvidia", 0, "0000:05:00.0"),
+    ("nvidia", 1, "0000:84:00.0"),
+    ("nvidia", 1, "0000:85:00.0"),
+    ("display", -1, "0000:02:00.0"),
+]
 
 
 @pytest.fixture
@@ -35,12 +41,15 @@ def test_gpus_their_stacks_and_their_locality(four_gpus):
     assert [g.nodes for g in gpus] == [{0}, {0}, {1}, {1}] and {g.vendor for g in gpus} == {"NVIDIA"}
 
 
-@pytest.mark.parametrize("ranks, gpus, cpus_of", [
-    (1, [[0, 1, 2, 3]], ["all"]),  # fewer ranks than GPUs: all of them, and the whole node
-    (2, [[0, 1], [2, 3]], ["p0", "p1"]),
-    (4, [[0], [1], [2], [3]], ["l3-0", "l3-1", "l3-2", "l3-3"]),
-    (8, [[0], [0], [1], [1], [2], [2], [3], [3]], None),  # more ranks than GPUs: each shared by two neighbours
-])
+@pytest.mark.parametrize(
+    "ranks, gpus, cpus_of",
+    [
+        (1, [[0, 1, 2, 3]], ["all"]),  # fewer ranks than GPUs: all of them, and the whole node
+        (2, [[0, 1], [2, 3]], ["p0", "p1"]),
+        (4, [[0], [1], [2], [3]], ["l3-0", "l3-1", "l3-2", "l3-3"]),
+        (8, [[0], [0], [1], [1], [2], [2], [3], [3]], None),  # more ranks than GPUs: each shared by two neighbours
+    ],
+)
 def test_ranks_get_the_gpus_next_to_their_cpus(four_gpus, ranks, gpus, cpus_of):
     topo = load_topology(four_gpus)
     found = find_gpus(topo)
@@ -49,8 +58,12 @@ def test_ranks_get_the_gpus_next_to_their_cpus(four_gpus, ranks, gpus, cpus_of):
     for d in split.domains:
         assert all(d.cpus <= g.cpus or g.cpus <= d.cpus for g in d.gpus)  # its CPUs are its GPUs' local ones
         assert d.env == {"CUDA_VISIBLE_DEVICES": ",".join(str(g.indexes["CUDA"]) for g in d.gpus)}
-    named = {"all": topo.allowed_cpus, "p0": topo.packages[0].cpus, "p1": topo.packages[1].cpus,
-             **{f"l3-{i}": l3.cpus for i, l3 in enumerate(topo.objects("L3"))}}
+    named = {
+        "all": topo.allowed_cpus,
+        "p0": topo.packages[0].cpus,
+        "p1": topo.packages[1].cpus,
+        **{f"l3-{i}": l3.cpus for i, l3 in enumerate(topo.objects("L3"))},
+    }
     if cpus_of:
         assert [d.cpus for d in split.domains] == [named[n] for n in cpus_of]
     assert not split.unused
@@ -75,7 +88,9 @@ def test_level_zero_and_plain_pci_gpus(tmp_path):
     split = split_node(topo, 2, find_gpus(topo))
     assert [d.env for d in split.domains] == [{"ZE_AFFINITY_MASK": "0"}, {"ZE_AFFINITY_MASK": "1"}]
     # hwloc without the CUDA/NVML plugins: NVIDIA 3D controllers, numbered in PCI order (NVML's)
-    xml = add_gpus(synthetic_xml(TWO_SOCKETS), [("nvidia-bare", 1, "0000:85:00.0"), ("nvidia-bare", 0, "0000:04:00.0"), ("display", -1, "0000:02:00.0")])
+    xml = add_gpus(
+        synthetic_xml(TWO_SOCKETS), [("nvidia-bare", 1, "0000:85:00.0"), ("nvidia-bare", 0, "0000:04:00.0"), ("display", -1, "0000:02:00.0")]
+    )
     topo = load_topology(write(tmp_path, "bare", xml))
     gpus = find_gpus(topo)
     assert [(g.name, g.busid) for g in gpus] == [("nvml0", "0000:04:00.0"), ("nvml1", "0000:85:00.0")]
@@ -187,28 +202,39 @@ def test_mirage004s_teslas_are_its_gpus_and_its_onboard_vga_is_not():
     assert [(g.name, g.busid) for g in gpus] == [("nvml0", "0000:06:00.0"), ("nvml1", "0000:11:00.0"), ("nvml2", "0000:14:00.0")]
     split = split_node(topo, 2, gpus)
     assert [d.cpus for d in split.domains] == [p.cpus for p in topo.packages]
-    assert [d.env for d in split.domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
-                                              {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}]
+    assert [d.env for d in split.domains] == [
+        {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
+        {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"},
+    ]
 
 
 def test_nvidia_gpus_named_by_cuda_beside_some_it_does_not_name_are_numbered_in_pci_order(tmp_path):
     """hwloc's CUDA plugin saw one GPU (the others hidden from it) and it had no NVML plugin:
     cuda0 at bus 04, two bare NVIDIA 3D controllers at 84 and 85. The ranks' variables name
     them in PCI order (NVML's numbers): 0, 1 and 2, each GPU once."""
-    xml = add_gpus(synthetic_xml(TWO_SOCKETS), [("nvidia-cuda", 0, "0000:04:00.0"), ("nvidia-bare", 1, "0000:84:00.0"),
-                                                ("nvidia-bare", 1, "0000:85:00.0")])
+    xml = add_gpus(
+        synthetic_xml(TWO_SOCKETS), [("nvidia-cuda", 0, "0000:04:00.0"), ("nvidia-bare", 1, "0000:84:00.0"), ("nvidia-bare", 1, "0000:85:00.0")]
+    )
     topo = load_topology(write(tmp_path, "cuda-and-bare", xml))
     gpus = find_gpus(topo)
     assert [g.indexes.get("NVML") for g in gpus] == [0, 1, 2]
-    assert [d.env for d in split_node(topo, 2, gpus).domains] == [{"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
-                                                                 {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}]
+    assert [d.env for d in split_node(topo, 2, gpus).domains] == [
+        {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"},
+        {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"},
+    ]
     assert split_node(topo, 1, gpus).domains[0].env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1,2"}
     result = run_pinlab("place", "-t", write(tmp_path, "cuda-and-bare", xml), "--ranks", "1", "--gpus", "all")
     assert result.returncode == 0 and "CUDA_VISIBLE_DEVICES=0,1,2" in result.stdout, result.stderr
 
 
-@pytest.mark.parametrize("text, word, gpu", [("cuda0,cuda0", "cuda0", "cuda0 (0000:04:00.0)"), ("cuda1,0000:05:00.0", "0000:05:00.0", "cuda1 (0000:05:00.0)"),
-                                             ("nvml2,2", "2", "cuda2 (0000:84:00.0)")])
+@pytest.mark.parametrize(
+    "text, word, gpu",
+    [
+        ("cuda0,cuda0", "cuda0", "cuda0 (0000:04:00.0)"),
+        ("cuda1,0000:05:00.0", "0000:05:00.0", "cuda1 (0000:05:00.0)"),
+        ("nvml2,2", "2", "cuda2 (0000:84:00.0)"),
+    ],
+)
 def test_a_gpu_named_twice_is_refused(four_gpus, text, word, gpu):
     result = run_pinlab("place", "--ranks", "2", "--gpus", text, "-t", four_gpus)
     assert result.returncode == 2 and result.stdout == ""

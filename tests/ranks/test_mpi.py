@@ -1,5 +1,6 @@
 """Open MPI's mpirun starting ranks of an MPI + OpenMP program through pinlab run: every rank's
 threads run inside its own part of this machine (as many ranks as this machine allows, up to 2)."""
+
 from __future__ import annotations
 
 import os
@@ -9,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.ranks.split import split_node
-from pinlab.topology.cpuset import parse_cpulist
 from pinlab.topology.sources import load_node
 from tests.conftest import PINLAB
 
-needs_mpi = pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
-                               reason="Open MPI is not installed (make install installs openmpi-bin and libopenmpi-dev)")
+needs_mpi = pytest.mark.skipif(
+    not (shutil.which("mpicc") and shutil.which("mpirun")), reason="Open MPI is not installed (make install installs openmpi-bin and libopenmpi-dev)"
+)
 RANKS = min(2, len(os.sched_getaffinity(0)))
 
 
@@ -35,7 +37,6 @@ def mpirun(*args: str, ranks: int = RANKS, env_extra: dict | None = None) -> sub
 
 def rows(text: str) -> list[dict]:
     return [dict(f.split("=", 1) for f in line.split()) for line in text.splitlines() if line.startswith("rank=")]
-
 
 
 @needs_mpi
@@ -67,16 +68,18 @@ def test_without_a_strategy_each_rank_is_kept_on_its_domain(hybrid_probe):
 def test_srun_ranks_run_inside_their_domains(slurm, tmp_path):
     """srun on the test cluster starts RANKS tasks of pinlab run: each reads its local rank from
     Slurm's step variables and pins its threads inside its part of the node."""
-    from tests.study import slurm_cluster
     from pinlab.native import native_path
+    from tests.study import slurm_cluster
 
     domains = split_node(load_node(), RANKS).domains
     threads = min(len(d.cpus) for d in domains)
     out = tmp_path / "out.txt"
     script = tmp_path / "job.sh"
     run = f"{PINLAB} run -q -s compact -n {threads} --smt -- {native_path('pinlab-threads-probe')} --threads {threads - 1}"
-    script.write_text(f"#!/bin/bash\n#SBATCH --ntasks={RANKS}\n#SBATCH --output={out}\n"
-                      f"srun --cpu-bind=none -n {RANKS} bash -c '{run} | sed \"s/^/rank=$SLURM_PROCID /\"'\n")
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --ntasks={RANKS}\n#SBATCH --output={out}\n"
+        f"srun --cpu-bind=none -n {RANKS} bash -c '{run} | sed \"s/^/rank=$SLURM_PROCID /\"'\n"
+    )
     submitted = subprocess.run(["sbatch", str(script)], env=slurm.env, capture_output=True, text=True)
     assert submitted.returncode == 0, submitted.stderr
     assert slurm_cluster.wait_idle(slurm, 120)

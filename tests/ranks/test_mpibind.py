@@ -8,6 +8,7 @@ nodes 1, 2, 5 and 7). For each of mpibind's test cases, the figures below are it
 than one PU of each, so domains are compared by the cores they cover. A case is either the
 same (cores and GPUs), or one of the differences the README explains, checked as such.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.ranks.launch import node_split
 from pinlab.topology import load_topology
-from pinlab.topology.cpuset import parse_cpulist
 from tests.conftest import run_pinlab, with_allowed
 
 DATA = Path(__file__).with_name("data")
@@ -28,8 +29,16 @@ LASSEN_SOCKET1 = "96,100,104,108,112,116,120,124,128,132,136,140,144,148,152,156
 # (case, description, ranks, CPUs the process may use (None: all), --gpus?, mpibind's CPUs per task, GPUs per task, outcome)
 CASES = {
     "coral-lassen": [
-        (1, "one task per core", 40, None, True, ";".join(LASSEN_SOCKET0.split(",") + LASSEN_SOCKET1.split(",")),
-         ";".join(["0"] * 10 + ["1"] * 10 + ["2"] * 10 + ["3"] * 10), "same"),
+        (
+            1,
+            "one task per core",
+            40,
+            None,
+            True,
+            ";".join(LASSEN_SOCKET0.split(",") + LASSEN_SOCKET1.split(",")),
+            ";".join(["0"] * 10 + ["1"] * 10 + ["2"] * 10 + ["3"] * 10),
+            "same",
+        ),
         (2, "one task", 1, None, True, "8-87,96-175", "0-3", "same"),
         (3, "two tasks", 2, None, True, f"{LASSEN_SOCKET0};{LASSEN_SOCKET1}", "0-1;2-3", "same"),
         (4, "fewer tasks than NUMA nodes, more threads", 1, None, True, "8-87,96-175", "0-3", "same"),
@@ -43,22 +52,45 @@ CASES = {
         (12, "8 tasks on one PU", 8, "8", False, "8;8;8;8;8;8;8;8", "0;0;0;0;1;1;1;1", "refused"),
     ],
     "epyc-corona": [
-        (1, "one task per core", 48, None, True,
-         "6,54;6,54;7,55;7,55;8,56;8,56;9,57;9,57;10,58;10,58;11,59;11,59;12,60;12,60;13,61;13,61;14,62;14,62;15,63;15,63;16,64;16,64;"
-         "17,65;17,65;30,78;30,78;31,79;31,79;32,80;32,80;33,81;33,81;34,82;34,82;35,83;35,83;42,90;42,90;43,91;43,91;44,92;44,92;"
-         "45,93;45,93;46,94;46,94;47,95;47,95",
-         ";".join(["0"] * 12 + ["1"] * 12 + ["2"] * 12 + ["3"] * 12), "one hardware thread each"),
+        (
+            1,
+            "one task per core",
+            48,
+            None,
+            True,
+            "6,54;6,54;7,55;7,55;8,56;8,56;9,57;9,57;10,58;10,58;11,59;11,59;12,60;12,60;13,61;13,61;14,62;14,62;15,63;15,63;16,64;16,64;"
+            "17,65;17,65;30,78;30,78;31,79;31,79;32,80;32,80;33,81;33,81;34,82;34,82;35,83;35,83;42,90;42,90;43,91;43,91;44,92;44,92;"
+            "45,93;45,93;46,94;46,94;47,95;47,95",
+            ";".join(["0"] * 12 + ["1"] * 12 + ["2"] * 12 + ["3"] * 12),
+            "one hardware thread each",
+        ),
         (2, "one task", 1, None, True, "0-95", "0-3", "next to the GPUs only"),
         (3, "two tasks", 2, None, True, "0-23,48-71;24-47,72-95", "0-1;2-3", "next to the GPUs only"),
-        (4, "fewer tasks than NUMA nodes, more threads", 7, None, True,
-         "0-11,48-59;12-17,60-65;18-23,66-71;24-29,72-77;30-35,78-83;36-41,84-89;42-47,90-95", "0;1;;;2;;3", "next to the GPUs only"),
+        (
+            4,
+            "fewer tasks than NUMA nodes, more threads",
+            7,
+            None,
+            True,
+            "0-11,48-59;12-17,60-65;18-23,66-71;24-29,72-77;30-35,78-83;36-41,84-89;42-47,90-95",
+            "0;1;;;2;;3",
+            "next to the GPUs only",
+        ),
         (5, "as many tasks as the first core has PUs, on that core", 2, "0,48", True, "0;48", ";", "same"),
         (6, "two tasks at SMT 1", 2, None, True, "0-23,48-71;24-47,72-95", "0-1;2-3", "next to the GPUs only"),
         (7, "two tasks at SMT 2", 2, None, True, "0-23,48-71;24-47,72-95", "0-1;2-3", "next to the GPUs only"),
         (8, "two tasks at SMT 1 (max - 1)", 2, None, True, "0-23,48-71;24-47,72-95", "0-1;2-3", "next to the GPUs only"),
         (9, "two tasks on the first NUMA node", 2, "0-5,48-53", True, "0-2;3-5", ";", "same"),
-        (10, "one task per NUMA node, no GPU optimisation", 8, None, False, "0-5;6-11;12-17;18-23;24-29;30-35;36-41;42-47", ";0;1;;;2;;3",
-         "same CPUs, no GPUs"),
+        (
+            10,
+            "one task per NUMA node, no GPU optimisation",
+            8,
+            None,
+            False,
+            "0-5;6-11;12-17;18-23;24-29;30-35;36-41;42-47",
+            ";0;1;;;2;;3",
+            "same CPUs, no GPUs",
+        ),
         (11, "one task per NUMA node", 8, None, True, "6-8;9-11;12-14;15-17;30-32;33-35;42-44;45-47", "0;0;1;1;2;2;3;3", "same"),
         (12, "8 tasks on one PU", 8, "0", False, "0;0;0;0;0;0;0;0", ";;;;;;;", "refused"),
     ],
@@ -82,8 +114,11 @@ def expected_gpus(text: str) -> list[int]:
     return parse_cpulist(text) if text else []
 
 
-@pytest.mark.parametrize("name, case", [(name, case) for name, cases in CASES.items() for case in cases],
-                         ids=[f"{name}-{case[0]}" for name, cases in CASES.items() for case in cases])
+@pytest.mark.parametrize(
+    "name, case",
+    [(name, case) for name, cases in CASES.items() for case in cases],
+    ids=[f"{name}-{case[0]}" for name, cases in CASES.items() for case in cases],
+)
 def test_mpibind_test_suite_cases(name, case):
     number, what, ranks, allowed, gpus, cpus_text, gpus_text, outcome = case
     topo = machine(name, allowed)

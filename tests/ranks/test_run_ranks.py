@@ -1,4 +1,5 @@
 """pinlab run in a rank context: each rank's threads run inside its part of this machine."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,10 @@ import os
 
 import pytest
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.native import native_path
 from pinlab.ranks.gpus import find_gpus
 from pinlab.ranks.split import split_node
-from pinlab.topology.cpuset import parse_cpulist
 from pinlab.topology.sources import load_node
 from tests.conftest import run_pinlab
 
@@ -21,14 +22,28 @@ def _rows(text: str) -> list[dict]:
     return [dict(field.split("=", 1) for field in line.split()) for line in text.splitlines() if line.startswith("thread=")]
 
 
-
 @pytest.mark.parametrize("rank", range(RANKS))
 def test_each_ranks_threads_run_inside_its_domain(rank, tmp_path):
     domain = split_node(load_node(), RANKS).domains[rank]
     threads = len(domain.cpus)
     record = tmp_path / "r.json"
-    result = run_pinlab("run", "-q", "--rank", f"{rank}/{RANKS}", "-s", "compact", "-n", str(threads), "--smt", "--record", str(record),
-                        "--", PROBE, "--threads", str(threads - 1))
+    result = run_pinlab(
+        "run",
+        "-q",
+        "--rank",
+        f"{rank}/{RANKS}",
+        "-s",
+        "compact",
+        "-n",
+        str(threads),
+        "--smt",
+        "--record",
+        str(record),
+        "--",
+        PROBE,
+        "--threads",
+        str(threads - 1),
+    )
     assert result.returncode == 0, result.stderr
     rows = _rows(result.stdout)
     assert len(rows) == threads and all(int(r["cpu"]) in domain.cpus and set(parse_cpulist(r["mask"])) <= domain.cpus for r in rows), (rows, domain)
@@ -61,8 +76,11 @@ def test_memory_of_the_domain_and_gpus_without_gpus(tmp_path):
     domain = split_node(load_node(), RANKS).domains[0]
     assert result.returncode == 0, result.stderr
     rows = _rows(result.stdout)
-    assert rows and all(r["policy"] == "2"  # MPOL_BIND
-                         and set(parse_cpulist(r["nodes"])) == domain.nodes for r in rows), rows
+    assert rows and all(
+        r["policy"] == "2"  # MPOL_BIND
+        and set(parse_cpulist(r["nodes"])) == domain.nodes
+        for r in rows
+    ), rows
     result = run_pinlab("run", "--rank", f"0/{RANKS}", "--gpus", "--", "true")
     assert result.returncode == 0, result.stderr
     if find_gpus(load_node()):
@@ -71,16 +89,21 @@ def test_memory_of_the_domain_and_gpus_without_gpus(tmp_path):
         assert "hwloc shows no GPU" in result.stderr and ", GPUs " not in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--mem", "domain"], "--mem domain binds memory to the rank's domain: it needs a rank context"),
-    (["--gpus"], "--gpus gives each MPI rank the GPUs next to it: it needs a rank context"),
-    (["--rank", "1/1"], "local rank 1 is not below the local rank count 1; give LOCAL from 0 to COUNT-1"),
-    (["--rank", f"0/{len(os.sched_getaffinity(0)) + 1}"], "local ranks but only"),
-    (["--rank", "0/1", "--plan", "x.json"], "--plan gives fixed CPUs for the whole node"),
-    (["--rank", "0/1", "-c", "99999"], "rank 0 of 1 (CPUs"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--mem", "domain"], "--mem domain binds memory to the rank's domain: it needs a rank context"),
+        (["--gpus"], "--gpus gives each MPI rank the GPUs next to it: it needs a rank context"),
+        (["--rank", "1/1"], "local rank 1 is not below the local rank count 1; give LOCAL from 0 to COUNT-1"),
+        (["--rank", f"0/{len(os.sched_getaffinity(0)) + 1}"], "local ranks but only"),
+        (["--rank", "0/1", "--plan", "x.json"], "--plan gives fixed CPUs for the whole node"),
+        (["--rank", "0/1", "-c", "99999"], "rank 0 of 1 (CPUs"),
+    ],
+)
 def test_bad_rank_input_in_one_line(args, message):
-    result = run_pinlab("run", *args, "--", "true", env={k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MPI_", "MV2_"))})
+    result = run_pinlab(
+        "run", *args, "--", "true", env={k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MPI_", "MV2_"))}
+    )
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 

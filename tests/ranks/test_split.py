@@ -1,4 +1,5 @@
 """A node split among local ranks, on the presets and on machines with restricted CPUs."""
+
 from __future__ import annotations
 
 import pytest
@@ -107,15 +108,20 @@ def test_place_ranks_prints_the_table_and_json(tmp_path):
         assert d["placement"]["threads"] == 3 and set(d["placement"]["cpus"]) <= domain.cpus
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--ranks", "97", "-t", "dunnington-96"], "97 local ranks but only 96 allowed CPUs on dunnington-96"),
-    (["--ranks", "0", "-t", "dunnington-96"], "the number of ranks must be at least 1"),
-    (["--gpus", "-t", "dunnington-96"], "give the number of ranks with --ranks R"),
-    (["--ranks", "2", "-t", "dunnington-96", "-f", "omp"], "--ranks prints a table (-f list) or JSON (-f json)"),
-    (["--ranks", "4", "-t", "dunnington-96", "-s", "compact", "-n", "25"], "rank 0 of 4 (CPUs 0-23, NUMA node 0):"),
-    (["--ranks", "2", "--rank", "0/2", "-t", "dunnington-96"],
-     "--ranks 2 previews the split among all the ranks and --rank 0/2 places one rank: give one of them"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ranks", "97", "-t", "dunnington-96"], "97 local ranks but only 96 allowed CPUs on dunnington-96"),
+        (["--ranks", "0", "-t", "dunnington-96"], "the number of ranks must be at least 1"),
+        (["--gpus", "-t", "dunnington-96"], "give the number of ranks with --ranks R"),
+        (["--ranks", "2", "-t", "dunnington-96", "-f", "omp"], "--ranks prints a table (-f list) or JSON (-f json)"),
+        (["--ranks", "4", "-t", "dunnington-96", "-s", "compact", "-n", "25"], "rank 0 of 4 (CPUs 0-23, NUMA node 0):"),
+        (
+            ["--ranks", "2", "--rank", "0/2", "-t", "dunnington-96"],
+            "--ranks 2 previews the split among all the ranks and --rank 0/2 places one rank: give one of them",
+        ),
+    ],
+)
 def test_place_ranks_refuses_bad_input_in_one_line(args, message):
     result = run_pinlab("place", *args)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

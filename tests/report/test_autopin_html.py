@@ -1,5 +1,6 @@
 """The autopin report page in a real browser: it loads, logs nothing to the console, and its
 timeline picture is decoded, visible and inside the window at 1400 and 1920 px."""
+
 from __future__ import annotations
 
 import html
@@ -14,8 +15,7 @@ from pinlab.autopin.logread import read_log
 from pinlab.report.autopin_html import write_autopin_html
 from tests.autopin.logbuilder import LogBuilder, phase_change_log
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             shutil.which("google-chrome")) if p), None)
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH to render the page in a real browser")
 
 _PROBE = """<script>
@@ -34,10 +34,24 @@ def _layout(page, width: int, tmp_path) -> tuple[dict, str]:
     probe = tmp_path / f"probe-{width}.html"
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
     proc = subprocess.run(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
-         f"--user-data-dir={tmp_path / f'profile-{width}'}", f"--window-size={width},1000",
-         "--virtual-time-budget=20000", "--dump-dom", probe.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--user-data-dir={tmp_path / f'profile-{width}'}",
+            f"--window-size={width},1000",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            probe.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     found = re.search(r'data-layout="([^"]*)"', proc.stdout)
     assert found, f"chromium did not load the page (status {proc.returncode}): {proc.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1))), proc.stderr

@@ -1,10 +1,11 @@
-"""Every displayed statistic in one stated unit, recomputable from what is shown (issue 9, item 11).
+"""Every displayed statistic in one stated unit, recomputable from what is shown.
 
 Before, for a larger-is-better metric the speedups, tests and overall table were computed on
 1/metric while the per-configuration columns were in the metric's units; "AV > 1 s" was applied
 to MB/s; and only the placement's Shapiro-Wilk p was given. These tests recompute the report of
 real stored studies (SQLite files, `pinlab report --json`) from the stored runs with scipy.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,14 @@ from tests.conftest import run_pinlab
 MACHINE = {"hostname": "host", "cpu_model": "CPU", "kernel": "6.1"}
 # Triad MB/s of two programs under two placements (8 runs each): AV of tens of MB/s, RV < 1 %.
 RATES = {
-    "stream": {"none": [9512.0, 9533.5, 9498.2, 9541.0, 9520.4, 9505.9, 9529.3, 9517.7],
-               "compact": [9610.3, 9650.2, 9598.7, 9633.1, 9641.8, 9622.4, 9605.5, 9660.0]},
-    "nested-stream": {"none": [20150.0, 20230.5, 20110.2, 20190.8, 20175.1, 20141.6, 20205.3, 20160.9],
-                      "compact": [19890.4, 19950.2, 19910.7, 19975.3, 19930.0, 19899.8, 19940.6, 19962.1]},
+    "stream": {
+        "none": [9512.0, 9533.5, 9498.2, 9541.0, 9520.4, 9505.9, 9529.3, 9517.7],
+        "compact": [9610.3, 9650.2, 9598.7, 9633.1, 9641.8, 9622.4, 9605.5, 9660.0],
+    },
+    "nested-stream": {
+        "none": [20150.0, 20230.5, 20110.2, 20190.8, 20175.1, 20141.6, 20205.3, 20160.9],
+        "compact": [19890.4, 19950.2, 19910.7, 19975.3, 19930.0, 19899.8, 19940.6, 19962.1],
+    },
 }
 
 
@@ -31,12 +36,26 @@ def _store(path, metric: str, better: str | None, samples: dict[str, dict[str, l
     """A stored study of these programs' runs (one configuration per program and placement)."""
     programs = [[name, [workload_path(name), "--json"]] for name in samples]
     placements = list(next(iter(samples.values())))
-    parameters = {"programs": programs, "strategies": placements, "threads": [1], "runs": 8, "order": "interleaved", "warmup": 0,
-                  "mem": ["first-touch"], "coruns": ["none"], "metric": metric, "timeout": None, "sample_ms": 100.0}
+    parameters = {
+        "programs": programs,
+        "strategies": placements,
+        "threads": [1],
+        "runs": 8,
+        "order": "interleaved",
+        "warmup": 0,
+        "mem": ["first-touch"],
+        "coruns": ["none"],
+        "metric": metric,
+        "timeout": None,
+        "sample_ms": 100.0,
+    }
     if better:
         parameters["metric_better"] = better
-    configs = [{"program": name, "argv": argv, "threads": 1, "placement": p, "mem": "first-touch", "corun": "none"}
-               for name, argv in programs for p in placements]
+    configs = [
+        {"program": name, "argv": argv, "threads": 1, "placement": p, "mem": "first-touch", "corun": "none"}
+        for name, argv in programs
+        for p in placements
+    ]
     with Store.open(path) as store:
         study = store.create_study("s", parameters, configs, 0, MACHINE, "1.0")
         for config in store.configs(study.id):

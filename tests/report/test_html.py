@@ -1,4 +1,5 @@
 """The HTML report: self-contained, shows the tables, warnings and pictures, and renders in a browser."""
+
 from __future__ import annotations
 
 import base64
@@ -9,7 +10,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
@@ -44,21 +44,36 @@ def make_report(metric: str = "time", many: bool = False) -> SimpleNamespace:
     """A StudyReport-shaped fixture: two programs x two placements, plus awkward cases."""
     rng = np.random.default_rng(1)
     rows = []
-    configs = [("primes", 2, "none", 1.80, 8), ("primes", 2, "compact", 1.50, 8),
-               ("stream", 2, "none", 3.00, 6), ("stream", 2, "compact", 3.40, 6),
-               ("single", 1, "none", 0.5, 1), ("single", 1, "compact", 0.4, 1)]
+    configs = [
+        ("primes", 2, "none", 1.80, 8),
+        ("primes", 2, "compact", 1.50, 8),
+        ("stream", 2, "none", 3.00, 6),
+        ("stream", 2, "compact", 3.40, 6),
+        ("single", 1, "none", 0.5, 1),
+        ("single", 1, "compact", 0.4, 1),
+    ]
     if many:
-        configs += [(f"prog{k}", t, p, 1.0 + 0.1 * k, 5) for k in range(4) for t in (1, 4)
-                    for p in ("none", "compact", "scatter")]
+        configs += [(f"prog{k}", t, p, 1.0 + 0.1 * k, 5) for k in range(4) for t in (1, 4) for p in ("none", "compact", "scatter")]
     for program, threads, placement, centre, n in configs:
         for i in range(n):
-            rows.append({"study": "t", "program": program, "threads": threads, "placement": placement,
-                         "mem": "first-touch", "corun": "none",
-                         "config": f"{program} x{threads} {placement}", "run_index": i, "status": "ok",
-                         "wall_seconds": centre, "metric": float(centre + rng.normal(0, 0.03)),
-                         "migrations": 3 if placement == "none" else 0,
-                         "record": _record(i, placement),
-                         "placement_cpus": None if placement == "none" else [0, 1]})
+            rows.append(
+                {
+                    "study": "t",
+                    "program": program,
+                    "threads": threads,
+                    "placement": placement,
+                    "mem": "first-touch",
+                    "corun": "none",
+                    "config": f"{program} x{threads} {placement}",
+                    "run_index": i,
+                    "status": "ok",
+                    "wall_seconds": centre,
+                    "metric": float(centre + rng.normal(0, 0.03)),
+                    "migrations": 3 if placement == "none" else 0,
+                    "record": _record(i, placement),
+                    "placement_cpus": None if placement == "none" else [0, 1],
+                }
+            )
     # a failed run, a timeout and a NaN metric: left out of the pictures and counted
     rows[1].update(status="failed", metric=float("nan"))
     rows[2].update(status="timeout", metric=float("nan"))
@@ -66,39 +81,112 @@ def make_report(metric: str = "time", many: bool = False) -> SimpleNamespace:
     runs = pd.DataFrame(rows)
 
     def srow(program, threads, placement, mean, n, **cmp):
-        base = {"program": program, "threads": threads, "placement": placement, "mem": "first-touch",
-                "corun": "none", "config": f"{program} x{threads} {placement}", "n": n, "mean": mean,
-                "median": mean - 0.001, "min": mean - 0.05, "max": mean + 0.05, "variance": 0.0009,
-                "std": 0.03, "av": 0.1, "rv": 0.1 / (mean + 0.05), "unstable": True,
-                "mean_ci_low": mean - 0.02, "mean_ci_high": mean + 0.02,
-                "median_ci_low": mean - 0.03, "median_ci_high": mean + 0.03}
+        base = {
+            "program": program,
+            "threads": threads,
+            "placement": placement,
+            "mem": "first-touch",
+            "corun": "none",
+            "config": f"{program} x{threads} {placement}",
+            "n": n,
+            "mean": mean,
+            "median": mean - 0.001,
+            "min": mean - 0.05,
+            "max": mean + 0.05,
+            "variance": 0.0009,
+            "std": 0.03,
+            "av": 0.1,
+            "rv": 0.1 / (mean + 0.05),
+            "unstable": True,
+            "mean_ci_low": mean - 0.02,
+            "mean_ci_high": mean + 0.02,
+            "median_ci_low": mean - 0.03,
+            "median_ci_high": mean + 0.03,
+        }
         base.update(cmp)
         return base
 
-    stats = pd.DataFrame([
-        srow("primes", 2, "none", 1.8012, 5, failed=3),
-        srow("primes", 2, "compact", 1.5023, 8, mean_speedup=1.19897, median_speedup=1.19876,
-             mean_verdict="faster", median_verdict="faster", verdict="faster", mean_p=0.0001, median_p=0.0002),
-        srow("stream", 2, "none", 3.0031, 6),
-        srow("stream", 2, "compact", 3.4042, 6, mean_speedup=0.88217, median_speedup=0.88199,
-             mean_verdict="slower", median_verdict="slower", verdict="slower", mean_p=0.9999, median_p=0.9998),
-        srow("single", 1, "none", 0.5, 1, std=float("nan"), mean_ci_low=None, mean_ci_high=None),
-        srow("single", 1, "compact", 0.4, 1, std=float("nan"), mean_ci_low=None, mean_ci_high=None,
-             mean_speedup=1.25, median_speedup=1.25, mean_verdict="more runs needed",
-             median_verdict="no significant difference", verdict="more runs needed",
-             mean_p=float("nan"), median_p=0.5),
-    ])
-    overall = [{"placement": "compact", "n_programs": 3, "mean_speedup": 1.11037, "median_speedup": 1.10025,
-                "geomean_speedup": 1.0987, "min_variance": 0.000123, "max_variance": 0.00456,
-                "n_faster": 1, "share_faster": 1 / 3, "share_faster_ci": (0.0084, 0.9057)}]
+    stats = pd.DataFrame(
+        [
+            srow("primes", 2, "none", 1.8012, 5, failed=3),
+            srow(
+                "primes",
+                2,
+                "compact",
+                1.5023,
+                8,
+                mean_speedup=1.19897,
+                median_speedup=1.19876,
+                mean_verdict="faster",
+                median_verdict="faster",
+                verdict="faster",
+                mean_p=0.0001,
+                median_p=0.0002,
+            ),
+            srow("stream", 2, "none", 3.0031, 6),
+            srow(
+                "stream",
+                2,
+                "compact",
+                3.4042,
+                6,
+                mean_speedup=0.88217,
+                median_speedup=0.88199,
+                mean_verdict="slower",
+                median_verdict="slower",
+                verdict="slower",
+                mean_p=0.9999,
+                median_p=0.9998,
+            ),
+            srow("single", 1, "none", 0.5, 1, std=float("nan"), mean_ci_low=None, mean_ci_high=None),
+            srow(
+                "single",
+                1,
+                "compact",
+                0.4,
+                1,
+                std=float("nan"),
+                mean_ci_low=None,
+                mean_ci_high=None,
+                mean_speedup=1.25,
+                median_speedup=1.25,
+                mean_verdict="more runs needed",
+                median_verdict="no significant difference",
+                verdict="more runs needed",
+                mean_p=float("nan"),
+                median_p=0.5,
+            ),
+        ]
+    )
+    overall = [
+        {
+            "placement": "compact",
+            "n_programs": 3,
+            "mean_speedup": 1.11037,
+            "median_speedup": 1.10025,
+            "geomean_speedup": 1.0987,
+            "min_variance": 0.000123,
+            "max_variance": 0.00456,
+            "n_faster": 1,
+            "share_faster": 1 / 3,
+            "share_faster_ci": (0.0084, 0.9057),
+        }
+    ]
     study = SimpleNamespace(
-        name="t <demo>", created_at=1_700_000_000.0, warnings=[WARNING, "virtual machine: yes"],
+        name="t <demo>",
+        created_at=1_700_000_000.0,
+        warnings=[WARNING, "virtual machine: yes"],
         parameters={"runs": 8, "strategies": ["none", "compact"], "programs": [["primes", ["primes", "-n", "2"]]]},
-        machine={"hostname": "bench-host", "kernel": "6.1.0-test", "cpu_model": "Example CPU 9000",
-                 "topology": {"packages": 2, "cores": 8, "pus": 16, "numa_nodes": 2},
-                 "governor": "performance", "topology_xml": "<topology>SECRET-XML</topology>"})
-    return SimpleNamespace(study=study, runs=runs, stats=stats, overall=overall, baseline="none",
-                           alpha=0.05, metric=metric)
+        machine={
+            "hostname": "bench-host",
+            "kernel": "6.1.0-test",
+            "cpu_model": "Example CPU 9000",
+            "topology": {"packages": 2, "cores": 8, "pus": 16, "numa_nodes": 2},
+            "governor": "performance",
+            "topology_xml": "<topology>SECRET-XML</topology>",
+        },
+    )
+    return SimpleNamespace(study=study, runs=runs, stats=stats, overall=overall, baseline="none", alpha=0.05, metric=metric)
 
 
 def _images(text: str) -> list[bytes]:
@@ -106,8 +194,7 @@ def _images(text: str) -> list[bytes]:
 
 
 def _svgs(text: str) -> list[str]:
-    return [base64.b64decode(m).decode("utf-8")
-            for m in re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', text)]
+    return [base64.b64decode(m).decode("utf-8") for m in re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', text)]
 
 
 def _assert_self_contained(text: str) -> None:
@@ -196,8 +283,7 @@ def test_template_is_installed_with_the_package():
     assert (report_html.TEMPLATE_DIR / report_html.TEMPLATE).is_file()
 
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             shutil.which("google-chrome")) if p), None)
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH to render the page in a real browser")
@@ -205,10 +291,21 @@ def test_page_renders_in_a_real_browser(tmp_path):
     path = report_html.write_html(make_report(many=True), tmp_path / "out")
     shot = tmp_path / "shot.png"
     proc = subprocess.run(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
-         path.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,2400",
+            path.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shot.is_file(), f"chromium wrote no screenshot (status {proc.returncode}): {proc.stderr[-2000:]}"
     img = _read_png(shot.read_bytes())
     assert img.shape[:2] == (2400, 1200)
@@ -228,13 +325,26 @@ def _loaded_widths(page: Path, tmp_path: Path) -> list[int]:
     widths into the DOM, which ``--dump-dom`` prints after the load event.
     """
     probe = tmp_path / "probe.html"
-    script = ("<script>window.addEventListener('load', () => document.body.setAttribute('data-widths', "
-              "Array.from(document.images).map(i => i.complete ? i.naturalWidth : -1).join(',')));</script>")
+    script = (
+        "<script>window.addEventListener('load', () => document.body.setAttribute('data-widths', "
+        "Array.from(document.images).map(i => i.complete ? i.naturalWidth : -1).join(',')));</script>"
+    )
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
     proc = subprocess.run(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'probe-profile'}",
-         "--virtual-time-budget=20000", "--dump-dom", probe.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'probe-profile'}",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            probe.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     found = re.search(r'data-widths="([-0-9,]*)"', proc.stdout)
     assert found, f"chromium did not load the page (status {proc.returncode}): {proc.stderr[-2000:]}"
     return [int(w) for w in found.group(1).split(",") if w]
@@ -244,8 +354,7 @@ def test_real_study(tmp_path, pinlab):
     """A tiny real study through the store and pinlab.report.data, written as HTML."""
     data = pytest.importorskip("pinlab.report.data")
     db = tmp_path / "s.db"
-    proc = pinlab("study", "--db", str(db), "--name", "t", "-s", "none,compact", "-n", "1",
-                  "--runs", "4", "-q", "--", "true")
+    proc = pinlab("study", "--db", str(db), "--name", "t", "-s", "none,compact", "-n", "1", "--runs", "4", "-q", "--", "true")
     assert proc.returncode == 0, proc.stderr
     report = data.study_report(str(db), "t")
     text = report_html.write_html(report, tmp_path / "out").read_text(encoding="utf-8")
@@ -278,8 +387,7 @@ def _study(path: Path, name: str, *args: str):
 def counted(tmp_path_factory):
     """(report, page path, page text) of a study counting software events, four placements, 1 and 2 threads."""
     tmp = tmp_path_factory.mktemp("counted")
-    report = _study(tmp / "c.db", "c", "-s", "none,compact,scatter,random", "-n", "1,2", "--runs", "3",
-                    "--counters", ",".join(EVENTS))
+    report = _study(tmp / "c.db", "c", "-s", "none,compact,scatter,random", "-n", "1,2", "--runs", "3", "--counters", ",".join(EVENTS))
     path = report_html.write_html(report, tmp / "out")
     return report, path, path.read_text(encoding="utf-8")
 
@@ -437,8 +545,9 @@ def test_no_picture_without_the_topology(counted):
     _assert_self_contained(text)
     # runs that recorded no CPUs, or CPUs the machine does not have: said, not drawn
     runs = report.runs.copy()
-    runs["placement_cpus"] = [None if p == "scatter" else [999] * len(c) if p == "compact" else c
-                              for p, c in zip(runs["placement"], runs["placement_cpus"])]
+    runs["placement_cpus"] = [
+        None if p == "scatter" else [999] * len(c) if p == "compact" else c for p, c in zip(runs["placement"], runs["placement_cpus"])
+    ]
     words = _plain(report_html.render_html(dataclasses.replace(report, runs=runs)))
     assert "No successful run recorded the CPUs of scatter: it is not drawn." in words
     assert words.count("Not drawn: CPU 999 is not in the recorded topology.") == 2
@@ -451,8 +560,10 @@ def test_adaptive_summary(adaptive):
     k, measured = len(per_config), len(runs)
     assert k == 4 and set(per_config) <= set(range(3, 7))
     words = _plain(text)
-    assert (f"Adaptive study: {measured} measured runs over {k} configurations ({per_config.min()}..{per_config.max()} per configuration, "
-            f"between 3 and 6), against 35 × {k} = {35 * k} for a fixed 35 runs each ({100 * measured / (35 * k):.0f} % of that)") in words
+    assert (
+        f"Adaptive study: {measured} measured runs over {k} configurations ({per_config.min()}..{per_config.max()} per configuration, "
+        f"between 3 and 6), against 35 × {k} = {35 * k} for a fixed 35 runs each ({100 * measured / (35 * k):.0f} % of that)"
+    ) in words
     # the summary is near the top, before the machine's description
     assert text.index('id="adaptive"') < text.index('id="machine"')
     compared = stats[stats["placement"] != report.baseline]

@@ -7,6 +7,7 @@ included); in every figure, checked in matplotlib after drawing, titles, tick la
 and notes lie inside the image and no two x tick labels overlap; and a placement whose runs have
 no usable thread samples gets a sentence in the page, not an empty or one-dot chart.
 """
+
 from __future__ import annotations
 
 import html
@@ -27,8 +28,7 @@ from pinlab.report import html as report_html
 from pinlab.report import plots
 from tests.conftest import run_pinlab
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             shutil.which("google-chrome")) if p), None)
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH to render the page in a real browser")
 
 LONG = "stream:--size 2M --ntimes 3"
@@ -55,8 +55,9 @@ def _samples(placement: str, threads: int, run: int, pid: int) -> list[dict]:
             cpus = [0] * len(times)
         else:
             times, cpus = [0.0011], [i % 8]
-        out.append({"tid": pid + i, "pid": pid, "index": None if placement == "none" else i, "role": role,
-                    "sample_times": times, "sample_cpus": cpus})
+        out.append(
+            {"tid": pid + i, "pid": pid, "index": None if placement == "none" else i, "role": role, "sample_times": times, "sample_cpus": cpus}
+        )
     return out
 
 
@@ -72,43 +73,114 @@ def long_report() -> SimpleNamespace:
         for i, v in enumerate(values):
             pid = 40000 + 10 * (3 * ci + i)
             record = {"pid": pid, "sample_ms": 100.0, "threads": _samples(placement, threads, i, pid)}
-            row = {"study": "long", "program": program, "threads": threads, "placement": placement,
-                   "mem": "first-touch", "corun": corun, "config": config, "run_index": i, "status": "ok",
-                   "wall_seconds": float(v), "metric": float(v), "migrations": 0, "record": record,
-                   "placement_cpus": None if placement == "none" else list(range(threads))}
+            row = {
+                "study": "long",
+                "program": program,
+                "threads": threads,
+                "placement": placement,
+                "mem": "first-touch",
+                "corun": corun,
+                "config": config,
+                "run_index": i,
+                "status": "ok",
+                "wall_seconds": float(v),
+                "metric": float(v),
+                "migrations": 0,
+                "record": record,
+                "placement_cpus": None if placement == "none" else list(range(threads)),
+            }
             for k, event in enumerate(EVENTS):
                 row[f"counter:{event}"] = float(10 ** (3 + k % 7) * (1.2345 + ci))
             runs.append(row)
         base = placement == "none"
         verdict = ["faster", "slower", "no significant difference", "more runs needed"][ci % 4]
-        row = {"program": program, "threads": threads, "placement": placement, "mem": "first-touch", "corun": corun,
-               "config": config, "n": 3, "failed": 2 if ci % 5 == 0 else 0, "mean": values.mean(),
-               "median": float(np.median(values)), "min": values.min(), "max": values.max(),
-               "variance": values.var(ddof=1), "std": values.std(ddof=1), "av": np.ptp(values),
-               "rv": np.ptp(values) / values.max(), "unstable": True,
-               "mean_ci_low": values.mean() * 0.98123, "mean_ci_high": values.mean() * 1.01987,
-               "median_ci_low": values.min(), "median_ci_high": values.max()}
+        row = {
+            "program": program,
+            "threads": threads,
+            "placement": placement,
+            "mem": "first-touch",
+            "corun": corun,
+            "config": config,
+            "n": 3,
+            "failed": 2 if ci % 5 == 0 else 0,
+            "mean": values.mean(),
+            "median": float(np.median(values)),
+            "min": values.min(),
+            "max": values.max(),
+            "variance": values.var(ddof=1),
+            "std": values.std(ddof=1),
+            "av": np.ptp(values),
+            "rv": np.ptp(values) / values.max(),
+            "unstable": True,
+            "mean_ci_low": values.mean() * 0.98123,
+            "mean_ci_high": values.mean() * 1.01987,
+            "median_ci_low": values.min(),
+            "median_ci_high": values.max(),
+        }
         if not base:
-            row.update(mean_speedup=1.4 + 0.01 * ci, median_speedup=1.39 + 0.01 * ci, mean_verdict=verdict,
-                       median_verdict=verdict, verdict=verdict, mean_p=0.000123 * ci, median_p=0.0123 * ci)
+            row.update(
+                mean_speedup=1.4 + 0.01 * ci,
+                median_speedup=1.39 + 0.01 * ci,
+                mean_verdict=verdict,
+                median_verdict=verdict,
+                verdict=verdict,
+                mean_p=0.000123 * ci,
+                median_p=0.0123 * ci,
+            )
         for k, event in enumerate(EVENTS):
             row[f"counter:{event}"] = float(10 ** (3 + k % 7) * (1.2345 + ci))
             if not base:
                 row[f"counter:{event}:ratio"] = 0.5 + 0.05 * (ci % 20)
         stats.append(row)
     study = SimpleNamespace(
-        name="long", created_at=1_700_000_000.0, warnings=["virtual machine: yes"],
-        parameters={"runs": 3, "strategies": PLACEMENTS, "threads": THREADS, "corun": CORUNS,
-                    "programs": [[p, ["/usr/lib/some/very/long/path/to/the/installed/pinlab/_native/pinlab-" + p.split(":")[0]]
-                                  + p.split(":", 1)[1:]] for p in PROGRAMS],
-                    "counters": EVENTS},
-        machine={"hostname": "bench-host", "kernel": "6.1.0-test", "cpu_model": "Example CPU 9000",
-                 "topology": {"packages": 2, "cores": 8, "pus": 16, "numa_nodes": 2}, "governor": "performance"})
-    overall = [{"placement": p, "n_programs": 12, "mean_speedup": 1.11037, "median_speedup": 1.10025,
-                "geomean_speedup": 1.0987, "min_variance": 0.000123, "max_variance": 0.00456,
-                "n_faster": 5, "share_faster": 5 / 12, "share_faster_ci": (0.1934, 0.6805)} for p in PLACEMENTS[1:]]
-    return SimpleNamespace(study=study, runs=pd.DataFrame(runs), stats=pd.DataFrame(stats), overall=overall,
-                           baseline="none", alpha=0.05, metric="time", counters=EVENTS, adaptive=None)
+        name="long",
+        created_at=1_700_000_000.0,
+        warnings=["virtual machine: yes"],
+        parameters={
+            "runs": 3,
+            "strategies": PLACEMENTS,
+            "threads": THREADS,
+            "corun": CORUNS,
+            "programs": [
+                [p, ["/usr/lib/some/very/long/path/to/the/installed/pinlab/_native/pinlab-" + p.split(":")[0]] + p.split(":", 1)[1:]]
+                for p in PROGRAMS
+            ],
+            "counters": EVENTS,
+        },
+        machine={
+            "hostname": "bench-host",
+            "kernel": "6.1.0-test",
+            "cpu_model": "Example CPU 9000",
+            "topology": {"packages": 2, "cores": 8, "pus": 16, "numa_nodes": 2},
+            "governor": "performance",
+        },
+    )
+    overall = [
+        {
+            "placement": p,
+            "n_programs": 12,
+            "mean_speedup": 1.11037,
+            "median_speedup": 1.10025,
+            "geomean_speedup": 1.0987,
+            "min_variance": 0.000123,
+            "max_variance": 0.00456,
+            "n_faster": 5,
+            "share_faster": 5 / 12,
+            "share_faster_ci": (0.1934, 0.6805),
+        }
+        for p in PLACEMENTS[1:]
+    ]
+    return SimpleNamespace(
+        study=study,
+        runs=pd.DataFrame(runs),
+        stats=pd.DataFrame(stats),
+        overall=overall,
+        baseline="none",
+        alpha=0.05,
+        metric="time",
+        counters=EVENTS,
+        adaptive=None,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +197,30 @@ def real_page(tmp_path_factory):
     coruns = "none,cpu:1,sleep:1+cpu:1" if len(os.sched_getaffinity(0)) >= 2 else "none,cpu:1,sleep:1"
     tmp = tmp_path_factory.mktemp("real")
     db = tmp / "s.db"
-    proc = run_pinlab("study", "--db", str(db), "--name", "big", "--warmup", "0", "-q", "-s", "none,compact,scatter",
-                      "-n", "1,2", "--runs", "2", "--corun", coruns,
-                      "-w", "primes:--limit 100000", "-w", "stream:--size 2M --ntimes 3", "--counters", "task-clock,page-faults")
+    proc = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "big",
+        "--warmup",
+        "0",
+        "-q",
+        "-s",
+        "none,compact,scatter",
+        "-n",
+        "1,2",
+        "--runs",
+        "2",
+        "--corun",
+        coruns,
+        "-w",
+        "primes:--limit 100000",
+        "-w",
+        "stream:--size 2M --ntimes 3",
+        "--counters",
+        "task-clock,page-faults",
+    )
     assert proc.returncode == 0, proc.stderr
     report = data.study_report(str(db), "big")
     assert len(report.stats) == 36
@@ -158,10 +251,22 @@ def _layout(page: Path, width: int, tmp_path: Path) -> dict:
     probe = tmp_path / f"probe-{width}.html"
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
     proc = subprocess.run(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--user-data-dir={tmp_path / f'profile-{width}'}", f"--window-size={width},1000",
-         "--virtual-time-budget=20000", "--dump-dom", probe.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / f'profile-{width}'}",
+            f"--window-size={width},1000",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            probe.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     found = re.search(r'data-layout="([^"]*)"', proc.stdout)
     assert found, f"chromium did not lay the page out (status {proc.returncode}): {proc.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1)))
@@ -275,7 +380,10 @@ def _plain(text: str) -> str:
 
 def _timelines(text: str) -> dict[str, str]:
     """placement -> the HTML of its "Where the threads ran" figure."""
-    return {m.group(1): m.group(0) for m in re.finditer(r'<figure class="timeline"[^>]*>\s*<h3>Where the threads ran: ([^<]*)</h3>.*?</figure>', text, re.S)}
+    return {
+        m.group(1): m.group(0)
+        for m in re.finditer(r'<figure class="timeline"[^>]*>\s*<h3>Where the threads ran: ([^<]*)</h3>.*?</figure>', text, re.S)
+    }
 
 
 def test_a_timeline_without_worker_samples_is_said_in_words(long_page):
@@ -303,9 +411,14 @@ def test_the_drawn_run_is_one_with_a_line_to_draw():
     runs = report.runs.copy()
     first = runs.index[runs["placement"] == "compact"][:2]
     for i in first:  # the first two runs of compact were sampled only once
-        runs.at[i, "record"] = {"pid": 1, "sample_ms": 100.0, "threads": [
-            {"tid": 1, "role": "main", "sample_times": [0.001], "sample_cpus": [0]},
-            {"tid": 2, "role": "worker", "sample_times": [0.001], "sample_cpus": [1]}]}
+        runs.at[i, "record"] = {
+            "pid": 1,
+            "sample_ms": 100.0,
+            "threads": [
+                {"tid": 1, "role": "main", "sample_times": [0.001], "sample_cpus": [0]},
+                {"tid": 2, "role": "worker", "sample_times": [0.001], "sample_cpus": [1]},
+            ],
+        }
     report.runs = runs
     ax = plots.timeline(report, "compact").axes[0]
     assert ", run 2" in ax.get_title().replace("\n", " ")

@@ -1,4 +1,5 @@
 """pinlab report from a real stored study: statistics match scipy on the stored runs, CSV and JSON."""
+
 from __future__ import annotations
 
 import csv
@@ -18,8 +19,24 @@ CORES = len(os.sched_getaffinity(0))
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("report") / "s.db"
-    result = run_pinlab("study", "--db", str(path), "--name", "r", "-s", "none,compact,scatter", "-n", str(CORES), "--runs", "6", "-q",
-                        "--workload", "primes:--limit 20000", "--workload", "mb:--n 4 --m 1000 --reps 20")
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(path),
+        "--name",
+        "r",
+        "-s",
+        "none,compact,scatter",
+        "-n",
+        str(CORES),
+        "--runs",
+        "6",
+        "-q",
+        "--workload",
+        "primes:--limit 20000",
+        "--workload",
+        "mb:--n 4 --m 1000 --reps 20",
+    )
     assert result.returncode == 0, result.stderr
     return path
 
@@ -61,8 +78,12 @@ def test_python_api_load_study(db):
 
 
 def test_report_bad_input(db, tmp_path):
-    for args, message in ((["--db", str(tmp_path / "none.db")], "no study database"), (["nope", "--db", str(db)], "no study named 'nope'"),
-                          (["--db", str(db), "--baseline", "random"], "baseline 'random' is not a placement"), (["--db", str(db), "--alpha", "0.7"], "--alpha must be")):
+    for args, message in (
+        (["--db", str(tmp_path / "none.db")], "no study database"),
+        (["nope", "--db", str(db)], "no study named 'nope'"),
+        (["--db", str(db), "--baseline", "random"], "baseline 'random' is not a placement"),
+        (["--db", str(db), "--alpha", "0.7"], "--alpha must be"),
+    ):
         result = run_pinlab("report", *args)
         assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1
 

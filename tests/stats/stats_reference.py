@@ -3,6 +3,7 @@
 Nothing here imports pinlab. scipy appears only for distribution tail functions (t.sf, f.sf)
 applied to statistics computed here by formula.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,7 +61,7 @@ def mwu_asymptotic_p_greater(b, c) -> float:
     n = n1 + n2
     u = u_statistic(b, c)
     ties = Counter(list(b) + list(c)).values()
-    tie_term = sum(t ** 3 - t for t in ties) / (n * (n - 1))
+    tie_term = sum(t**3 - t for t in ties) / (n * (n - 1))
     sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term))
     z = (u - n1 * n2 / 2 - 0.5) / sigma
     return 0.5 * math.erfc(z / math.sqrt(2))  # the standard normal's upper tail
@@ -78,7 +79,7 @@ def welch(b, c) -> tuple[float, float, float]:
     n1, n2 = len(b), len(c)
     a1, a2 = var(b) / n1, var(c) / n2
     t = (mean(b) - mean(c)) / math.sqrt(a1 + a2)
-    df = (a1 + a2) ** 2 / (a1 ** 2 / (n1 - 1) + a2 ** 2 / (n2 - 1))
+    df = (a1 + a2) ** 2 / (a1**2 / (n1 - 1) + a2**2 / (n2 - 1))
     return t, df, float(stats.t.sf(t, df))
 
 
@@ -105,7 +106,7 @@ def brown_forsythe_p(b, c) -> float:
 
 def median_coverage(n: int, j: int) -> float:
     """P(X_(j) <= median <= X_(n+1-j)) = P(j <= B <= n - j), B ~ Binomial(n, 1/2), by counting."""
-    return sum(math.comb(n, i) for i in range(j, n - j + 1)) / 2 ** n
+    return sum(math.comb(n, i) for i in range(j, n - j + 1)) / 2**n
 
 
 def median_ranks(n: int, confidence: float):

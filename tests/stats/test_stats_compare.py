@@ -1,4 +1,5 @@
 """compare() and decided(): speedups, p-values re-derived independently, and the verdict rules."""
+
 from __future__ import annotations
 
 import json
@@ -116,7 +117,7 @@ def test_small_normal_samples_give_a_valid_mean_test():
 
 
 def test_small_non_normal_sample_needs_more_runs_for_the_mean():
-    b = bimodal(10.0, 11.0, 20)   # 10.00 .. 10.09 and 11.00 .. 11.09
+    b = bimodal(10.0, 11.0, 20)  # 10.00 .. 10.09 and 11.00 .. 11.09
     c = normal_sample(9.5, 0.1, 20)
     cmp = compare(b, c)
     assert cmp.baseline_shapiro_p < 0.05 < cmp.candidate_shapiro_p

@@ -8,6 +8,7 @@ tests refuse (AssertionError) to be asked about a degenerate sample, pinlab's wa
 taken away and any warning is an error. The expected values are the documented rules, not
 anything scipy computes on the degenerate samples.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,8 @@ from pinlab.stats import (
     decided,
     describe,
     overall,
+    speedup,
 )
-from pinlab.stats import speedup
 from tests.stats import stats_reference as ref
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -85,9 +86,11 @@ class _GuardedStats:
 def scipy_only_on_regular_samples():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with np.errstate(all="raise"), \
-                mock.patch.object(speedup, "stats", _GuardedStats()), \
-                mock.patch.object(speedup, "quiet", contextlib.nullcontext):
+        with (
+            np.errstate(all="raise"),
+            mock.patch.object(speedup, "stats", _GuardedStats()),
+            mock.patch.object(speedup, "quiet", contextlib.nullcontext),
+        ):
             yield
 
 
@@ -98,8 +101,7 @@ def guarded_compare(b, c, alpha=0.05):
     # swapping the samples swaps every one-sided result exactly
     assert (one.mean_p_faster, one.median_p_faster) == pytest.approx((two.mean_p_slower, two.median_p_slower), nan_ok=True)
     flip = {FASTER: SLOWER, SLOWER: FASTER}
-    assert (two.mean_verdict, two.median_verdict, two.verdict) == tuple(
-        flip.get(v, v) for v in (one.mean_verdict, one.median_verdict, one.verdict))
+    assert (two.mean_verdict, two.median_verdict, two.verdict) == tuple(flip.get(v, v) for v in (one.mean_verdict, one.median_verdict, one.verdict))
     assert decided(one) == decided(two)
     return one
 
@@ -162,8 +164,8 @@ def test_two_constant_runs_each_need_more_runs():
 @pytest.mark.parametrize(
     "c",
     [
-        [5.0, 5.5, 6.5],                          # equal variances by Levene: Student
-        [1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 6.2],     # wide spread
+        [5.0, 5.5, 6.5],  # equal variances by Levene: Student
+        [1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 6.2],  # wide spread
         list(np.random.default_rng(3).normal(5.0, 0.3, 12)),
     ],
 )
@@ -203,7 +205,7 @@ def test_one_constant_sample_against_a_non_normal_one_needs_more_runs():
 @pytest.mark.parametrize(
     ("b", "c", "u", "p_faster", "p_slower", "method"),
     [
-        ([1.0], [2.0], 0.0, 1.0, 0.5, "exact"),        # one pair: U is 0 or 1 with probability 1/2
+        ([1.0], [2.0], 0.0, 1.0, 0.5, "exact"),  # one pair: U is 0 or 1 with probability 1/2
         ([2.0], [1.0], 1.0, 0.5, 1.0, "exact"),
         ([1.0], [1.0], 0.5, 1.0, 1.0, "all tied"),
         ([6.0], [5.0, 5.0, 5.0], 3.0, None, None, "asymptotic"),
@@ -229,11 +231,11 @@ def test_a_single_run_leaves_the_mean_and_variance_tests_undefined(b, c, u, p_fa
 @pytest.mark.parametrize(
     ("b", "c", "undefined"),
     [
-        ([1.0, 1.1], [2.0, 2.2], True),               # 2 runs: each run is half the range from the median
-        ([1.0, 1.1], [2.0, 2.25], True),              # same, different ranges: scipy says p = 0
+        ([1.0, 1.1], [2.0, 2.2], True),  # 2 runs: each run is half the range from the median
+        ([1.0, 1.1], [2.0, 2.25], True),  # same, different ranges: scipy says p = 0
         ([1.0, 1.0, 3.0, 3.0], [5.0, 5.0, 6.0, 6.0], True),  # two tied halves
-        ([1.0, 2.0], [5.0, 5.0, 5.0], True),          # 2 runs against a constant sample
-        ([1.0, 1.1], [2.0, 2.1, 2.3, 2.2], False),    # the second sample has a within spread
+        ([1.0, 2.0], [5.0, 5.0, 5.0], True),  # 2 runs against a constant sample
+        ([1.0, 1.1], [2.0, 2.1, 2.3, 2.2], False),  # the second sample has a within spread
     ],
 )
 def test_levene_without_within_sample_spread_is_undefined(b, c, undefined):
@@ -257,8 +259,7 @@ def test_levene_without_within_sample_spread_is_undefined(b, c, undefined):
 
 @pytest.mark.parametrize(
     "bad",
-    [[1.0, float("nan")], [float("inf")], [-float("inf"), 1.0], [0.0], [-1.0, 2.0],
-     [1e-300, 1.0], [5e-324], [1e300, 1.0], [1.7e308], []],
+    [[1.0, float("nan")], [float("inf")], [-float("inf"), 1.0], [0.0], [-1.0, 2.0], [1e-300, 1.0], [5e-324], [1e300, 1.0], [1.7e308], []],
 )
 def test_nan_infinite_and_out_of_range_times_are_refused(bad):
     with pytest.raises(InvalidSample):

@@ -1,4 +1,5 @@
 """describe(): every number against hand computations, written-out formulas and counting."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ def test_three_runs_by_hand():
     assert d.std == pytest.approx(math.sqrt(7 / 3), rel=1e-15)
     assert d.av == 3.0 and d.rv == 0.75 and d.unstable
     # t quantile with 2 df in closed form: t^2 = 2 c^2 / (1 - c^2), c = 0.95 -> 4.30265...
-    t = math.sqrt(2 * 0.95 ** 2 / (1 - 0.95 ** 2))
+    t = math.sqrt(2 * 0.95**2 / (1 - 0.95**2))
     assert t == pytest.approx(4.3026527297494639, rel=1e-12)  # = sqrt(1.805 / 0.0975)
     half = t * math.sqrt(7 / 3) / math.sqrt(3)
     assert d.mean_ci == pytest.approx((7 / 3 - half, 7 / 3 + half), rel=1e-12)
@@ -97,17 +98,17 @@ def test_thirty_five_runs_against_numpy_formulas():
 @pytest.mark.parametrize(
     ("sample", "av", "rv", "unstable"),
     [
-        ([200.0, 201.0], 1.0, 1 / 201, False),           # AV exactly 1 s, RV 0.5 %
+        ([200.0, 201.0], 1.0, 1 / 201, False),  # AV exactly 1 s, RV 0.5 %
         ([200.0, 200.9375], 0.9375, 0.9375 / 200.9375, False),
-        ([200.0, 201.0625], 1.0625, 1.0625 / 201.0625, True),   # AV just above 1 s, RV < 1 %
+        ([200.0, 201.0625], 1.0625, 1.0625 / 201.0625, True),  # AV just above 1 s, RV < 1 %
         ([200.0, 201.001], 1.001, 1.001 / 201.001, True),
-        ([49.5, 50.0], 0.5, 0.01, False),                # RV exactly 1 %, AV 0.5 s
-        ([49.5625, 50.0], 0.4375, 0.00875, False),       # RV just below
-        ([49.4375, 50.0], 0.5625, 0.01125, True),        # RV just above 1 %, AV < 1 s
-        ([99.0, 100.0], 1.0, 0.01, False),               # at both thresholds
-        ([0.99, 1.0], 0.01, 0.01, False),                # decimal input at 1 %, judged as written
+        ([49.5, 50.0], 0.5, 0.01, False),  # RV exactly 1 %, AV 0.5 s
+        ([49.5625, 50.0], 0.4375, 0.00875, False),  # RV just below
+        ([49.4375, 50.0], 0.5625, 0.01125, True),  # RV just above 1 %, AV < 1 s
+        ([99.0, 100.0], 1.0, 0.01, False),  # at both thresholds
+        ([0.99, 1.0], 0.01, 0.01, False),  # decimal input at 1 %, judged as written
         ([0.989, 1.0], 0.011, 0.011, True),
-        ([1.5, 1.0, 1.2], 0.5, 0.5 / 1.5, True),         # short program: RV decides
+        ([1.5, 1.0, 1.2], 0.5, 0.5 / 1.5, True),  # short program: RV decides
         ([1000.0, 1001.5, 1000.7], 1.5, 1.5 / 1001.5, True),  # long program: AV decides
     ],
 )
@@ -165,9 +166,7 @@ def test_accepts_lists_tuples_arrays():
     assert describe(x) == describe(tuple(x)) == describe(np.array(x))
 
 
-@pytest.mark.parametrize(
-    "sample", [[], [1.0, float("nan")], [1.0, float("inf")], [1.0, -2.0], [0.0, 1.0], [[1.0, 2.0]], ["x"]]
-)
+@pytest.mark.parametrize("sample", [[], [1.0, float("nan")], [1.0, float("inf")], [1.0, -2.0], [0.0, 1.0], [[1.0, 2.0]], ["x"]])
 def test_bad_samples_are_refused(sample):
     with pytest.raises(InvalidSample) as info:
         describe(sample)

@@ -3,6 +3,7 @@
 Before, such metrics were compared through 1/value, so the speedups and t-tests could not be
 recomputed from the means shown; and seed 004's "AV > 1 s" was applied to MB/s.
 """
+
 from __future__ import annotations
 
 import math

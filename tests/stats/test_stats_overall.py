@@ -1,4 +1,5 @@
 """overall(): the seed tables on a small synthetic suite whose sums are computed by hand."""
+
 from __future__ import annotations
 
 import json
@@ -93,9 +94,7 @@ def test_alpha_sets_the_share_interval():
 
 def test_another_baseline_name():
     suite = {p: {("os" if k == "none" else k): v for k, v in s.items()} for p, s in SUITE.items()}
-    assert [r.to_dict() for r in overall(suite, baseline="os")] == [
-        {**r.to_dict(), "baseline": "os"} for r in overall(SUITE)
-    ]
+    assert [r.to_dict() for r in overall(suite, baseline="os")] == [{**r.to_dict(), "baseline": "os"} for r in overall(SUITE)]
 
 
 def test_single_runs_leave_variances_undefined():

@@ -1,4 +1,5 @@
 """Properties of the statistics on arbitrary samples (hypothesis)."""
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,7 @@ def test_swapping_inverts_speedups_and_flips_verdicts(b, c):
 @given(b=any_sample, c=any_sample, power=st.integers(-6, 6))
 def test_scaling_both_by_a_power_of_two_changes_nothing(b, c, power):
     """Seconds or milliseconds give the same verdicts; powers of two scale floats exactly."""
-    k = 2.0 ** power
+    k = 2.0**power
     one, two = compare(b, c), compare([k * x for x in b], [k * x for x in c])
     assert one.mean_speedup == two.mean_speedup and one.median_speedup == two.median_speedup
     for field in ("mean_p_faster", "mean_p_slower", "median_p_faster", "median_p_slower", "variance_p"):

@@ -5,6 +5,7 @@ started as root in a private directory with a slurm.conf describing this machine
 :class:`Unavailable` with the reason it cannot start (not root, packages missing, a daemon that
 does not come up). Everything lives under the given directory; :func:`stop` ends the daemons.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,35 +39,40 @@ def _free_port() -> int:
 
 def _slurm_conf(root: Path, node: str, cpus: int, munge_socket: Path) -> str:
     ctld, slurmd = _free_port(), _free_port()
-    return "\n".join([
-        "ClusterName=pinlabtest",
-        f"SlurmctldHost={node}(127.0.0.1)",
-        f"SlurmctldPort={ctld}",
-        f"SlurmdPort={slurmd}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo=socket={munge_socket}",
-        f"StateSaveLocation={root}/state",
-        f"SlurmdSpoolDir={root}/spool",
-        f"SlurmctldPidFile={root}/slurmctld.pid",
-        f"SlurmdPidFile={root}/slurmd.pid",
-        f"SlurmctldLogFile={root}/log/slurmctld.log",
-        f"SlurmdLogFile={root}/log/slurmd.log",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        "AccountingStorageType=accounting_storage/none",
-        "JobCompType=jobcomp/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "MpiDefault=none",
-        "ReturnToService=2",
-        "SchedulerType=sched/builtin",
-        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=512 State=UNKNOWN",
-        "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "ClusterName=pinlabtest",
+                f"SlurmctldHost={node}(127.0.0.1)",
+                f"SlurmctldPort={ctld}",
+                f"SlurmdPort={slurmd}",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                "AuthType=auth/munge",
+                "CredType=cred/munge",
+                f"AuthInfo=socket={munge_socket}",
+                f"StateSaveLocation={root}/state",
+                f"SlurmdSpoolDir={root}/spool",
+                f"SlurmctldPidFile={root}/slurmctld.pid",
+                f"SlurmdPidFile={root}/slurmd.pid",
+                f"SlurmctldLogFile={root}/log/slurmctld.log",
+                f"SlurmdLogFile={root}/log/slurmd.log",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core",
+                "AccountingStorageType=accounting_storage/none",
+                "JobCompType=jobcomp/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                "MpiDefault=none",
+                "ReturnToService=2",
+                "SchedulerType=sched/builtin",
+                f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=512 State=UNKNOWN",
+                "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+            ]
+        )
+        + "\n"
+    )
 
 
 def start(root: Path) -> Cluster:
@@ -74,15 +80,28 @@ def start(root: Path) -> Cluster:
         raise Unavailable("starting Slurm's daemons needs root")
     missing = [d for d in DAEMONS if shutil.which(d) is None and not Path("/usr/sbin", d).exists()]
     if missing:
-        raise Unavailable(f"Slurm or munge is not installed ({', '.join(missing)} missing; make install installs slurmctld, slurmd, slurm-client and munge)")
+        raise Unavailable(
+            f"Slurm or munge is not installed ({', '.join(missing)} missing; make install installs slurmctld, slurmd, slurm-client and munge)"
+        )
     for sub in ("state", "spool", "log", "munge"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "munge").chmod(0o700)
     key, sock = root / "munge" / "munge.key", root / "munge" / "munge.sock"
     subprocess.run(["mungekey", "-c", "-f", "-k", str(key)], check=True, capture_output=True)
     key.chmod(0o600)
-    subprocess.run(["munged", "--force", f"--socket={sock}", f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
-                    f"--log-file={root}/munge/munged.log", f"--seed-file={root}/munge/munged.seed"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "munged",
+            "--force",
+            f"--socket={sock}",
+            f"--key-file={key}",
+            f"--pid-file={root}/munge/munged.pid",
+            f"--log-file={root}/munge/munged.log",
+            f"--seed-file={root}/munge/munged.seed",
+        ],
+        check=True,
+        capture_output=True,
+    )
     node = socket.gethostname().split(".")[0]
     conf = root / "slurm.conf"
     conf.write_text(_slurm_conf(root, node, len(os.sched_getaffinity(0)), sock))

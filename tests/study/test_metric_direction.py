@@ -1,8 +1,9 @@
-"""A study's metric states which way is better, stores it, and every report labels it (issue 9, item 10).
+"""A study's metric states which way is better, stores it, and every report labels it.
 
 Before, every metric but ``time`` was taken as larger-is-better, so a program's own timer
 (``--metric 'Time in seconds =\\s+([0-9.]+)'``, NPB's) reported slower placements as faster.
 """
+
 from __future__ import annotations
 
 import csv
@@ -22,8 +23,7 @@ CORES = len(os.sched_getaffinity(0))
 NPB = r"Time in seconds =\s+([0-9.]+)"
 # Prints an NPB-like timer line: 2.x seconds when it may run on several CPUs (placement none),
 # 1.x seconds when pinned to one CPU (compact, one thread): the pinned runs are the faster ones.
-TIMER = ["/bin/sh", "-c", 'case $(grep Cpus_allowed_list /proc/self/status) in *-*|*,*) t=2;; *) t=1;; esac; '
-         'echo " Time in seconds =    $t.$$"']
+TIMER = ["/bin/sh", "-c", 'case $(grep Cpus_allowed_list /proc/self/status) in *-*|*,*) t=2;; *) t=1;; esac; echo " Time in seconds =    $t.$$"']
 MACHINE = {"hostname": "old-host", "cpu_model": "Old CPU", "kernel": "5.10"}
 
 
@@ -37,8 +37,9 @@ def _one_line_error(result, *needles):
 @pytest.mark.parametrize("metric", [NPB, "json:results.count"])
 def test_a_custom_metric_without_a_direction_is_refused_before_anything_is_stored(tmp_path, metric):
     db = tmp_path / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "x", "-s", "none", "-n", "1", "--runs", "1", "-q",
-                        "--metric", metric, "-w", "primes:--limit 1000")
+    result = run_pinlab(
+        "study", "--db", str(db), "--name", "x", "-s", "none", "-n", "1", "--runs", "1", "-q", "--metric", metric, "-w", "primes:--limit 1000"
+    )
     _one_line_error(result, "does not say which way is better", "--metric-better lower", "higher")
     assert not db.exists()
     plan = StudyPlan("x", [Program("primes", [workload_path("primes"), "--json"])], ["none"], [1], 1, metric=metric)
@@ -46,12 +47,17 @@ def test_a_custom_metric_without_a_direction_is_refused_before_anything_is_store
         plan.validate()  # the Python API refuses the same thing
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["--metric-better", "higher", "--", "true"], ["contradicts --metric time", "leave --metric-better out"]),
-    (["--metric", "json:results.triad.best_mbs", "--metric-better", "lower", "-w", "stream:--size 1M"],
-     ["contradicts", "MB/s", "--metric-better higher"]),
-    (["--metric", NPB, "--metric-better", "faster", "--", "true"], ["--metric-better must be lower or higher"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--metric-better", "higher", "--", "true"], ["contradicts --metric time", "leave --metric-better out"]),
+        (
+            ["--metric", "json:results.triad.best_mbs", "--metric-better", "lower", "-w", "stream:--size 1M"],
+            ["contradicts", "MB/s", "--metric-better higher"],
+        ),
+        (["--metric", NPB, "--metric-better", "faster", "--", "true"], ["--metric-better must be lower or higher"]),
+    ],
+)
 def test_a_direction_that_cannot_be_right_is_refused(tmp_path, args, needles):
     db = tmp_path / "s.db"
     _one_line_error(run_pinlab("study", "--db", str(db), "--name", "x", "-s", "none", "-n", "1", "--runs", "1", "-q", *args), *needles)
@@ -63,8 +69,26 @@ def timer_study(tmp_path_factory):
     if CORES < 2:
         pytest.skip("needs two CPUs: the program tells a pinned run from an unpinned one by its allowed CPUs")
     db = tmp_path_factory.mktemp("npb") / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "npb", "-s", "none,compact", "-n", "1", "--runs", "5", "-q",
-                        "--metric", NPB, "--metric-better", "lower", "--", *TIMER)
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "npb",
+        "-s",
+        "none,compact",
+        "-n",
+        "1",
+        "--runs",
+        "5",
+        "-q",
+        "--metric",
+        NPB,
+        "--metric-better",
+        "lower",
+        "--",
+        *TIMER,
+    )
     assert result.returncode == 0, result.stderr
     return db
 
@@ -115,10 +139,22 @@ def test_every_speedup_is_labelled_with_the_direction(timer_study, tmp_path):
 def _old_study(path, metric: str, samples: dict[str, list[float]], programs=None) -> None:
     """A study as pinlab stored it before metric directions existed: no ``metric_better``."""
     programs = programs or [["prog", ["/opt/prog"]]]
-    parameters = {"programs": programs, "strategies": list(samples), "threads": [1], "runs": 5, "order": "interleaved",
-                  "warmup": 0, "mem": ["first-touch"], "coruns": ["none"], "metric": metric, "timeout": None, "sample_ms": 100.0}
-    configs = [{"program": programs[0][0], "argv": programs[0][1], "threads": 1, "placement": p, "mem": "first-touch", "corun": "none"}
-               for p in samples]
+    parameters = {
+        "programs": programs,
+        "strategies": list(samples),
+        "threads": [1],
+        "runs": 5,
+        "order": "interleaved",
+        "warmup": 0,
+        "mem": ["first-touch"],
+        "coruns": ["none"],
+        "metric": metric,
+        "timeout": None,
+        "sample_ms": 100.0,
+    }
+    configs = [
+        {"program": programs[0][0], "argv": programs[0][1], "threads": 1, "placement": p, "mem": "first-touch", "corun": "none"} for p in samples
+    ]
     with Store.open(path) as store:
         study = store.create_study("old", parameters, configs, 0, MACHINE, "0.9.0")
         for config, values in zip(store.configs(study.id), samples.values()):
@@ -161,13 +197,18 @@ def test_old_studies_of_known_metrics_keep_their_direction(tmp_path):
     _one_line_error(run_pinlab("report", "--db", str(times), "--metric-better", "higher"), "contradicts --metric time")
     rates = tmp_path / "mbs.db"
     stream = [["stream", [workload_path("stream"), "--json", "--size", "1M"]]]
-    _old_study(rates, "json:results.triad.best_mbs", {"none": [9000, 9100, 8950, 9050, 9020], "compact": [11000, 11100, 10950, 11050, 11020]},
-               programs=stream)
+    _old_study(
+        rates,
+        "json:results.triad.best_mbs",
+        {"none": [9000, 9100, 8950, 9050, 9020], "compact": [11000, 11100, 10950, 11050, 11020]},
+        programs=stream,
+    )
     data = json.loads(run_pinlab("report", "--db", str(rates), "--json").stdout)
     assert (data["metric_better"], data["metric_direction"]["source"], data["metric_direction"]["unit"]) == ("higher", "known", "MB/s")
     assert next(r for r in data["stats"] if r["placement"] == "compact")["verdict"] == "faster"
 
 
 def test_a_stored_direction_cannot_be_overridden_by_the_report(timer_study):
-    _one_line_error(run_pinlab("report", "npb", "--db", str(timer_study), "--metric-better", "higher"),
-                    "stores that lower is better", "leave --metric-better out")
+    _one_line_error(
+        run_pinlab("report", "npb", "--db", str(timer_study), "--metric-better", "higher"), "stores that lower is better", "leave --metric-better out"
+    )

@@ -1,6 +1,7 @@
 """Studies on a Slurm cluster: the split into array tasks, submission, the tasks' own databases,
 collection, status and resubmission; end to end on a real one-host Slurm cluster when one can be
 started here (root, Debian's packages), and with a stand-in sbatch otherwise."""
+
 from __future__ import annotations
 
 import json
@@ -47,12 +48,15 @@ def test_more_nodes_than_runs_and_adaptive_studies_are_refused():
         split_runs(plan(runs="auto"), 2, 1)
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(nodes=0), "--nodes must be at least 1"),
-    (dict(time="soon"), "--time 'soon' is not a Slurm time limit"),
-    (dict(partition="a b"), "--partition 'a b' is not a partition name"),
-    (dict(results="/nonexistent/dir"), "results directory '/nonexistent/dir' does not exist"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(nodes=0), "--nodes must be at least 1"),
+        (dict(time="soon"), "--time 'soon' is not a Slurm time limit"),
+        (dict(partition="a b"), "--partition 'a b' is not a partition name"),
+        (dict(results="/nonexistent/dir"), "results directory '/nonexistent/dir' does not exist"),
+    ],
+)
 def test_slurm_options_are_checked(tmp_path, options, message):
     with pytest.raises(UsageError, match=message):
         SlurmOptions(**{"results": str(tmp_path), **options}).validate()
@@ -86,7 +90,7 @@ def test_one_host_whose_memory_figure_moved_is_one_kind_of_node():
 @pytest.mark.skipif(not Path("/sys/devices/system/memory/block_size_bytes").exists(), reason="no memory blocks in sysfs")
 def test_a_nodes_hardware_line_counts_its_memory_blocks_not_its_memtotal():
     """MemTotal moves (a VM's balloon, the kernel's reservations); the memory blocks online do not."""
-    from pinlab.study.engine import node_identity
+    from pinlab.study.machine import node_identity
 
     root = Path("/sys/devices/system/memory")
     online = sum((d / "state").read_text().strip() == "online" for d in root.glob("memory[0-9]*"))
@@ -115,24 +119,49 @@ def fake_slurm(tmp_path: Path) -> dict[str, str]:
 
 
 def submit_args(db: Path, results: Path, *more: str) -> list[str]:
-    return ["study", "--backend", "slurm", "--db", str(db), "--results", str(results), "--name", "camp", "-s", "none,compact", "-n", "1",
-            "--runs", "4", "--warmup", "1", "--workload", WORKLOAD, *more]
+    return [
+        "study",
+        "--backend",
+        "slurm",
+        "--db",
+        str(db),
+        "--results",
+        str(results),
+        "--name",
+        "camp",
+        "-s",
+        "none,compact",
+        "-n",
+        "1",
+        "--runs",
+        "4",
+        "--warmup",
+        "1",
+        "--workload",
+        WORKLOAD,
+        *more,
+    ]
 
 
 def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
     env = fake_slurm(tmp_path)
     db, results = tmp_path / "main.db", tmp_path / "results"
     results.mkdir()
-    result = run_pinlab(*submit_args(db, results, "--nodes", "2", "--partition", "batch", "--time", "10:00",
-                                     "--sbatch-arg=--account=proj"), env=env)
+    result = run_pinlab(*submit_args(db, results, "--nodes", "2", "--partition", "batch", "--time", "10:00", "--sbatch-arg=--account=proj"), env=env)
     assert result.returncode == 0, result.stderr
     assert "12 runs in 2 array tasks (one whole node each), Slurm job 101" in result.stderr  # 2 configs x (4 runs + a warm-up per task)
     campaign_dir = results / "camp"
     sbatch_line = (tmp_path / "sbatch.log").read_text().split()
     assert sbatch_line == ["--parsable", "--account=proj", str(campaign_dir / "job.sh")]
     script = (campaign_dir / "job.sh").read_text()
-    for line in ("#SBATCH --array=0-1", "#SBATCH --exclusive", "#SBATCH --nodes=1", "#SBATCH --partition=batch", "#SBATCH --time=10:00",
-                 f'#SBATCH --output="{campaign_dir}/task-%a.out"'):
+    for line in (
+        "#SBATCH --array=0-1",
+        "#SBATCH --exclusive",
+        "#SBATCH --nodes=1",
+        "#SBATCH --partition=batch",
+        "#SBATCH --time=10:00",
+        f'#SBATCH --output="{campaign_dir}/task-%a.out"',
+    ):
         assert line in script.splitlines()
     campaign = json.loads((campaign_dir / "campaign.json").read_text())
     assert campaign["jobs"] == {"0": "101_0", "1": "101_1"}
@@ -164,7 +193,12 @@ def test_submit_collect_status_and_resume_with_a_stand_in_sbatch(tmp_path):
     # --resume resubmits the failed task only
     resumed = run_pinlab("study", "--resume", "camp", "--db", str(db), env=env)
     assert resumed.returncode == 0 and "resubmitted 1 task (1) as Slurm job 102" in resumed.stderr, resumed.stderr
-    assert (tmp_path / "sbatch.log").read_text().splitlines()[1].split() == ["--parsable", "--account=proj", "--array=1", str(campaign_dir / "job.sh")]
+    assert (tmp_path / "sbatch.log").read_text().splitlines()[1].split() == [
+        "--parsable",
+        "--account=proj",
+        "--array=1",
+        str(campaign_dir / "job.sh"),
+    ]
     task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "1"}, capture_output=True, text=True)
     assert task.returncode == 0, task.stderr
     collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
@@ -194,8 +228,9 @@ def test_each_tasks_node_warnings_are_collected_with_its_runs(tmp_path):
     results.mkdir()
     assert run_pinlab(*submit_args(db, results, "--nodes", "2"), env=env).returncode == 0
     campaign_dir = results / "camp"
-    task = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0", "OMP_NUM_THREADS": "3"},
-                          capture_output=True, text=True)
+    task = subprocess.run(
+        ["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0", "OMP_NUM_THREADS": "3"}, capture_output=True, text=True
+    )
     assert task.returncode == 0, task.stderr
     with sqlite3.connect(campaign_dir / "task-0.db") as conn:
         machine, stored = conn.execute("SELECT machine, warnings FROM studies").fetchone()
@@ -208,7 +243,9 @@ def test_each_tasks_node_warnings_are_collected_with_its_runs(tmp_path):
     collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
     assert collected.returncode == 0, collected.stderr
     expected = [f"node {host}: {w}" for w in task_warnings]
-    assert [line for line in collected.stderr.splitlines() if line.startswith("pinlab: warning: node ")] == [f"pinlab: warning: {w}" for w in expected]
+    assert [line for line in collected.stderr.splitlines() if line.startswith("pinlab: warning: node ")] == [
+        f"pinlab: warning: {w}" for w in expected
+    ]
     report = json.loads(run_pinlab("report", "camp", "--db", str(db), "--json").stdout)
     assert [w for w in report["warnings"] if w.startswith("node ")] == expected
     again = run_pinlab("study", "--collect", "camp", "--db", str(db), env=env)
@@ -233,8 +270,10 @@ def test_a_task_whose_database_cannot_be_read_is_said_so_and_not_resubmitted_bli
     assert status.returncode == 0 and status.stdout.splitlines()[0] == "camp: 2 tasks: 0 pending, 0 running, 0 done, 2 failed", status.stdout
     line = status.stdout.splitlines()[2].split(None, 4)
     assert line[:4] == ["0", "101_0", "failed", "?/6"], status.stdout
-    assert line[4] == (f"its database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): "
-                       "move it aside, then --resume runs the task again")
+    assert line[4] == (
+        f"its database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): "
+        "move it aside, then --resume runs the task again"
+    )
     assert status.stdout.splitlines()[3].endswith(f"ended without finishing (see {campaign_dir / 'task-1.out'})")
     resumed = run_pinlab("study", "--resume", "camp", "--db", str(db), env=env)
     assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
@@ -242,9 +281,11 @@ def test_a_task_whose_database_cannot_be_read_is_said_so_and_not_resubmitted_bli
     assert len((tmp_path / "sbatch.log").read_text().splitlines()) == 1
     again = subprocess.run(["bash", str(campaign_dir / "job.sh")], env={**env, "SLURM_ARRAY_TASK_ID": "0"}, capture_output=True, text=True)
     assert again.returncode == 2 and "give another --db" not in again.stderr
-    assert f"task 0's database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): " \
-           f"move {campaign_dir / 'task-0.db'} aside (its runs are then run again) and resubmit the task with `pinlab study --resume camp --db {db}`" \
-           in again.stderr, again.stderr
+    assert (
+        f"task 0's database cannot be read ({campaign_dir / 'task-0.db'} is not a pinlab study database (not an SQLite file)): "
+        f"move {campaign_dir / 'task-0.db'} aside (its runs are then run again) and resubmit the task with `pinlab study --resume camp --db {db}`"
+        in again.stderr
+    ), again.stderr
     (campaign_dir / "task-0.db").unlink()
     status = run_pinlab("study", "--status", "camp", "--db", str(db), env=env)
     assert status.stdout.splitlines()[2].endswith(f"exit status 2 (see {campaign_dir / 'task-0.out'})"), status.stdout
@@ -264,7 +305,7 @@ def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     refused = run_pinlab(*submit_args(db, quoted), env=env)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1 and "has a double quote" in refused.stderr, refused.stderr
     assert not db.exists() and list(quoted.iterdir()) == []
-    (tmp_path / "bin" / "sbatch").write_text(f"#!/bin/sh\necho 7\n")
+    (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 7\n")
     again = run_pinlab(*submit_args(db, results), env=env)
     assert again.returncode == 0 and "Slurm job 7" in again.stderr, again.stderr
     (tmp_path / "bin" / "sbatch").unlink()
@@ -277,20 +318,28 @@ def test_sbatch_missing_or_failing_is_one_line_and_stores_nothing(tmp_path):
     assert first.returncode == 2 and first.stderr.startswith("pinlab: error: sbatch not found") and not fresh.exists(), first.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--collect", "nope"], "no study named 'nope'"),
-    (["--status", "local"], "study local in"),
-    (["--collect", "a", "--status", "b"], "give one of --collect NAME, --status NAME and --resume NAME"),
-    (["--collect", ""], "pinlab: error: --collect needs the campaign's name: pinlab study --collect NAME --db FILE"),
-    (["--status", " "], "pinlab: error: --status needs the campaign's name: pinlab study --status NAME --db FILE"),
-    (["--status", "local"], "study local in {db} ran here, not on Slurm: --status is for a Slurm campaign's tasks (see pinlab report local)"),
-    (["--status", "local", "-s", "compact", "--nodes", "2"], "--status acts on a stored campaign with its own settings: leave --strategies, --nodes out"),
-    (["--nodes", "2", "--workload", WORKLOAD], "--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm"),
-    (["--backend", "slurm", "--name", "x", "--workload", WORKLOAD], "--backend slurm: give the thread counts with -n"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--collect", "nope"], "no study named 'nope'"),
+        (["--status", "local"], "study local in"),
+        (["--collect", "a", "--status", "b"], "give one of --collect NAME, --status NAME and --resume NAME"),
+        (["--collect", ""], "pinlab: error: --collect needs the campaign's name: pinlab study --collect NAME --db FILE"),
+        (["--status", " "], "pinlab: error: --status needs the campaign's name: pinlab study --status NAME --db FILE"),
+        (["--status", "local"], "study local in {db} ran here, not on Slurm: --status is for a Slurm campaign's tasks (see pinlab report local)"),
+        (
+            ["--status", "local", "-s", "compact", "--nodes", "2"],
+            "--status acts on a stored campaign with its own settings: leave --strategies, --nodes out",
+        ),
+        (["--nodes", "2", "--workload", WORKLOAD], "--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm"),
+        (["--backend", "slurm", "--name", "x", "--workload", WORKLOAD], "--backend slurm: give the thread counts with -n"),
+    ],
+)
 def test_campaign_commands_refuse_bad_input(tmp_path, args, message):
     db = tmp_path / "main.db"
-    made = run_pinlab("study", "--db", str(db), "--name", "local", "-s", "none", "-n", "1", "--runs", "1", "--warmup", "0", "--workload", WORKLOAD, "-q")
+    made = run_pinlab(
+        "study", "--db", str(db), "--name", "local", "-s", "none", "-n", "1", "--runs", "1", "--warmup", "0", "--workload", WORKLOAD, "-q"
+    )
     assert made.returncode == 0, made.stderr
     result = run_pinlab("study", "--db", str(db), *args)
     assert result.returncode == 2 and message.format(db=db) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -308,15 +357,18 @@ def test_a_study_runs_through_slurm_and_is_collected_into_one_report(slurm, tmp_
     assert slurm_cluster.wait_idle(cluster), "the campaign's jobs did not end within 3 minutes"
     status = run_pinlab("study", "--status", "camp", "--db", str(db), env=cluster.env)
     assert status.stdout.splitlines()[0] == "camp: 2 tasks: 0 pending, 0 running, 2 done, 0 failed", (
-        status.stdout, *(p.read_text() for p in (results / "camp").glob("task-*.out")))
+        status.stdout,
+        *(p.read_text() for p in (results / "camp").glob("task-*.out")),
+    )
     collected = run_pinlab("study", "--collect", "camp", "--db", str(db), env=cluster.env)
     assert collected.returncode == 0 and "12 new runs collected" in collected.stderr, collected.stderr
     report = json.loads(run_pinlab("report", "camp", "--db", str(db), "--json").stdout)
     assert len(report["runs"]) == 8 and all(r["status"] == "ok" for r in report["runs"])
     assert [n["node"] for n in report["nodes"]] == [cluster.node]
     local = tmp_path / "local.db"
-    made = run_pinlab("study", "--db", str(local), "--name", "camp", "-s", "none,compact", "-n", "1", "--runs", "4", "--warmup", "1",
-                      "--workload", WORKLOAD, "-q")
+    made = run_pinlab(
+        "study", "--db", str(local), "--name", "camp", "-s", "none,compact", "-n", "1", "--runs", "4", "--warmup", "1", "--workload", WORKLOAD, "-q"
+    )
     assert made.returncode == 0, made.stderr
     same = json.loads(run_pinlab("report", "camp", "--db", str(local), "--json").stdout)
     assert [r["config"] for r in same["stats"]] == [r["config"] for r in report["stats"]]  # the same report as a local study
@@ -353,8 +405,31 @@ def test_a_cancelled_task_says_so_and_its_resubmission_keeps_the_first_output(sl
     cluster = slurm
     db, results = tmp_path / "main.db", tmp_path / "results"
     results.mkdir()
-    submitted = run_pinlab("study", "--backend", "slurm", "--db", str(db), "--results", str(results), "--name", "slow", "-s", "none", "-n", "1",
-                           "--runs", "6", "--warmup", "0", "--time", "5", "--", "sleep", "1.5", env=cluster.env)
+    submitted = run_pinlab(
+        "study",
+        "--backend",
+        "slurm",
+        "--db",
+        str(db),
+        "--results",
+        str(results),
+        "--name",
+        "slow",
+        "-s",
+        "none",
+        "-n",
+        "1",
+        "--runs",
+        "6",
+        "--warmup",
+        "0",
+        "--time",
+        "5",
+        "--",
+        "sleep",
+        "1.5",
+        env=cluster.env,
+    )
     assert submitted.returncode == 0, submitted.stderr
     campaign_dir = results / "slow"
     job = json.loads((campaign_dir / "campaign.json").read_text())["jobs"]["0"]
@@ -381,7 +456,7 @@ def test_a_cancelled_task_says_so_and_its_resubmission_keeps_the_first_output(sl
     assert resumed.returncode == 0 and "resubmitted 1 task (0)" in resumed.stderr, resumed.stderr
     assert slurm_cluster.wait_idle(cluster), "the resubmitted task did not end"
     both = (campaign_dir / "task-0.out").read_text()
-    assert both.startswith(first) and "pinlab: task 0 of study slow: 6 runs stored in" in both[len(first):], both
+    assert both.startswith(first) and "pinlab: task 0 of study slow: 6 runs stored in" in both[len(first) :], both
     assert both.count("pinlab: task 0, Slurm job ") == 2
     collected = run_pinlab("study", "--collect", "slow", "--db", str(db), env=cluster.env)
     assert collected.returncode == 0 and "6 of 6 runs in all" in collected.stderr, collected.stderr

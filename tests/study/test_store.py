@@ -2,6 +2,7 @@
 
 Every test works on real SQLite files under tmp_path; the kill tests run a writer in a child process.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,15 +19,28 @@ from pathlib import Path
 import pytest
 
 from pinlab.errors import UsageError
-from pinlab.study.store import (APPLICATION_ID, RUN_FIELDS, SCHEMA_VERSION, DuplicateRun, Store, canonical_json,
-                                dataframe, fields_from_record)
+from pinlab.study.store import APPLICATION_ID, RUN_FIELDS, SCHEMA_VERSION, DuplicateRun, Store, canonical_json, dataframe, fields_from_record
 
 PARAMS = {"repeats": 5, "warmups": 1, "strategies": ["compact", "scatter"], "timeout_s": 60.0, "nested": {"b": 1, "a": [1.5, None]}}
 CONFIGS = [
-    {"program": "/usr/bin/stream", "argv": ["--size", "20M"], "threads": 4, "placement": "compact", "mem": "local",
-     "corun": None, "extra": {"label": "s4c"}},
-    {"program": "/usr/bin/stream", "argv": ["--size", "20M"], "threads": 4, "placement": "scatter", "mem": "interleave",
-     "corun": "stream:2", "extra": {}},
+    {
+        "program": "/usr/bin/stream",
+        "argv": ["--size", "20M"],
+        "threads": 4,
+        "placement": "compact",
+        "mem": "local",
+        "corun": None,
+        "extra": {"label": "s4c"},
+    },
+    {
+        "program": "/usr/bin/stream",
+        "argv": ["--size", "20M"],
+        "threads": 4,
+        "placement": "scatter",
+        "mem": "interleave",
+        "corun": "stream:2",
+        "extra": {},
+    },
     {"program": "sleep", "threads": 1, "placement": None},
 ]
 MACHINE = {"cpu_model": "Test CPU @ 2.0GHz", "kernel": "6.1.0", "governor": "performance", "topology": {"cores": 8, "nodes": 2}}
@@ -62,8 +76,14 @@ def full_run(position: int, index: int, big: int = 0) -> dict:
         "involuntary_context_switches": index,
         "max_rss_kib": 123456,
         "placement_cpus": [0, 2, 4, position],
-        "record": {"pinlab_run": 1, "argv": ["x", "ü", "\udcff"], "wall_seconds": 1.25 + index / 3, "index": index,
-                   "threads": [{"tid": t, "sample_cpus": list(range(10))} for t in range(3)], "pad": "x" * big},
+        "record": {
+            "pinlab_run": 1,
+            "argv": ["x", "ü", "\udcff"],
+            "wall_seconds": 1.25 + index / 3,
+            "index": index,
+            "threads": [{"tid": t, "sample_cpus": list(range(10))} for t in range(3)],
+            "pad": "x" * big,
+        },
         "stderr_tail": f"error at run {index}\nlast line é ✓ \x00 end",
     }
 
@@ -108,9 +128,12 @@ def test_round_trip_of_every_field(tmp_path):
         assert warm_run["warmup"] is True and warm_run["run_index"] == 0
         assert_run_equals(warm_run, warm)
         # The bytes stored are the canonical JSON of what was given, and the columns have their SQL types.
-        raw = store.connection.execute("SELECT record, placement_cpus, typeof(wall_seconds), typeof(max_rss_kib),"
-                                       " typeof(metric), stderr_tail FROM runs WHERE config_id = ? AND run_index = 0"
-                                       " AND warmup = 0", (configs[0]["id"],)).fetchone()
+        raw = store.connection.execute(
+            "SELECT record, placement_cpus, typeof(wall_seconds), typeof(max_rss_kib),"
+            " typeof(metric), stderr_tail FROM runs WHERE config_id = ? AND run_index = 0"
+            " AND warmup = 0",
+            (configs[0]["id"],),
+        ).fetchone()
         first = given[(configs[0]["id"], 0)]
         assert raw == (canonical_json(first["record"]), "[0,2,4,0]", "real", "integer", "real", first["stderr_tail"])
         row = store.connection.execute("SELECT parameters, machine FROM studies").fetchone()
@@ -122,8 +145,16 @@ def test_round_trip_of_every_field(tmp_path):
             if not row["warmup"]:
                 assert_run_equals(row, given[(row["config_id"], row["run_index"])])
             config = configs[row["position"]]
-            assert (row["study"], row["program"], row["argv"], row["threads"], row["placement"], row["mem"], row["corun"], row["extra"]) == \
-                ("étude ✓", config["program"], config["argv"], config["threads"], config["placement"], config["mem"], config["corun"], config["extra"])
+            assert (row["study"], row["program"], row["argv"], row["threads"], row["placement"], row["mem"], row["corun"], row["extra"]) == (
+                "étude ✓",
+                config["program"],
+                config["argv"],
+                config["threads"],
+                config["placement"],
+                config["mem"],
+                config["corun"],
+                config["extra"],
+            )
         assert "record" not in store.runs_frame("étude ✓")[0]
 
     check(store)
@@ -140,8 +171,17 @@ def test_numbers_are_normalised_not_lost(tmp_path):
     store = new_store(tmp_path)
     study = new_study(store)
     config = store.configs(study.id)[0]["id"]
-    store.add_run(config, 0, status="ok", wall_seconds=numpy.float64(2.5), max_rss_kib=numpy.int64(77), metric=float("nan"),
-                  migrations=3.0, placement_cpus=numpy.array([3, 1]), record={"v": numpy.float32(0.5), "cpus": {2, 1}})
+    store.add_run(
+        config,
+        0,
+        status="ok",
+        wall_seconds=numpy.float64(2.5),
+        max_rss_kib=numpy.int64(77),
+        metric=float("nan"),
+        migrations=3.0,
+        placement_cpus=numpy.array([3, 1]),
+        record={"v": numpy.float32(0.5), "cpus": {2, 1}},
+    )
     (run,) = store.runs(study.id)
     assert run["wall_seconds"] == 2.5 and run["max_rss_kib"] == 77 and run["migrations"] == 3
     assert run["metric"] is None  # SQLite stores NaN as NULL (documented)
@@ -230,7 +270,10 @@ FOREIGN = {
     "SQLite header then garbage": (_fake_header, "is damaged"),
     "another program's SQLite database": (_other_sqlite, "SQLite database of another program"),
     "another application id": (_other_application, "SQLite database of another program"),
-    "pinlab database of schema 99": (_newer_pinlab, "has study schema 99 (written by pinlab 0.1.0), newer than this pinlab reads (1): upgrade pinlab"),
+    "pinlab database of schema 99": (
+        _newer_pinlab,
+        "has study schema 99 (written by pinlab 0.1.0), newer than this pinlab reads (1): upgrade pinlab",
+    ),
     "pinlab mark without pinlab tables": (_mark_without_tables, "carries pinlab's mark but not its schema"),
 }
 
@@ -281,8 +324,12 @@ def test_same_study_again_is_returned_other_parameters_refused(tmp_path):
     config = store.configs(first.id)[0]["id"]
     store.add_run(config, 0, **full_run(0, 0))
     # Same parameters (key order and tuples do not matter), same configurations, same seed: the same study.
-    again = new_study(store, parameters=dict(reversed(list({**PARAMS, "strategies": ("compact", "scatter")}.items()))),
-                      machine={"other": "machine"}, tool_version="0.2.0")
+    again = new_study(
+        store,
+        parameters=dict(reversed(list({**PARAMS, "strategies": ("compact", "scatter")}.items()))),
+        machine={"other": "machine"},
+        tool_version="0.2.0",
+    )
     assert again == first
     assert len(store.configs(first.id)) == 3 and store.completed(first.id)[config] == 1
     content = store.connection.execute("SELECT * FROM studies").fetchall(), store.connection.execute("SELECT * FROM configs").fetchall()
@@ -380,7 +427,10 @@ def test_completed_and_failures(tmp_path):
     assert store.completed(study.id, warmup=True) == {a: 1, b: 1, c: 0}
     failures = store.failures(study.id)
     assert [(f["config_id"], f["run_index"], f["warmup"], f["status"], f["stderr_tail"]) for f in failures] == [
-        (a, 1, False, "failed", "tail 1"), (a, 2, False, "timeout", "tail 2"), (b, 0, True, "failed", "warm-up failed")]
+        (a, 1, False, "failed", "tail 1"),
+        (a, 2, False, "timeout", "tail 2"),
+        (b, 0, True, "failed", "warm-up failed"),
+    ]
     other = new_study(store, name="s2", seed=1)
     assert set(store.completed(other.id).values()) == {0} and store.failures(other.id) == []
 
@@ -388,10 +438,20 @@ def test_completed_and_failures(tmp_path):
 def test_fields_from_a_run_record_and_dataframe(tmp_path):
     from pinlab.launch.record import RunRecord, ThreadRecord
 
-    record = RunRecord(argv=["prog", "-n"], plan={"cpus": [0, 2]}, options={}, started_at=1700000000.5, wall_seconds=2.0,
-                       user_seconds=3.5, system_seconds=0.25, max_rss_kib=4096, voluntary_context_switches=10,
-                       involuntary_context_switches=2, exit_status=0,
-                       threads=[ThreadRecord(tid=5, pid=5, sample_times=[0.0, 0.1], sample_cpus=[0, 2])]).to_json()
+    record = RunRecord(
+        argv=["prog", "-n"],
+        plan={"cpus": [0, 2]},
+        options={},
+        started_at=1700000000.5,
+        wall_seconds=2.0,
+        user_seconds=3.5,
+        system_seconds=0.25,
+        max_rss_kib=4096,
+        voluntary_context_switches=10,
+        involuntary_context_switches=2,
+        exit_status=0,
+        threads=[ThreadRecord(tid=5, pid=5, sample_times=[0.0, 0.1], sample_cpus=[0, 2])],
+    ).to_json()
     store = new_store(tmp_path)
     study = new_study(store)
     config = store.configs(study.id)[0]["id"]
@@ -435,8 +495,9 @@ CHILD = textwrap.dedent("""
 
 
 def _start_writer(db: Path, mode: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(db), mode, str(Path(__file__).parent)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db), mode, str(Path(__file__).parent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _wait_for_runs(child: subprocess.Popen, count: int) -> list[tuple[int, int]]:
@@ -573,8 +634,9 @@ FILE_LIMIT_CHILD = textwrap.dedent("""
 
 def test_a_write_that_the_file_system_refuses_is_a_usage_error(tmp_path):
     db = tmp_path / "study.db"
-    result = subprocess.run([sys.executable, "-c", FILE_LIMIT_CHILD, str(db), str(Path(__file__).parent)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", FILE_LIMIT_CHILD, str(db), str(Path(__file__).parent)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     count, message = result.stdout.splitlines()
     assert int(count) >= 2

@@ -1,5 +1,6 @@
 """pinlab study end to end: runs stored as they finish, interrupted and killed studies resumed
 without losing or repeating a run, failing programs, timeouts, metrics, bad input."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,26 @@ def stored(db, name):
 
 def test_a_tiny_study_end_to_end(tmp_path):
     db = tmp_path / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "tiny", "-s", "none,compact", "-n", str(CORES), "--runs", "3", "-q",
-                        "--workload", "primes:--limit 5000", "--metric", "json:results.count", "--metric-better", "higher")
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "tiny",
+        "-s",
+        "none,compact",
+        "-n",
+        str(CORES),
+        "--runs",
+        "3",
+        "-q",
+        "--workload",
+        "primes:--limit 5000",
+        "--metric",
+        "json:results.count",
+        "--metric-better",
+        "higher",
+    )
     assert result.returncode == 0, result.stderr
     study, configs, runs = stored(db, "tiny")
     assert [c["placement"] for c in configs] == ["none", "compact"]
@@ -59,8 +78,28 @@ def test_random_draws_a_new_stored_placement_per_run_reproducibly(tmp_path):
 
 def test_a_failing_program_is_stored_and_the_study_stops_after_max_failures(tmp_path):
     db = tmp_path / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "bad", "-s", "none", "-n", "1", "--runs", "5", "--warmup", "0", "-q",
-                        "--max-failures", "2", "--", "sh", "-c", "echo broken input >&2; exit 3")
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "bad",
+        "-s",
+        "none",
+        "-n",
+        "1",
+        "--runs",
+        "5",
+        "--warmup",
+        "0",
+        "-q",
+        "--max-failures",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo broken input >&2; exit 3",
+    )
     assert result.returncode == 2
     told, error = result.stderr.splitlines()  # the first failure as it happened, then why the study stopped
     assert told.startswith("pinlab: run 1 of sh none x1 failed: exit status 3: broken input")
@@ -73,15 +112,37 @@ def test_a_failing_program_is_stored_and_the_study_stops_after_max_failures(tmp_
 def test_a_run_past_the_timeout_is_killed_and_stored_as_timed_out(tmp_path):
     db = tmp_path / "s.db"
     # a run that was not killed would outlast run_pinlab's own time limit
-    run_pinlab("study", "--db", str(db), "--name", "slow", "-s", "none", "-n", "1", "--runs", "1", "--warmup", "0", "-q",
-               "--timeout", "0.5", "--", "sleep", "600")
+    run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "slow",
+        "-s",
+        "none",
+        "-n",
+        "1",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "-q",
+        "--timeout",
+        "0.5",
+        "--",
+        "sleep",
+        "600",
+    )
     (run,) = stored(db, "slow")[2]
     assert run["status"] == "timeout" and run["signal"] == signal.SIGKILL
 
 
 def study_process(db, name, runs=5):
-    return subprocess.Popen([str(PINLAB), "study", "--db", str(db), "--name", name, "-s", "none,compact", "-n", "1",
-                             "--runs", str(runs), "-q", "--", "sleep", "0.2"], stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(PINLAB), "study", "--db", str(db), "--name", name, "-s", "none,compact", "-n", "1", "--runs", str(runs), "-q", "--", "sleep", "0.2"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_runs(db, at_least, timeout=60):
@@ -150,8 +211,28 @@ def test_bad_study_input(tmp_path):
 
 def test_counters_are_stored_per_run_and_reported_against_the_baseline(tmp_path):
     db = tmp_path / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "c", "-s", "none,compact", "-n", "1", "--runs", "3", "--warmup", "0", "-q",
-                        "--counters", "task-clock,page-faults", "--", sys.executable, "-c", "b = bytearray(32 << 20)")
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "c",
+        "-s",
+        "none,compact",
+        "-n",
+        "1",
+        "--runs",
+        "3",
+        "--warmup",
+        "0",
+        "-q",
+        "--counters",
+        "task-clock,page-faults",
+        "--",
+        sys.executable,
+        "-c",
+        "b = bytearray(32 << 20)",
+    )
     assert result.returncode == 0, result.stderr
     study, configs, runs = stored(db, "c")
     assert study.parameters["counters"] == ["task-clock", "page-faults"]
@@ -176,8 +257,30 @@ def test_counters_are_stored_per_run_and_reported_against_the_baseline(tmp_path)
 def test_adaptive_study_stops_when_every_comparison_is_decided(tmp_path):
     """sleep 0.02 against sleep 0.06: the median test decides at the first look (min-runs)."""
     db = tmp_path / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "auto", "-s", "none", "-n", "1", "--runs", "auto", "--min-runs", "5",
-                        "--max-runs", "12", "--warmup", "0", "-q", "--", "sh", "-c", "sleep 0.02")
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "auto",
+        "-s",
+        "none",
+        "-n",
+        "1",
+        "--runs",
+        "auto",
+        "--min-runs",
+        "5",
+        "--max-runs",
+        "12",
+        "--warmup",
+        "0",
+        "-q",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.02",
+    )
     assert result.returncode == 0, result.stderr
     study, configs, runs = stored(db, "auto")
     assert study.parameters["runs"] == "auto" and study.parameters["max_runs"] == 12
@@ -190,8 +293,28 @@ def test_adaptive_study_runs_until_decided_or_max_runs(tmp_path):
     guaranteed): whatever the data, each configuration ends with min-runs <= n <= max-runs, the
     baseline has as many runs as the most-run placement, and the report agrees with the stored runs."""
     db = tmp_path / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "auto", "-s", "none,compact", "-n", "1", "--runs", "auto", "--min-runs", "4",
-                        "--max-runs", "9", "--warmup", "0", "-q", "--", "true")
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(db),
+        "--name",
+        "auto",
+        "-s",
+        "none,compact",
+        "-n",
+        "1",
+        "--runs",
+        "auto",
+        "--min-runs",
+        "4",
+        "--max-runs",
+        "9",
+        "--warmup",
+        "0",
+        "-q",
+        "--",
+        "true",
+    )
     assert result.returncode == 0, result.stderr
     study, configs, runs = stored(db, "auto")
     counts = {c["placement"]: sum(r["config_id"] == c["id"] for r in runs) for c in configs}
@@ -211,8 +334,34 @@ def test_adaptive_study_runs_until_decided_or_max_runs(tmp_path):
 
 def test_adaptive_study_resumes_with_its_own_rule(tmp_path):
     db = tmp_path / "s.db"
-    proc = subprocess.Popen([str(PINLAB), "study", "--db", str(db), "--name", "a", "-s", "none,compact", "-n", "1", "--runs", "auto",
-                             "--min-runs", "6", "--max-runs", "6", "--warmup", "0", "-q", "--", "sleep", "0.1"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(PINLAB),
+            "study",
+            "--db",
+            str(db),
+            "--name",
+            "a",
+            "-s",
+            "none,compact",
+            "-n",
+            "1",
+            "--runs",
+            "auto",
+            "--min-runs",
+            "6",
+            "--max-runs",
+            "6",
+            "--warmup",
+            "0",
+            "-q",
+            "--",
+            "sleep",
+            "0.1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_runs(db, 3)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)

@@ -1,6 +1,7 @@
 """A study checks everything before it stores or runs anything, says why runs fail as they fail,
 exits non-zero when a configuration never succeeded, refuses a damaged database, and samples
 short runs often enough to show where their threads ran."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,10 @@ CORES = len(os.sched_getaffinity(0))
 
 
 #: Runs argv[2:], then writes the peak resident size of that child in KiB to argv[1]; the child's exit status.
-PEAK_RSS = ("import resource, subprocess, sys; status = subprocess.call(sys.argv[2:]); "
-            "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(status)")
+PEAK_RSS = (
+    "import resource, subprocess, sys; status = subprocess.call(sys.argv[2:]); "
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(status)"
+)
 
 
 def sha(path) -> str:
@@ -83,8 +86,9 @@ def test_the_strategy_hint_names_no_option_study_lacks(tmp_path):
 def test_a_bad_plan_leaves_the_name_free_for_the_corrected_one(tmp_path):
     db = tmp_path / "s.db"
     assert run_pinlab("study", "--db", str(db), "--name", "a", "-q", "--runs", "1", "--", "true").returncode == 0
-    one_line_error(run_pinlab("study", "--db", str(db), "--name", "b", "-q", "-n", str(CORES + 1), "-s", "compact", "--", "true"),
-                   "does not fit this machine")
+    one_line_error(
+        run_pinlab("study", "--db", str(db), "--name", "b", "-q", "-n", str(CORES + 1), "-s", "compact", "--", "true"), "does not fit this machine"
+    )
     assert [s.name for s in Store.open(db, create=False).studies()] == ["a"]
     fixed = run_pinlab("study", "--db", str(db), "--name", "b", "-q", "-n", str(CORES), "-s", "compact", "--runs", "1", "--", "true")
     assert fixed.returncode == 0, fixed.stderr
@@ -96,12 +100,16 @@ def test_resume_into_a_missing_database_creates_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["-w", "nosuch"], "unknown workload 'nosuch'"),
-    (["-w", "true"], "unknown workload 'true'"),  # a program on PATH is not a workload
-    (["--", "/nonexistent/program"], "cannot study '/nonexistent/program'"),
-    (["--", "{data}"], "permission denied"),
-], ids=["unknown workload", "program name as workload", "missing program", "not executable"])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["-w", "nosuch"], "unknown workload 'nosuch'"),
+        (["-w", "true"], "unknown workload 'true'"),  # a program on PATH is not a workload
+        (["--", "/nonexistent/program"], "cannot study '/nonexistent/program'"),
+        (["--", "{data}"], "permission denied"),
+    ],
+    ids=["unknown workload", "program name as workload", "missing program", "not executable"],
+)
 def test_programs_that_cannot_run_are_refused_before_anything_is_stored(tmp_path, argv, message):
     data = tmp_path / "data" / "notes.txt"
     data.parent.mkdir()
@@ -120,8 +128,11 @@ def test_a_name_taken_by_a_running_study_is_refused_at_once(tmp_path):
     db = tmp_path / "s.db"
     # The first study takes at least 600 s (300 runs of 2 s; it is killed once the second has answered):
     # the second must be refused while it still runs, on a loaded machine too.
-    first = subprocess.Popen([str(PINLAB), "study", "--db", str(db), "--name", "same", "-s", "none", "-n", "1", "--runs", "300", "-q",
-                              "--", "sleep", "2"], stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [str(PINLAB), "study", "--db", str(db), "--name", "same", "-s", "none", "-n", "1", "--runs", "300", "-q", "--", "sleep", "2"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
@@ -194,8 +205,24 @@ def test_a_study_whose_runs_all_fail_says_why_and_exits_1(tmp_path, args, reason
 
 
 def test_a_study_with_one_good_configuration_among_failing_ones_still_exits_1(tmp_path):
-    result = run_pinlab("study", "--db", str(tmp_path / "s.db"), "--name", "m", "-s", "none", "-n", "1", "--runs", "2", "-q",
-                        "-w", "primes:--limit 1000", "-w", "primes:--limit abc")
+    result = run_pinlab(
+        "study",
+        "--db",
+        str(tmp_path / "s.db"),
+        "--name",
+        "m",
+        "-s",
+        "none",
+        "-n",
+        "1",
+        "--runs",
+        "2",
+        "-q",
+        "-w",
+        "primes:--limit 1000",
+        "-w",
+        "primes:--limit abc",
+    )
     assert result.returncode == 1
     assert "1 configuration had no successful run" in result.stderr
 
@@ -216,6 +243,7 @@ def test_a_co_runner_that_dies_fails_the_run(tmp_path, monkeypatch):
 def _bad_size_corunners(init):
     def patched(self, kind, count, *args, **kwargs):
         init(self, kind, count, *args, size="1X", **kwargs)  # pinlab-corun refuses this size and exits 2
+
     return patched
 
 
@@ -225,8 +253,7 @@ def _bad_size_corunners(init):
 @pytest.fixture(scope="module")
 def good_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("good") / "good.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "g", "-s", "none,compact", "-n", "1", "--runs", "40", "-q",
-                        "-w", "primes:--limit 2000")
+    result = run_pinlab("study", "--db", str(db), "--name", "g", "-s", "none,compact", "-n", "1", "--runs", "40", "-q", "-w", "primes:--limit 2000")
     assert result.returncode == 0, result.stderr
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -248,9 +275,12 @@ def damage(source, target) -> str:
 def test_a_damaged_database_is_refused_by_study_and_report_and_left_as_it_was(tmp_path, good_db):
     db = tmp_path / "c.db"
     before = damage(good_db, db)
-    for args in (["study", "--db", str(db), "--name", "more", "--runs", "1", "-q", "--", "true"],
-                 ["study", "--db", str(db), "--resume", "g", "-q"],
-                 ["report", "--db", str(db)], ["report", "g", "--db", str(db), "--csv", str(tmp_path / "csv")]):
+    for args in (
+        ["study", "--db", str(db), "--name", "more", "--runs", "1", "-q", "--", "true"],
+        ["study", "--db", str(db), "--resume", "g", "-q"],
+        ["report", "--db", str(db)],
+        ["report", "g", "--db", str(db), "--csv", str(tmp_path / "csv")],
+    ):
         result = run_pinlab(*args)
         one_line_error(result, f"the study database {db} is damaged")
         assert f"sqlite3 {db} .recover" in result.stderr and result.stdout == ""
@@ -279,8 +309,9 @@ def test_the_recovery_the_message_suggests_works(tmp_path, good_db):
 
 def test_auto_sampling_gives_short_runs_many_samples(tmp_path):
     db = tmp_path / "s.db"
-    result = run_pinlab("study", "--db", str(db), "--name", "short", "-s", "none,compact", "-n", "1", "--runs", "3", "-q",
-                        "-w", "primes:--limit 400000")
+    result = run_pinlab(
+        "study", "--db", str(db), "--name", "short", "-s", "none,compact", "-n", "1", "--runs", "3", "-q", "-w", "primes:--limit 400000"
+    )
     assert result.returncode == 0, result.stderr
     with Store.open(db, readonly=True) as store:
         study = store.study("short")
@@ -301,8 +332,12 @@ def test_auto_sampling_gives_short_runs_many_samples(tmp_path):
 
 def test_an_explicit_sample_period_is_used_for_every_run(tmp_path):
     db = tmp_path / "s.db"
-    assert run_pinlab("study", "--db", str(db), "--name", "s7", "-s", "none", "-n", "1", "--runs", "2", "-q", "--sample-ms", "7",
-                      "--", "sleep", "0.05").returncode == 0
+    assert (
+        run_pinlab(
+            "study", "--db", str(db), "--name", "s7", "-s", "none", "-n", "1", "--runs", "2", "-q", "--sample-ms", "7", "--", "sleep", "0.05"
+        ).returncode
+        == 0
+    )
     with Store.open(db, readonly=True) as store:
         study = store.study("s7")
         assert study.parameters["sample_ms"] == 7.0

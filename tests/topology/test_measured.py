@@ -1,4 +1,5 @@
 """The measured grouping: a CPU latency matrix stored in hwloc XML becomes Group objects the strategies follow."""
+
 from __future__ import annotations
 
 import itertools
@@ -63,6 +64,7 @@ def test_without_the_matrix_the_same_flat_machine_mixes_the_clusters():
 
 def test_nested_levels_give_nested_groups():
     """Pairs sharing an L2 (10 ns) inside quads sharing an L3 (40 ns), across sockets (150 ns)."""
+
     def distance(a, b):
         return 10.0 if a // 2 == b // 2 else 40.0 if a // 4 == b // 4 else 150.0
 
@@ -98,6 +100,7 @@ def test_a_jump_just_under_the_threshold_is_one_level_and_just_over_is_two():
 
 def test_a_group_cutting_through_the_tree_is_left_out_with_a_note():
     """Two packages {0-3}, {4-7}, but a matrix claiming {2,3,4,5} share something: contradicts the tree."""
+
     def distance(a, b):
         return 20.0 if a in (2, 3, 4, 5) and b in (2, 3, 4, 5) else 100.0
 
@@ -156,11 +159,14 @@ def test_topology_command_shows_the_matrix_and_the_grouping(tmp_path):
     assert {int(c) % 2 for c in placed.stdout.replace(",", " ").split()} in ({0}, {1})
 
 
-@pytest.mark.parametrize("mangle, message", [
-    (lambda x: x.replace('nbobjs="8" kind="6"', 'nbobjs="9" kind="6"'), "malformed measured CPU latency matrix"),
-    (lambda x: x.replace('<indexes length="16">0 1', '<indexes length="16">0 x'), "malformed measured CPU latency matrix"),
-    (lambda x: x.replace('<indexes length="16">0 1 2 3 4 5 6 7', '<indexes length="16">0 1 2 3 4 5 6 70'), "names PUs [70]"),
-])
+@pytest.mark.parametrize(
+    "mangle, message",
+    [
+        (lambda x: x.replace('nbobjs="8" kind="6"', 'nbobjs="9" kind="6"'), "malformed measured CPU latency matrix"),
+        (lambda x: x.replace('<indexes length="16">0 1', '<indexes length="16">0 x'), "malformed measured CPU latency matrix"),
+        (lambda x: x.replace('<indexes length="16">0 1 2 3 4 5 6 7', '<indexes length="16">0 1 2 3 4 5 6 70'), "names PUs [70]"),
+    ],
+)
 def test_a_damaged_matrix_is_refused_in_one_line(tmp_path, mangle, message):
     xml = with_measurements(_synthetic_xml("core:8 pu:1"), cpu_latency_element(matrix_from(range(8), two_clusters)))
     with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -1,12 +1,13 @@
 """The bundled machines: each loads, hwloc accepts it, and it says what the seed papers say."""
+
 import shutil
 import subprocess
 from importlib import resources
 
 import pytest
 
+from pinlab.cpuset import format_cpulist
 from pinlab.topology import load_topology, preset_names
-from pinlab.topology.cpuset import format_cpulist
 
 PRESETS = preset_names()
 

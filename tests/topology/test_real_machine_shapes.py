@@ -8,6 +8,7 @@
 Machines are made by hwloc itself where it can (``lstopo -i`` synthetic, ``hwloc-annotate``
 for distances), otherwise written by hand in hwloc's format.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -20,8 +21,9 @@ from pinlab.topology import load_topology
 from pinlab.topology.render import render_tree, topology_to_json
 from tests.conftest import run_pinlab
 
-needs_hwloc = pytest.mark.skipif(not (shutil.which("lstopo-no-graphics") and shutil.which("hwloc-annotate")),
-                                 reason="hwloc's tools are not installed (make install installs them)")
+needs_hwloc = pytest.mark.skipif(
+    not (shutil.which("lstopo-no-graphics") and shutil.which("hwloc-annotate")), reason="hwloc's tools are not installed (make install installs them)"
+)
 
 
 def two_level_distance(i: int, j: int, per_group: int) -> int:
@@ -67,15 +69,17 @@ def hand_written(nodes_os: list[int], matrices: str, numa_attrs=lambda os, gp: "
             f'<object type="PU" os_index="{i}" cpuset="0x{1 << i:x}"/></object>'
         )
     full = (1 << len(nodes_os)) - 1
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
-            f'<object type="Machine" os_index="0" cpuset="0x{full:x}" complete_cpuset="0x{full:x}" allowed_cpuset="0x{full:x}">'
-            f'<object type="Package" os_index="0" cpuset="0x{full:x}">{"".join(objects)}</object></object>\n{matrices}</topology>\n')
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
+        f'<object type="Machine" os_index="0" cpuset="0x{full:x}" complete_cpuset="0x{full:x}" allowed_cpuset="0x{full:x}">'
+        f'<object type="Package" os_index="0" cpuset="0x{full:x}">{"".join(objects)}</object></object>\n{matrices}</topology>\n'
+    )
 
 
 def split(numbers: list[int], sizes: list[int]) -> list[list[int]]:
     parts, at = [], 0
     for size in sizes:
-        parts.append(numbers[at:at + size])
+        parts.append(numbers[at : at + size])
         at += size
     assert at == len(numbers)
     return parts
@@ -92,9 +96,8 @@ def test_every_index_and_value_element_is_read_whatever_their_split(tmp_path):
     n = len(nodes)
     latency = [10 if i == j else 20 + abs(i - j) for i in range(n) for j in range(n)]
     bandwidth = [100_000 if i == j else 50_000 - 1000 * abs(i - j) for i in range(n) for j in range(n)]
-    matrices = (
-        matrix_xml(f'type="NUMANode" nbobjs="{n}" kind="9" name="NUMABandwidth" indexing="os"', nodes, bandwidth, [n], [n * n])
-        + matrix_xml(f'type="NUMANode" nbobjs="{n}" kind="5" name="NUMALatency" indexing="os"', nodes, latency, [5, 1, 6], [7, 60, 77])
+    matrices = matrix_xml(f'type="NUMANode" nbobjs="{n}" kind="9" name="NUMABandwidth" indexing="os"', nodes, bandwidth, [n], [n * n]) + matrix_xml(
+        f'type="NUMANode" nbobjs="{n}" kind="5" name="NUMALatency" indexing="os"', nodes, latency, [5, 1, 6], [7, 60, 77]
     )
     path = tmp_path / "m.xml"
     path.write_text(hand_written(nodes, matrices))
@@ -157,25 +160,33 @@ def test_cores_whose_pus_sit_below_a_cache_are_cores_with_their_pus(description)
 def memory_machine(allowed_cpus: str, allowed_nodes: str | None) -> str:
     """Two packages of two cores, a node each (0 and 1); node 2 memory-only at the machine level
     (CXL), node 3 memory-only in a Group with no CPU (how some exports hold an HBM or CXL node)."""
+
     def core(i: int) -> str:
-        return (f'<object type="Core" os_index="{i}" cpuset="{hex(1 << i)}" complete_cpuset="{hex(1 << i)}">'
-                f'<object type="PU" os_index="{i}" cpuset="{hex(1 << i)}" complete_cpuset="{hex(1 << i)}"/></object>')
+        return (
+            f'<object type="Core" os_index="{i}" cpuset="{hex(1 << i)}" complete_cpuset="{hex(1 << i)}">'
+            f'<object type="PU" os_index="{i}" cpuset="{hex(1 << i)}" complete_cpuset="{hex(1 << i)}"/></object>'
+        )
 
     nodeset = f' allowed_nodeset="{allowed_nodes}"' if allowed_nodes else ""
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
-            f'<object type="Machine" os_index="0" cpuset="0xf" complete_cpuset="0xf" allowed_cpuset="{allowed_cpus}"{nodeset}>'
-            '<object type="NUMANode" os_index="2" cpuset="0x0" complete_cpuset="0x0" nodeset="0x4" local_memory="1073741824" subtype="CXL"/>'
-            f'<object type="Package" os_index="0" cpuset="0x3" complete_cpuset="0x3">'
-            f'<object type="NUMANode" os_index="0" cpuset="0x3" complete_cpuset="0x3" nodeset="0x1" local_memory="1073741824"/>{core(0)}{core(1)}</object>'
-            f'<object type="Package" os_index="1" cpuset="0xc" complete_cpuset="0xc">'
-            f'<object type="NUMANode" os_index="1" cpuset="0xc" complete_cpuset="0xc" nodeset="0x2" local_memory="1073741824"/>{core(2)}{core(3)}</object>'
-            '<object type="Group" cpuset="0x0" complete_cpuset="0x0">'
-            '<object type="NUMANode" os_index="3" cpuset="0x0" complete_cpuset="0x0" nodeset="0x8" local_memory="1073741824" subtype="HBM"/></object>'
-            '</object>\n</topology>\n')
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
+        f'<object type="Machine" os_index="0" cpuset="0xf" complete_cpuset="0xf" allowed_cpuset="{allowed_cpus}"{nodeset}>'
+        '<object type="NUMANode" os_index="2" cpuset="0x0" complete_cpuset="0x0" nodeset="0x4" local_memory="1073741824" subtype="CXL"/>'
+        f'<object type="Package" os_index="0" cpuset="0x3" complete_cpuset="0x3">'
+        f'<object type="NUMANode" os_index="0" cpuset="0x3" complete_cpuset="0x3" nodeset="0x1" local_memory="1073741824"/>{core(0)}{core(1)}</object>'
+        f'<object type="Package" os_index="1" cpuset="0xc" complete_cpuset="0xc">'
+        f'<object type="NUMANode" os_index="1" cpuset="0xc" complete_cpuset="0xc" nodeset="0x2" local_memory="1073741824"/>{core(2)}{core(3)}</object>'
+        '<object type="Group" cpuset="0x0" complete_cpuset="0x0">'
+        '<object type="NUMANode" os_index="3" cpuset="0x0" complete_cpuset="0x0" nodeset="0x8" local_memory="1073741824" subtype="HBM"/></object>'
+        "</object>\n</topology>\n"
+    )
 
 
-@pytest.mark.parametrize("allowed_nodes, expected", [("0xf", {0, 1, 2, 3}), ("0x6", {1, 2}), (None, {0, 1, 2, 3})],
-                         ids=["all nodes allowed", "a cgroup's mems 1-2", "no nodeset recorded"])
+@pytest.mark.parametrize(
+    "allowed_nodes, expected",
+    [("0xf", {0, 1, 2, 3}), ("0x6", {1, 2}), (None, {0, 1, 2, 3})],
+    ids=["all nodes allowed", "a cgroup's mems 1-2", "no nodeset recorded"],
+)
 def test_a_node_is_allowed_when_its_number_is_in_the_allowed_nodeset_whatever_its_cpus(tmp_path, allowed_nodes, expected):
     path = tmp_path / "m.xml"
     path.write_text(memory_machine("0x3", allowed_nodes))  # only package 0's CPUs are allowed
@@ -202,16 +213,22 @@ def test_narrowing_to_mems_allowed_keeps_memory_only_nodes():
 def v1_machine(allowed: int) -> str:
     """hwloc 1.x XML (no version attribute, Socket objects, online/allowed sets on every object):
     two sockets of two cores, the PUs outside ``allowed`` disallowed (a cgroup-restricted export)."""
+
     def sets(mask: int) -> str:
         return f'cpuset="{hex(mask)}" complete_cpuset="{hex(mask)}" online_cpuset="{hex(mask)}" allowed_cpuset="{hex(mask & allowed)}"'
 
     body = ""
     for socket in range(2):
-        cores = "".join(f'<object type="Core" os_index="{c}" {sets(1 << (2 * socket + c))}><object type="PU" os_index="{2 * socket + c}" '
-                        f'{sets(1 << (2 * socket + c))}/></object>' for c in range(2))
+        cores = "".join(
+            f'<object type="Core" os_index="{c}" {sets(1 << (2 * socket + c))}><object type="PU" os_index="{2 * socket + c}" '
+            f"{sets(1 << (2 * socket + c))}/></object>"
+            for c in range(2)
+        )
         body += f'<object type="Socket" os_index="{socket}" {sets(3 << (2 * socket))}>{cores}</object>'
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc.dtd">\n<topology>\n'
-            f'<object type="Machine" os_index="0" {sets(0xf)}>{body}</object>\n</topology>\n')
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc.dtd">\n<topology>\n'
+        f'<object type="Machine" os_index="0" {sets(0xF)}>{body}</object>\n</topology>\n'
+    )
 
 
 @needs_hwloc
@@ -227,17 +244,24 @@ def test_hwloc_1_files_keep_their_disallowed_cpus(tmp_path):
 def v3_machine() -> str:
     """What hwloc 3.0 writes: version 3.0 (DOCTYPE still hwloc2.dtd), an id per object, the
     topology-wide infos under <topology> after the objects."""
+
     def obj(kind: str, os_index: int, mask: int, gp: int, inner: str = "") -> str:
-        return (f'<object type="{kind}" os_index="{os_index}" cpuset="{hex(mask)}" complete_cpuset="{hex(mask)}" '
-                f'nodeset="0x1" complete_nodeset="0x1" gp_index="{gp}" id="obj{gp}">{inner}</object>')
+        return (
+            f'<object type="{kind}" os_index="{os_index}" cpuset="{hex(mask)}" complete_cpuset="{hex(mask)}" '
+            f'nodeset="0x1" complete_nodeset="0x1" gp_index="{gp}" id="obj{gp}">{inner}</object>'
+        )
 
     cores = "".join(obj("Core", c, 1 << c, 10 + c, obj("PU", c, 1 << c, 20 + c)) for c in range(4))
     numa = '<object type="NUMANode" os_index="0" cpuset="0xf" complete_cpuset="0xf" nodeset="0x1" complete_nodeset="0x1" gp_index="2" id="obj2" local_memory="1073741824"/>'
-    machine = ('<object type="Machine" os_index="0" cpuset="0xf" complete_cpuset="0xf" allowed_cpuset="0xf" nodeset="0x1" '
-               f'complete_nodeset="0x1" allowed_nodeset="0x1" gp_index="1" id="obj1">{numa}{obj("Package", 0, 0xf, 3, cores)}</object>')
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="3.0">\n'
-            f'{machine}\n<support name="custom.exported_support"/>\n<info name="HostName" value="node042"/>\n'
-            '<info name="Backend" value="Linux"/>\n</topology>\n')
+    machine = (
+        '<object type="Machine" os_index="0" cpuset="0xf" complete_cpuset="0xf" allowed_cpuset="0xf" nodeset="0x1" '
+        f'complete_nodeset="0x1" allowed_nodeset="0x1" gp_index="1" id="obj1">{numa}{obj("Package", 0, 0xF, 3, cores)}</object>'
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="3.0">\n'
+        f'{machine}\n<support name="custom.exported_support"/>\n<info name="HostName" value="node042"/>\n'
+        '<info name="Backend" value="Linux"/>\n</topology>\n'
+    )
 
 
 def test_hwloc_3_files_are_read(tmp_path):

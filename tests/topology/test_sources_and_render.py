@@ -1,4 +1,5 @@
 """Every way to name a topology, bad ones included, and the two ways to print it."""
+
 import json
 import shutil
 
@@ -54,8 +55,11 @@ def test_a_truncated_file_is_said_to_be_cut_short_not_blamed_on_its_version(tmp_
     if version == "1":
         text = text.replace('<topology version="2.0">', "<topology>")
     start = text.index("<topology")
-    cut = {"inside the topology tag": start + len("<topology ve") if version == "2" else start + len("<topolo"),
-           "after the topology tag": text.index(">", start) + 1, "in the middle": len(text) // 2}[keep]
+    cut = {
+        "inside the topology tag": start + len("<topology ve") if version == "2" else start + len("<topolo"),
+        "after the topology tag": text.index(">", start) + 1,
+        "in the middle": len(text) // 2,
+    }[keep]
     path = tmp_path / "cut.xml"
     path.write_text(text[:cut])
     with pytest.raises(UsageError) as caught:

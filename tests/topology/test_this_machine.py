@@ -1,12 +1,13 @@
 """Topology discovery on the machine the tests run on, checked against what the kernel says in /sys."""
+
 import json
 import os
 from pathlib import Path
 
 import pytest
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.topology import load_topology
-from pinlab.topology.cpuset import parse_cpulist
 from tests.conftest import run_pinlab, this_cpus
 
 SYS_CPU = Path("/sys/devices/system/cpu")

@@ -22,6 +22,7 @@ Booting is slow (seconds with KVM, up to a minute under software emulation), so 
 commands: :meth:`NumaVM.batch` runs many named commands in one boot, concurrently within a group,
 and returns each command's stdout, stderr and exit status.
 """
+
 from __future__ import annotations
 
 import base64
@@ -123,10 +124,10 @@ def _is_static(path: str) -> bool:
             is64, little = head[4] == 2, head[5] == 1
             end = "<" if little else ">"
             if is64:
-                phoff, = struct.unpack_from(end + "Q", head, 32)
+                (phoff,) = struct.unpack_from(end + "Q", head, 32)
                 phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
             else:
-                phoff, = struct.unpack_from(end + "I", head, 28)
+                (phoff,) = struct.unpack_from(end + "I", head, 28)
                 phentsize, phnum = struct.unpack_from(end + "HH", head, 42)
             exe.seek(phoff)
             table = exe.read(phentsize * phnum)
@@ -213,7 +214,9 @@ class NumaVM:
         elif not ((CACHE / "initrd.gz").exists() and (CACHE / "vmlinuz").exists()):
             proc = subprocess.run([str(NUMAVM), "--setup"], capture_output=True, text=True, check=False)
             if proc.returncode != 0:
-                reason = f"cannot prepare the VM's kernel cache in {CACHE} (`tests/vm/numavm --setup` exit {proc.returncode}): {_one_line(proc.stderr)}"
+                reason = (
+                    f"cannot prepare the VM's kernel cache in {CACHE} (`tests/vm/numavm --setup` exit {proc.returncode}): {_one_line(proc.stderr)}"
+                )
         self._ready = reason
         return reason
 
@@ -223,8 +226,9 @@ class NumaVM:
             pytest.skip(f"NUMA VM unavailable: {reason}")
 
     # -- one boot -----------------------------------------------------------------------------
-    def run(self, script: str, *, nodes: int = 2, sockets: int | None = None, cpus: int = 4, timeout: int = VM_TIMEOUT,
-            layout: tuple[str, ...] = ()) -> VMResult:
+    def run(
+        self, script: str, *, nodes: int = 2, sockets: int | None = None, cpus: int = 4, timeout: int = VM_TIMEOUT, layout: tuple[str, ...] = ()
+    ) -> VMResult:
         """Run a shell snippet (``/bin/sh``) in a fresh guest; return its stdout, stderr and status.
 
         Skips the test when the VM cannot boot; a snippet failing inside the guest is returned
@@ -235,8 +239,20 @@ class NumaVM:
         shape = ["--nodes", str(nodes), "--sockets", str(sockets or nodes), "--cpus", str(cpus), *layout]
         # The marker tells "the guest ran our snippet" apart from a harness failure (also 125).
         wrapped = f"echo {_STARTED}\n{script}"
-        command = [str(NUMAVM), *shape, "--timeout", str(timeout), "--boot-timeout", str(VM_BOOT_TIMEOUT), "--nice", VM_NICE,
-                   "--", "/bin/sh", "-c", wrapped]
+        command = [
+            str(NUMAVM),
+            *shape,
+            "--timeout",
+            str(timeout),
+            "--boot-timeout",
+            str(VM_BOOT_TIMEOUT),
+            "--nice",
+            VM_NICE,
+            "--",
+            "/bin/sh",
+            "-c",
+            wrapped,
+        ]
         began = time.monotonic()
         try:
             proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout + 2 * VM_BOOT_TIMEOUT + 120)
@@ -244,10 +260,13 @@ class NumaVM:
             pytest.fail(f"numavm {' '.join(shape)} did not return within {timeout + 2 * VM_BOOT_TIMEOUT + 120} s")
         took = time.monotonic() - began
         if took > timeout / 4:
-            warnings.warn(f"a VM boot ({' '.join(shape)}) took {took:.0f} s, over a quarter of its {timeout} s timeout: "
-                          "split its commands over more boots so that a busy host still finishes them", stacklevel=2)
+            warnings.warn(
+                f"a VM boot ({' '.join(shape)}) took {took:.0f} s, over a quarter of its {timeout} s timeout: "
+                "split its commands over more boots so that a busy host still finishes them",
+                stacklevel=2,
+            )
         started = proc.stdout.startswith(_STARTED + "\n")
-        stdout = proc.stdout[len(_STARTED) + 1:] if started else proc.stdout
+        stdout = proc.stdout[len(_STARTED) + 1 :] if started else proc.stdout
         if not started:
             if proc.returncode == 124:
                 pytest.fail(f"the VM ({' '.join(shape)}) timed out after {timeout} s\n{_tail(proc.stderr)}")
@@ -256,8 +275,16 @@ class NumaVM:
             pytest.fail(f"the VM ({' '.join(shape)}) ran nothing (numavm exit {proc.returncode})\n{_tail(proc.stderr)}")
         return VMResult(stdout, proc.stderr, proc.returncode)
 
-    def batch(self, groups: list[Group], *, nodes: int = 2, sockets: int | None = None, cpus: int = 4, timeout: int = VM_TIMEOUT,
-              layout: tuple[str, ...] = ()) -> dict[str, VMResult]:
+    def batch(
+        self,
+        groups: list[Group],
+        *,
+        nodes: int = 2,
+        sockets: int | None = None,
+        cpus: int = 4,
+        timeout: int = VM_TIMEOUT,
+        layout: tuple[str, ...] = (),
+    ) -> dict[str, VMResult]:
         """Run named commands in one boot; return ``{name: VMResult}`` for every command (and setup).
 
         Groups run one after the other; the commands of a group run concurrently (the guest has
@@ -307,4 +334,3 @@ def numavm() -> NumaVM:
 def pinlab_cmd() -> str:
     """Shell-quoted path of the pinlab command, usable inside the guest."""
     return shlex.quote(pinlab_exe())
-

@@ -31,13 +31,13 @@ The guest's automatic NUMA balancing is switched off first so that only pinlab m
 (spinner never reads its memory again, so the balancer would not move it anyway; this removes
 the doubt).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -123,9 +123,20 @@ def spinner(tmp_path_factory) -> str:
 def guest(numavm, pinlab_cmd, spinner):
     """One boot a run (the three in one boot took 320 s on a quiet host, 662 s on a busy one, of
     the 900 s timeout): ``{"chosen": {a, b, ...}, "runs": {mode: parsed run}}``."""
-    commands = {mode: RUN.format(mode=mode, pinlab=pinlab_cmd, spinner=shlex.quote(spinner), init=INIT, warmup=WARMUP,
-                                 interval=INTERVAL, seconds=SECONDS, mem=MEM_MIB,
-                                 extra=f"--attached {ATTACHED_MIB}" if mode == "attached" else "") for mode in MODES}
+    commands = {
+        mode: RUN.format(
+            mode=mode,
+            pinlab=pinlab_cmd,
+            spinner=shlex.quote(spinner),
+            init=INIT,
+            warmup=WARMUP,
+            interval=INTERVAL,
+            seconds=SECONDS,
+            mem=MEM_MIB,
+            extra=f"--attached {ATTACHED_MIB}" if mode == "attached" else "",
+        )
+        for mode in MODES
+    }
     results = {}
     for mode in MODES:
         results.update(numavm.batch([numavm.Group(f"autopin_{mode}", {mode: commands[mode]}, setup=SETUP, parallel=False)], **SHAPE))
@@ -191,7 +202,8 @@ def _touched_on_node_0(run: dict, what: str) -> None:
     moves = _of(run, "migrate")
     before = {int(k): v for k, v in moves[0]["pages_before"].items()} if moves else {}
     assert before.get(0, 0) >= MOST * (MEM_MIB << 20) // os.sysconf("SC_PAGE_SIZE"), (
-        f"{what}: at the start the {MEM_MIB} MiB are not on node 0: {big} (moves: {moves})")
+        f"{what}: at the start the {MEM_MIB} MiB are not on node 0: {big} (moves: {moves})"
+    )
 
 
 def _chosen_node(guest, run: dict, what: str) -> int:
@@ -245,7 +257,9 @@ def test_pages_follow_the_thread_to_node_1(guest):
     assert move["seconds"] > 0 and move["not_moved"] >= 0
     # order: re-pin to B, then the migration, then the warm-up of w seconds, then B's window
     assert probes[0]["end"] <= probe_b["repinned_at"] <= move["t"] - move["seconds"] + 1e-5, (probes[0], move, probe_b)
-    assert probe_b["start"] - move["t"] >= WARMUP - 1e-5, f"B's window began {probe_b['start'] - move['t']:.3f} s after the migration ended, warm-up {WARMUP}"
+    assert probe_b["start"] - move["t"] >= WARMUP - 1e-5, (
+        f"B's window began {probe_b['start'] - move['t']:.3f} s after the migration ended, warm-up {WARMUP}"
+    )
     big = _big_mappings(run["numa_maps"])
     assert big, f"no mapping with {MEM_MIB} MiB in the program's numa_maps\n{run['numa_maps']}"
     for nodes in big:
@@ -284,7 +298,7 @@ def test_attached_data_follows_its_thread_and_nothing_else_moves(guest):
     chosen = _chosen_node(guest, run, what)
     address = re.search(r"spinner attached=0x([0-9a-f]+)", run["stdout"])
     assert address, run["stdout"]
-    line = next((l for l in run["numa_maps"].splitlines() if l.split()[:1] == [address.group(1)]), None)
+    line = next((x for x in run["numa_maps"].splitlines() if x.split()[:1] == [address.group(1)]), None)
     assert line is not None, f"the attached region is not in numa_maps\n{run['numa_maps']}"
     nodes = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"\bN(\d+)=(\d+)", line)}
     assert _mostly_on(nodes, chosen), f"the attached {ATTACHED_MIB} MiB did not follow the thread to node {chosen}: {nodes}"

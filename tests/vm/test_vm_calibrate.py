@@ -5,6 +5,7 @@ json`` and hwloc's own reading of the file. Checked: a latency row for every CPU
 per package (read from one of its CPUs) with a bandwidth and a latency for every node, and the
 file accepted by lstopo. The packages and nodes expected come from the guest's kernel (sysfs).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ def guest(numavm, pinlab_cmd):
     commands = {
         "kernel": KERNEL,
         "calibrate": f"{pinlab_cmd} calibrate --quick -o /tmp/measured.xml && {pinlab_cmd} topology -t /tmp/measured.xml -f json > /tmp/topo.json "
-                     "&& cat /tmp/topo.json && lstopo-no-graphics -i /tmp/measured.xml --memattrs > /tmp/memattrs.txt 2>&1 && cat /tmp/memattrs.txt >&2",
+        "&& cat /tmp/topo.json && lstopo-no-graphics -i /tmp/measured.xml --memattrs > /tmp/memattrs.txt 2>&1 && cat /tmp/memattrs.txt >&2",
     }
     return numavm.batch([numavm.Group("all", commands, parallel=False)], **SHAPE)
 
@@ -38,7 +39,7 @@ def test_calibrate_measures_every_cpu_and_every_node_from_every_package(guest):
     nodes = sorted(int(w[1]) for w in (line.split() for line in kernel) if w and w[0] == "node")
     assert len(set(package_of.values())) == 2 and len(nodes) == 2
     result = guest["calibrate"].check("pinlab calibrate in the guest")
-    topo = json.loads(result.stdout[result.stdout.index("{"):])
+    topo = json.loads(result.stdout[result.stdout.index("{") :])
     latency = topo["cpu_latency"]
     assert latency["cpus"] == sorted(package_of)
     for i, row in enumerate(latency["matrix"]):

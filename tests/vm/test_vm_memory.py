@@ -29,6 +29,7 @@ running, at once:
 Automatic NUMA balancing is switched off in the guest for these runs so that only the API moves
 pages.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,8 @@ pytestmark = pytest.mark.vm
 SHAPES = {"2s2n": {"nodes": 2, "sockets": 2, "cpus": 4}, "2s4n": {"nodes": 4, "sockets": 2, "cpus": 4}}
 HOLD_MIB = 24
 
-HOLDER = r"""
+HOLDER = (
+    r"""
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,7 +63,9 @@ int main(void)
     char c;
     return read(0, &c, 1) < 0;
 }
-""" % HOLD_MIB
+"""
+    % HOLD_MIB
+)
 
 SETUP = r"""
 echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
@@ -155,12 +159,20 @@ IMBALANCED_CASES = {
 # 2's short worker ends; node 2 steals from node 1, whose busy threads have the least data
 # attached (from node 0 when nothing is attached: a tie).
 BALANCE_CASES = {
-    "2s2n": {"cpus": "0,0,1,0,1,2,3", "workers": "1.5:8 1.5:8 1.5:8 1.5:8 0.2:8 0.2:8", "small": "1.5:1 1.5:1 1.5:1 1.5:1 0.2:1 0.2:1",
-             "first": {"attached": (0, 1, [2, 3]), "threads_only": (0, 1, [2, 3]), "accessed": (0, 1, [2, 3])}},
+    "2s2n": {
+        "cpus": "0,0,1,0,1,2,3",
+        "workers": "1.5:8 1.5:8 1.5:8 1.5:8 0.2:8 0.2:8",
+        "small": "1.5:1 1.5:1 1.5:1 1.5:1 0.2:1 0.2:1",
+        "first": {"attached": (0, 1, [2, 3]), "threads_only": (0, 1, [2, 3]), "accessed": (0, 1, [2, 3])},
+    },
     # without attached data nodes 0 and 1 weigh the same: the one with more waiting is robbed (which
     # one depends on how the host ran the guest's CPUs: either, then its last created busy worker)
-    "2s4n": {"cpus": "0,0,0,1,1,2,3", "workers": "1.5:16 1.5:16 1.5:2 1.5:2 0.2:2 1.5:2", "small": "1.5:1 1.5:1 1.5:1 1.5:1 0.2:1 1.5:1",
-             "first": {"attached": (1, 2, [3]), "threads_only": [(0, 2, [1]), (1, 2, [3])], "accessed": [(0, 2, [1]), (1, 2, [3])]}},
+    "2s4n": {
+        "cpus": "0,0,0,1,1,2,3",
+        "workers": "1.5:16 1.5:16 1.5:2 1.5:2 0.2:2 1.5:2",
+        "small": "1.5:1 1.5:1 1.5:1 1.5:1 0.2:1 1.5:1",
+        "first": {"attached": (1, 2, [3]), "threads_only": [(0, 2, [1]), (1, 2, [3])], "accessed": [(0, 2, [1]), (1, 2, [3])]},
+    },
 }
 
 
@@ -183,10 +195,14 @@ def guest(request, numavm, pinlab_cmd, programs):
         "autonuma": AUTONUMA.format(pinlab=pinlab_cmd),
         "twisted": TWISTED.format(pinlab=pinlab_cmd),
         "twisted_more": TWISTED_MORE.format(pinlab=pinlab_cmd),
-        "imbalanced": IMBALANCED.format(pinlab=pinlab_cmd, **{k: v for k, v in IMBALANCED_CASES[request.param].items()
-                                                               if k in ("teams", "per_team", "work")}),
-        "balance": BALANCE.format(pinlab=pinlab_cmd, balance_check=shlex.quote(programs["balance_check"]), **{
-            k: v for k, v in BALANCE_CASES[request.param].items() if k != "first"}),
+        "imbalanced": IMBALANCED.format(
+            pinlab=pinlab_cmd, **{k: v for k, v in IMBALANCED_CASES[request.param].items() if k in ("teams", "per_team", "work")}
+        ),
+        "balance": BALANCE.format(
+            pinlab=pinlab_cmd,
+            balance_check=shlex.quote(programs["balance_check"]),
+            **{k: v for k, v in BALANCE_CASES[request.param].items() if k != "first"},
+        ),
     }
     return {**SHAPES[request.param], "name": request.param}, _Boots(numavm, commands, SHAPES[request.param])
 
@@ -212,8 +228,9 @@ class _Boots:
             if group in self.failed:
                 raise self.failed[group]
             try:
-                self.results.update(self.numavm.batch([self.numavm.Group(group[0], {n: self.commands[n] for n in group},
-                                                                         setup=SETUP, parallel=False)], **self.shape))
+                self.results.update(
+                    self.numavm.batch([self.numavm.Group(group[0], {n: self.commands[n] for n in group}, setup=SETUP, parallel=False)], **self.shape)
+                )
             except BaseException as failure:  # pytest's fail and skip outcomes too
                 self.failed[group] = failure
                 raise
@@ -279,16 +296,20 @@ def test_pinlab_migrate_moves_the_bound_mapping_to_the_node_it_is_told(guest):
 
 def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     shape, results = guest
-    parts = {**_sections(results["twisted"].check("twisted-stream policies").stdout),
-             **_sections(results["twisted_more"].check("twisted-stream, two remote vectors and nested teams").stdout)}
+    parts = {
+        **_sections(results["twisted"].check("twisted-stream policies").stdout),
+        **_sections(results["twisted_more"].check("twisted-stream, two remote vectors and nested teams").stdout),
+    }
     runs = {name: json.loads(text) for name, text in parts.items()}
     assert len(runs) == 6, sorted(runs)
     nested = runs.pop("nested_first_touch")
     for name, run in runs.items():
         assert run["parameters"]["policy"] == name.removeprefix("remote2_").replace("_", "-") and run["valid"] is True, run
         assert run["parameters"]["remote"] == (2 if name.startswith("remote2_") else 3)
+
     def nodes(run, phase):
         return [team["node"] for team in run["results"]["phases"][phase]["teams"]]
+
     for run in runs.values():
         assert len(set(nodes(run, 0))) == 2, "scatter puts the two teams on two nodes (of two sockets) in phase 1"
     first = runs["first_touch"]
@@ -305,8 +326,9 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     touched = runs["remote2_next_touch"]
     home = nodes(touched, 0)
     assert nodes(touched, 1) == home, "next touch moves data, not threads"
-    assert touched["results"]["vector_nodes_after"] == [[home[(t + 1) % 2], home[(t + 1) % 2], home[t]] for t in range(2)], \
+    assert touched["results"]["vector_nodes_after"] == [[home[(t + 1) % 2], home[(t + 1) % 2], home[t]] for t in range(2)], (
         "next touch: a and b went to the team that used them in phase 2, c stayed with its own team"
+    )
     # two threads a team under --nested inherit: every team's inner threads stay on their master's
     # node, the main thread's included (the plan's two slots are the outer team; the inner threads
     # the main thread creates in each parallel region take none), and no team is said to span
@@ -325,8 +347,9 @@ def test_twisted_stream_policies_move_data_to_threads_or_threads_to_data(guest):
     mixed = runs["remote2_mixed"]
     home = nodes(mixed, 0)
     assert nodes(mixed, 1) == [home[(t + 1) % 2] for t in range(2)], "mixed: team t went to team t+1's node"
-    assert mixed["results"]["vector_nodes_after"] == [[home[t], home[t], home[(t + 1) % 2]] for t in range(2)], \
+    assert mixed["results"]["vector_nodes_after"] == [[home[t], home[t], home[(t + 1) % 2]] for t in range(2)], (
         "mixed: a and b stayed, each team's own c went with it"
+    )
 
 
 def test_an_idle_node_steals_threads_and_their_attached_data(guest):
@@ -420,9 +443,9 @@ def test_imbalanced_stream_steals_threads_with_or_without_their_data(guest):
             continue
         # the first team to finish (team 0) robs the victim; teams finishing later may rob others
         assert victim in robbed and teams[victim]["stolen_by"] == 0 and teams[victim]["threads_stolen"] == taken, (name, teams)
-        moved = teams[victim]["cpus_after"][k - taken:]
+        moved = teams[victim]["cpus_after"][k - taken :]
         assert {node_of_cpu[c] for c in moved} == {0}, ("stolen threads ended on the thief's node", name, teams[victim])
-        parts_of_stolen = teams[victim]["part_nodes_after"][k - taken:]
+        parts_of_stolen = teams[victim]["part_nodes_after"][k - taken :]
         parts_kept = teams[victim]["part_nodes_after"][: k - taken]
         assert parts_kept == [victim] * (k - taken), (name, teams[victim])
         if name == "move_threads":

@@ -21,6 +21,7 @@ In it (tests/memory/touch_check.c, and pinlab's commands):
   written (one migrate_pages call would pair them in ascending order: 0 to 0, 3 to 2); a cycle
   is refused.
 """
+
 from __future__ import annotations
 
 import errno
@@ -63,9 +64,8 @@ def guest(numavm, pinlab_cmd, tmp_path_factory):
         "follow": f"{pinlab_cmd} run -q -c 2 --mem follow -- cat /proc/self/numa_maps",
         "migrate": MIGRATE.format(check=program, pinlab=pinlab_cmd),
     }
-    setup = 'echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null\nR=$(mktemp -d)\nexport R\n'
-    return numavm.batch([numavm.Group("nodes", commands, setup=setup, parallel=False)], nodes=4, sockets=2, cpus=4, timeout=300,
-                        layout=LAYOUT)
+    setup = "echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null\nR=$(mktemp -d)\nexport R\n"
+    return numavm.batch([numavm.Group("nodes", commands, setup=setup, parallel=False)], nodes=4, sockets=2, cpus=4, timeout=300, layout=LAYOUT)
 
 
 def cases(result) -> dict[str, dict]:
@@ -121,8 +121,10 @@ def test_mem_follow_binds_a_thread_on_a_node_without_memory_to_the_nearest_memor
 
 def test_migrate_sends_each_from_node_to_the_to_node_written_beside_it(guest):
     parts = {k: "\n".join(v) for k, v in marked_sections(guest["migrate"].check("migrate").stdout).items()}
-    before, after = (dict(map(int, pair.split(": ")) for pair in side.split(", "))
-                     for side in re.fullmatch(r"process \d+: pages per node before (.*); after (.*)", parts["pairs"].strip()).groups())
+    before, after = (
+        dict(map(int, pair.split(": ")) for pair in side.split(", "))
+        for side in re.fullmatch(r"process \d+: pages per node before (.*); after (.*)", parts["pairs"].strip()).groups()
+    )
     assert before[0] >= 8 << 8 and before[3] >= 24 << 8, before
     assert after.get(2, 0) >= 8 << 8 and after.get(0, 0) >= 24 << 8 and 3 not in after, (before, after)
     assert after[2] < after[0], "node 0's 8 MiB went to node 2, node 3's 24 MiB to node 0"

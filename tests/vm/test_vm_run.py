@@ -24,6 +24,7 @@ Python starts are slow under software emulation, so the guest runs few Python pr
 (``pinlab.cli.main``, what the console script calls, with the program's output on file
 descriptors 1 and 2 redirected per run); the pinning runs use the installed console script.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,8 @@ import sys
 
 import pytest
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.native import native_path
-from pinlab.topology.cpuset import parse_cpulist
 
 pytestmark = pytest.mark.vm
 

@@ -15,6 +15,7 @@ The expected answers come from the kernel, read in the same guest (``/sys/device
 ``/sys/devices/system/cpu/cpuN/topology``, ``numactl --hardware``, ``/proc/self/status``), not
 from constants, so the assertions say "pinlab agrees with Linux".
 """
+
 from __future__ import annotations
 
 import json

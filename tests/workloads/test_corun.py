@@ -1,4 +1,5 @@
 """Co-runners load the CPUs they were given, and are gone after stop or when pinlab is killed."""
+
 from __future__ import annotations
 
 import os
@@ -125,16 +126,24 @@ def test_no_orphan_when_pinlab_is_killed():
 def test_duration_and_bad_input():
     proc, pids = start_cli("cpu", "--count", "1", "--duration", "0.3")
     assert proc.wait(timeout=10) == 0 and wait_gone(pids)
-    for args, message in ((["nope"], "unknown co-runner kind"), (["cpu", "--count", "0"], "at least 1"),
-                          (["sleep", "--period-us", "5"], "between 10 and 10000"), (["cpu", "--cpus", "9999"], "not allowed")):
+    for args, message in (
+        (["nope"], "unknown co-runner kind"),
+        (["cpu", "--count", "0"], "at least 1"),
+        (["sleep", "--period-us", "5"], "between 10 and 10000"),
+        (["cpu", "--cpus", "9999"], "not allowed"),
+    ):
         out = subprocess.run([str(PINLAB), "corun", *args], capture_output=True, text=True, timeout=30)
         assert out.returncode == 2 and message in out.stderr
 
 
-@pytest.mark.parametrize("args, status, message", [
-    (["memory", "--count", "1", "--size", "1X", "--duration", "600"], 2, "unknown unit"),  # the co-runner's own bad input
-    (["cpu", "--count", "1", "--duration", "600"], 137, "killed by signal 9"),  # killed from outside while running
-], ids=["bad size", "killed"])
+@pytest.mark.parametrize(
+    "args, status, message",
+    [
+        (["memory", "--count", "1", "--size", "1X", "--duration", "600"], 2, "unknown unit"),  # the co-runner's own bad input
+        (["cpu", "--count", "1", "--duration", "600"], 137, "killed by signal 9"),  # killed from outside while running
+    ],
+    ids=["bad size", "killed"],
+)
 def test_a_failing_co_runner_fails_pinlab_corun(args, status, message):
     """pinlab corun stops as soon as a co-runner ends by itself, says how, and exits with its status."""
     proc = subprocess.Popen([str(PINLAB), "corun", *args], stderr=subprocess.PIPE, text=True)

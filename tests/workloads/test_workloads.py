@@ -1,4 +1,5 @@
 """Every built-in workload at a tiny size: its JSON, its own result check, its bad input."""
+
 from __future__ import annotations
 
 import json
@@ -165,12 +166,15 @@ def test_twisted_stream_runs_every_policy_with_valid_results(policy, remote):
         assert "could not move" not in err
 
 
-@pytest.mark.parametrize("name, args, message", [
-    ("twisted-stream", ["--policy", "bogus"], "unknown --policy 'bogus'"),
-    ("nested-stream", ["--policy", "next-touch"], "nested-stream has one phase"),
-    ("nested-stream", ["--remote", "2"], "nested-stream has one phase"),
-    ("twisted-stream", ["--remote", "1"], "--remote must be between 2 and 3"),
-])
+@pytest.mark.parametrize(
+    "name, args, message",
+    [
+        ("twisted-stream", ["--policy", "bogus"], "unknown --policy 'bogus'"),
+        ("nested-stream", ["--policy", "next-touch"], "nested-stream has one phase"),
+        ("nested-stream", ["--remote", "2"], "nested-stream has one phase"),
+        ("twisted-stream", ["--remote", "1"], "--remote must be between 2 and 3"),
+    ],
+)
 def test_team_policies_are_refused_where_they_do_not_apply(name, args, message):
     out = subprocess.run([workload_path(name), *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and message in out.stderr
@@ -181,8 +185,9 @@ def test_imbalanced_stream_steals_half_of_the_busiest_team_when_a_team_finishes(
     """Team 0 (one repetition) ends first; under every policy but first-touch it takes half of team
     1's threads (at most one per CPU its own threads ran on), which end on those CPUs, and the
     results stay right. Where the data goes is proved on 2 and 4 nodes (tests/vm/test_vm_memory.py)."""
-    rc, data, err = run_json("imbalanced-stream", "--teams", "2", "--threads-per-team", "4", "--size", "200k", "--work", "1,200",
-                             "--policy", policy, "--place-teams")
+    rc, data, err = run_json(
+        "imbalanced-stream", "--teams", "2", "--threads-per-team", "4", "--size", "200k", "--work", "1,200", "--policy", policy, "--place-teams"
+    )
     assert rc == 0 and data["valid"] is True, err
     assert data["parameters"]["policy"] == policy and data["parameters"]["place_teams"] is True
     first, second = data["results"]["teams"]
@@ -194,13 +199,17 @@ def test_imbalanced_stream_steals_half_of_the_busiest_team_when_a_team_finishes(
         return
     assert second["stolen_by"] == 0 and second["threads_stolen"] == min(2, len(thief_cpus)), second
     assert 0 < second["stolen_at_seconds"] <= data["results"]["overall_seconds"]
-    stolen = second["cpus_after"][4 - second["threads_stolen"]:]
+    stolen = second["cpus_after"][4 - second["threads_stolen"] :]
     assert set(stolen) <= thief_cpus and len(set(stolen)) == len(stolen), (first, second)
 
 
 def test_imbalanced_stream_policy_and_place_words_are_checked():
     out = subprocess.run([workload_path("imbalanced-stream"), "--policy", "steal"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "unknown --policy 'steal': use first-touch, next-touch, move-threads or mixed" in out.stderr
-    out = subprocess.run([workload_path("imbalanced-stream"), "--policy", "mixed", "--teams", "1000", "--threads-per-team", "2", "--size", "1k"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [workload_path("imbalanced-stream"), "--policy", "mixed", "--teams", "1000", "--threads-per-team", "2", "--size", "1k"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "more than the memory API's 4096 regions" in out.stderr

@@ -11,19 +11,19 @@ symmetry (:func:`signature`, :mod:`pinlab.autopin.symmetry`), the most different
 A candidate gives one CPU per worker thread, worker 0 being the main thread: autopin never puts
 two workers on one CPU.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pinlab.autopin.explore import Explorer
+from pinlab.autopin.explore import AVOID, Explorer
 from pinlab.autopin.shape import shape
-from pinlab.autopin.explore import AVOID
 from pinlab.autopin.symmetry import away_from, signature
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
-from pinlab.placement.expressions import is_cpulist
 from pinlab.placement import strategies
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+from pinlab.placement.expressions import is_cpulist
 from pinlab.topology.model import Topology
 
 __all__ = ["Candidate", "auto_candidates", "parse_candidates", "signature", "strategy_candidates"]
@@ -107,8 +107,9 @@ def _check_room(topo: Topology, threads: int, cores: int, pus: int, smt: bool | 
     if threads > pus:
         raise UsageError(f"{threads} threads but only {pus} CPUs are allowed ({allowed}); autopin pins one thread per CPU: use -n {pus} or fewer")
     if smt is False and threads > cores:
-        raise UsageError(f"{threads} threads but only {cores} cores are allowed ({allowed}) and SMT siblings are excluded; "
-                         f"use -n {cores} or fewer, or allow SMT")
+        raise UsageError(
+            f"{threads} threads but only {cores} cores are allowed ({allowed}) and SMT siblings are excluded; use -n {cores} or fewer, or allow SMT"
+        )
 
 
 def _named_strategies(topo: Topology, threads: int, found: dict[Hashable, list[int]], smt_needed: bool) -> dict[Hashable, str]:
@@ -138,8 +139,9 @@ def _most_different_first(topo: Topology, found: dict[Hashable, list[int]], firs
     return ordered
 
 
-def _name(topo: Topology, threads: int, keys: list[Hashable], found: dict[Hashable, list[int]], named: dict[Hashable, str],
-          single: bool) -> list[Candidate]:
+def _name(
+    topo: Topology, threads: int, keys: list[Hashable], found: dict[Hashable, list[int]], named: dict[Hashable, str], single: bool
+) -> list[Candidate]:
     """Candidates named by strategy or by shape; candidates whose names clash get longer ones, as
     long as needed to tell them apart (threads per domain, then sizes of the domains, then CPUs)."""
     if single and threads == 1:
@@ -153,9 +155,15 @@ def _name(topo: Topology, threads: int, keys: list[Hashable], found: dict[Hashab
 
     def sizes(key: Hashable) -> str:
         per_level = zip((level for level, _ in shapes[key].loads), shapes[key].sizes)
-        return short(key) + " in " + ", ".join(
-            f"{level.noun} of {'+'.join(map(str, counts))} core{'s' if max(counts) > 1 else ''}"
-            for level, counts in per_level if level.kind != "Core" and counts)
+        return (
+            short(key)
+            + " in "
+            + ", ".join(
+                f"{level.noun} of {'+'.join(map(str, counts))} core{'s' if max(counts) > 1 else ''}"
+                for level, counts in per_level
+                if level.kind != "Core" and counts
+            )
+        )
 
     ways = [short, lambda key: shapes[key].describe(), sizes, lambda key: f"{sizes(key)}, CPUs {format_cpulist(found[key])}"]
     names = {key: short(key) for key in keys}
@@ -198,8 +206,10 @@ def parse_candidates(text: str, topo_or_allowed: Topology | Collection[int], thr
     # A plain CPU list is named "CPUs 0,1" (a bare "0" would read as a number in the verdicts);
     # a domain expression keeps its own words.
     kept = [tuple(cpus[:threads] if threads else cpus) for cpus in lists]
-    return [Candidate(f"CPUs {part if len(cpus) == len(full) else ','.join(map(str, cpus))}" if is_cpulist(part) else part, cpus)
-            for part, full, cpus in zip(parts, lists, kept)]
+    return [
+        Candidate(f"CPUs {part if len(cpus) == len(full) else ','.join(map(str, cpus))}" if is_cpulist(part) else part, cpus)
+        for part, full, cpus in zip(parts, lists, kept)
+    ]
 
 
 def _one_candidate(part: str, k: int, text: str, where: Topology | Collection[int]) -> list[int]:

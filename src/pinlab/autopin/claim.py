@@ -10,6 +10,7 @@ autopin holds the name; the kernel releases it when that autopin exits, however 
 (``kill -9`` too), and nothing is ever written to a file system. The socket listens, so that a
 refused autopin can ask the kernel who holds the claim (SO_PEERCRED) and name it.
 """
+
 from __future__ import annotations
 
 import errno
@@ -57,8 +58,10 @@ def claim(pid: int) -> Claim:
             raise
         holder = _holder(name)
         who = f" (pid {holder})" if holder else ""
-        raise UsageError(f"process {pid} is already being probed by another pinlab autopin{who}: two would fight over its threads' "
-                         f"CPUs and spoil each other's measurements; stop that one first") from None
+        raise UsageError(
+            f"process {pid} is already being probed by another pinlab autopin{who}: two would fight over its threads' "
+            f"CPUs and spoil each other's measurements; stop that one first"
+        ) from None
     sock.listen(1)
     return Claim(pid, sock)
 

@@ -26,6 +26,7 @@ the candidate's CPU k (round-robin past its end). A worker that appears during p
 candidate being probed (the preload library reads the live plan; pinlab re-pins any worker it
 finds elsewhere at its next reading); one that ends is dropped from the measurement.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -41,7 +42,8 @@ from typing import IO, Any
 
 from pinlab.autopin.decide import Judgement, judge
 from pinlab.autopin.options import AutopinOptions
-from pinlab.topology.cpuset import format_cpulist
+from pinlab.cpuset import format_cpulist
+from pinlab.launch.runner import ControllerBase
 
 Say = Callable[[str], None]
 
@@ -61,12 +63,22 @@ class Window:
     workers: list[int] = field(default_factory=list)  # worker counts at each reading
 
 
-class Autopin:
+class Autopin(ControllerBase):
     """autopin on one program: call :meth:`started` with its pid, then :meth:`step` at :meth:`wake_at`."""
 
-    def __init__(self, options: AutopinOptions, candidates: Sequence[Any], *, mode: str, argv: Sequence[str] | None = None,
-                 metric_factory: Callable[[int], Any], live_plan: Any = None, topology_name: str = "this",
-                 say: Say = _stderr, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        options: AutopinOptions,
+        candidates: Sequence[Any],
+        *,
+        mode: str,
+        argv: Sequence[str] | None = None,
+        metric_factory: Callable[[int], Any],
+        live_plan: Any = None,
+        topology_name: str = "this",
+        say: Say = _stderr,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not candidates:
             raise ValueError("autopin needs at least one candidate")
         self.options, self.candidates, self.mode, self.argv = options, list(candidates), mode, list(argv or [])
@@ -167,12 +179,32 @@ class Autopin:
         opts = self.options
         self._start_logged = True
         metric = {"metric": self.metric.name, "metric_unit": self.metric.unit, "metric_notice": self.metric.notice} if self.metric else {}
-        self._event("start", version=1, mode=self.mode, argv=self.argv or None, pid=self.pid, threads=len(self.candidates[0].cpus),
-                    **metric, topology=self.topology_name,
-                    params={"init": opts.init_seconds, "warmup": opts.warmup_seconds, "interval": opts.interval, "windows": opts.windows,
-                            "rounds": opts.rounds, "max_rounds": opts.max_rounds, "alpha": opts.alpha, "tolerance": opts.tolerance,
-                            "migrate_pages": opts.migrate_pages, "monitor": opts.monitor, "threshold": opts.monitor_threshold, "patience": opts.monitor_patience},
-                    candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)], **fields)
+        self._event(
+            "start",
+            version=1,
+            mode=self.mode,
+            argv=self.argv or None,
+            pid=self.pid,
+            threads=len(self.candidates[0].cpus),
+            **metric,
+            topology=self.topology_name,
+            params={
+                "init": opts.init_seconds,
+                "warmup": opts.warmup_seconds,
+                "interval": opts.interval,
+                "windows": opts.windows,
+                "rounds": opts.rounds,
+                "max_rounds": opts.max_rounds,
+                "alpha": opts.alpha,
+                "tolerance": opts.tolerance,
+                "migrate_pages": opts.migrate_pages,
+                "monitor": opts.monitor,
+                "threshold": opts.monitor_threshold,
+                "patience": opts.monitor_patience,
+            },
+            candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)],
+            **fields,
+        )
 
     def _search(self) -> Iterator[float]:
         """Probe the candidates (rounds as asked) and return the judgement."""
@@ -193,8 +225,14 @@ class Autopin:
             while len(self.candidates) > 1 and self._stats_import is not None and self._stats_import.is_alive():
                 yield self.clock() + 0.02  # scipy still loading: keep the wait loop going meanwhile
             looks = opts.round_limit if opts.adaptive else 1
-            judgement = judge(self.samples, {i: c.name for i, c in enumerate(self.candidates)}, opts.alpha, opts.tolerance, looks=looks,
-                              no_work_why=self.metric.nothing_seen())
+            judgement = judge(
+                self.samples,
+                {i: c.name for i, c in enumerate(self.candidates)},
+                opts.alpha,
+                opts.tolerance,
+                looks=looks,
+                no_work_why=self.metric.nothing_seen(),
+            )
             if len(self.candidates) == 1:
                 break
             if opts.adaptive:
@@ -242,13 +280,26 @@ class Autopin:
         if not partial:
             self.best_so_far = max(self.samples, key=lambda c: _mean(self.samples[c]) if self.samples[c] else -math.inf)
         cand = self.candidates[window.candidate]
-        self._event("probe", candidate=window.candidate, name=cand.name, cpus=list(cand.cpus), round=window.round,
-                    repinned_at=window.repinned_at, start=self._since(readings[0].time), end=self._since(readings[-1].time),
-                    rates={str(tid): rate for tid, rate in per_thread.items()}, mean=mean, windows=subs, threads=len(per_thread) or min(window.workers),
-                    **({"partial": True} if partial else {}))
+        self._event(
+            "probe",
+            candidate=window.candidate,
+            name=cand.name,
+            cpus=list(cand.cpus),
+            round=window.round,
+            repinned_at=window.repinned_at,
+            start=self._since(readings[0].time),
+            end=self._since(readings[-1].time),
+            rates={str(tid): rate for tid, rate in per_thread.items()},
+            mean=mean,
+            windows=subs,
+            threads=len(per_thread) or min(window.workers),
+            **({"partial": True} if partial else {}),
+        )
         spread = f", ±{_spread(subs):.1%} over {len(subs)} sub-windows" if len(subs) > 1 else ""
-        self.say(f"[{window.candidate + 1}/{len(self.candidates)}] {self._label(window.candidate)}: "
-                 f"{_number(mean)} {self.metric.unit}/s per thread{spread}{' (partial window)' if partial else ''}")
+        self.say(
+            f"[{window.candidate + 1}/{len(self.candidates)}] {self._label(window.candidate)}: "
+            f"{_number(mean)} {self.metric.unit}/s per thread{spread}{' (partial window)' if partial else ''}"
+        )
 
     def _choose(self, judgement: Judgement) -> bool:
         """Re-pin to the best and log the choice; whether the threads moved."""
@@ -262,10 +313,28 @@ class Autopin:
         runner = None
         if judgement.runner_up is not None:
             other = self.candidates[judgement.runner_up]
-            runner = {"candidate": judgement.runner_up, "name": other.name, "cpus": list(other.cpus), "rate": _mean(self.samples[judgement.runner_up])}
-        self._event("choice", candidate=best, name=cand.name, cpus=list(cand.cpus), rate=rate, runner_up=runner, p_value=judgement.p_value,
-                    effect=judgement.effect, decided=judgement.decided, equivalent=judgement.equivalent, within_tolerance=judgement.within_tolerance,
-                    verdict=judgement.verdict, rounds=self.rounds_done, probing_seconds=round(self.probing_seconds, 6))
+            runner = {
+                "candidate": judgement.runner_up,
+                "name": other.name,
+                "cpus": list(other.cpus),
+                "rate": _mean(self.samples[judgement.runner_up]),
+            }
+        self._event(
+            "choice",
+            candidate=best,
+            name=cand.name,
+            cpus=list(cand.cpus),
+            rate=rate,
+            runner_up=runner,
+            p_value=judgement.p_value,
+            effect=judgement.effect,
+            decided=judgement.decided,
+            equivalent=judgement.equivalent,
+            within_tolerance=judgement.within_tolerance,
+            verdict=judgement.verdict,
+            rounds=self.rounds_done,
+            probing_seconds=round(self.probing_seconds, 6),
+        )
         self.say(f"chose {self._label(best)}: {judgement.verdict}")
         self.reference = rate
         return moved
@@ -287,15 +356,23 @@ class Autopin:
                 recent.append(rate)
                 if len(recent) == recent.maxlen and min(recent) > self.reference:
                     self.reference = min(recent)  # a lasting rise: the level held since, to keep
-            self._event("rate", start=self._since(before.time), end=self._since(after.time), rate=rate, candidate=self.current,
-                        **({"reference": self.reference} if opts.monitor else {}))
+            self._event(
+                "rate",
+                start=self._since(before.time),
+                end=self._since(after.time),
+                rate=rate,
+                candidate=self.current,
+                **({"reference": self.reference} if opts.monitor else {}),
+            )
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
             if not opts.monitor or not math.isfinite(rate):
                 continue
             low = low + 1 if rate < self.reference * (1 - opts.monitor_threshold / 100) else 0
             if low >= opts.monitor_patience:
-                why = (f"the rate stayed more than {opts.monitor_threshold:g}% below the rate kept since the choice for {low} intervals "
-                       f"({_number(rate)} against {_number(self.reference)} {self.metric.unit}/s per thread): a new phase")
+                why = (
+                    f"the rate stayed more than {opts.monitor_threshold:g}% below the rate kept since the choice for {low} intervals "
+                    f"({_number(rate)} against {_number(self.reference)} {self.metric.unit}/s per thread): a new phase"
+                )
                 self._event("reprobe", why=why, rate=rate, reference=self.reference, intervals=low)
                 self.say(f"re-probing: {why}")
                 return
@@ -387,8 +464,15 @@ class Autopin:
             return
         seconds = self.clock() - began
         after = live.pages_per_node(self.pid)
-        self._event("migrate", from_nodes=sorted(old), to_nodes=sorted(new), pages_before={str(k): v for k, v in before.items()},
-                    pages_after={str(k): v for k, v in after.items()}, not_moved=left, seconds=round(seconds, 6))
+        self._event(
+            "migrate",
+            from_nodes=sorted(old),
+            to_nodes=sorted(new),
+            pages_before={str(k): v for k, v in before.items()},
+            pages_after={str(k): v for k, v in after.items()},
+            not_moved=left,
+            seconds=round(seconds, 6),
+        )
         self.say(f"moved pages from nodes {format_cpulist(old)} to {format_cpulist(new)} in {seconds:.3g} s")
 
     def _move_attached(self, cpu_of: dict[int, int]) -> None:
@@ -416,8 +500,10 @@ class Autopin:
         if regions:
             seconds = self.clock() - began
             self._event("migrate_attached", regions=regions, bytes=nbytes, pages_on_node=moved, not_moved=left, seconds=round(seconds, 6))
-            self.say(f"moved {regions} attached regions ({nbytes / 2**20:.1f} MiB) with their threads in {seconds:.3g} s"
-                     + (f"; {left} pages could not move" if left else ""))
+            self.say(
+                f"moved {regions} attached regions ({nbytes / 2**20:.1f} MiB) with their threads in {seconds:.3g} s"
+                + (f"; {left} pages could not move" if left else "")
+            )
 
     def _move_accessed(self, cpu_of: dict[int, int]) -> None:
         """The pages each re-pinned worker touched first in most of the page tracer's rounds, to
@@ -445,8 +531,9 @@ class Autopin:
         if found:
             seconds = self.clock() - began
             self._event("migrate_accessed", pages=found, pages_on_node=moved, not_moved=left, seconds=round(seconds, 6))
-            self.say(f"moved the {found} pages the workers mostly accessed with them in {seconds:.3g} s"
-                     + (f"; {left} could not move" if left else ""))
+            self.say(
+                f"moved the {found} pages the workers mostly accessed with them in {seconds:.3g} s" + (f"; {left} could not move" if left else "")
+            )
 
     def _reading(self) -> tuple[Any, int]:
         """The metric now over the workers now (those found off the candidate re-pinned first), and their number."""
@@ -472,8 +559,10 @@ class Autopin:
             if interrupted:
                 self.say(f"stopped after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured")
             else:
-                self.say(f"the program ended after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured; "
-                         f"give a shorter -i for a program this short")
+                self.say(
+                    f"the program ended after {wall:.3g} s, during the initialisation (-i {init:g} s): nothing was measured; "
+                    f"give a shorter -i for a program this short"
+                )
         ended_during_probing = self.probing
         if self.window is not None and self.metric is not None:
             self._finish_window(self.window, partial=True)
@@ -482,10 +571,18 @@ class Autopin:
         if self.current is not None:
             cand = self.candidates[self.current]
             final = {"candidate": self.current, "name": cand.name, "cpus": list(cand.cpus)}
-        summary = {"exit_status": exit_status, "signal": signal, "wall_seconds": round(self.clock() - self.t0, 6),
-                   "probing_seconds": round(self.probing_seconds + (self.clock() - self._search_began if self.probing else 0.0), 6),
-                   "choices": len(self.choices), "final": final, "ended_during_init": ended_during_init, "ended_during_probing": ended_during_probing,
-                   "interrupted": interrupted, "restored": restored}
+        summary = {
+            "exit_status": exit_status,
+            "signal": signal,
+            "wall_seconds": round(self.clock() - self.t0, 6),
+            "probing_seconds": round(self.probing_seconds + (self.clock() - self._search_began if self.probing else 0.0), 6),
+            "choices": len(self.choices),
+            "final": final,
+            "ended_during_init": ended_during_init,
+            "ended_during_probing": ended_during_probing,
+            "interrupted": interrupted,
+            "restored": restored,
+        }
         self._event("summary", **summary)
         log, self._log = self._log, None
         if log is not None:
@@ -520,8 +617,10 @@ class Autopin:
                 log.close()
             except OSError:
                 pass  # the line that did not fit: what close() tries to write once more
-        self.say(f"cannot write the log {self.options.log}: {exc.strerror or exc}; logging stopped there, "
-                 "the events before it are in the file, and the program goes on")
+        self.say(
+            f"cannot write the log {self.options.log}: {exc.strerror or exc}; logging stopped there, "
+            "the events before it are in the file, and the program goes on"
+        )
 
     def _label(self, candidate: int | None) -> str:
         if candidate is None:
@@ -534,11 +633,13 @@ class Autopin:
 def _unfailing(say: Say) -> Say:
     """``say``, except that a progress line that cannot be written (stderr on a full disk, a closed
     terminal) is dropped: it must not stop the probing, let alone the program."""
+
     def said(line: str) -> None:
         try:
             say(line)
         except OSError:
             pass
+
     return said
 
 

@@ -14,6 +14,7 @@ when the two are equivalent within ``tolerance`` (two one-sided tests: the 1 - 2
 interval of the difference of the means lies within +-tolerance of the best's mean). Adaptive
 probing measures again only the candidates that are not settled.
 """
+
 from __future__ import annotations
 
 import math
@@ -72,7 +73,7 @@ def within(best: Sequence[float], other: Sequence[float], alpha: float, toleranc
     if se2 == 0:
         return abs(mb - mo) <= margin
     # Welch-Satterthwaite degrees of freedom, the interval at confidence 1 - 2 alpha.
-    df = se2 ** 2 / ((vb / len(best)) ** 2 / (len(best) - 1) + (vo / len(other)) ** 2 / (len(other) - 1))
+    df = se2**2 / ((vb / len(best)) ** 2 / (len(best) - 1) + (vo / len(other)) ** 2 / (len(other) - 1))
     q = t_quantile(1 - 2 * alpha, max(1, int(math.floor(df))))
     low, high = mb - mo - q * math.sqrt(se2), mb - mo + q * math.sqrt(se2)
     return -margin < low and high < margin
@@ -88,8 +89,14 @@ def smallest_p(n: int) -> float:
     return 1 / math.comb(2 * n, n)
 
 
-def judge(samples: Mapping[int, Sequence[float]], names: Mapping[int, str], alpha: float = 0.05, tolerance: float = 0.01,
-          looks: int = 1, no_work_why: str | None = None) -> Judgement:
+def judge(
+    samples: Mapping[int, Sequence[float]],
+    names: Mapping[int, str],
+    alpha: float = 0.05,
+    tolerance: float = 0.01,
+    looks: int = 1,
+    no_work_why: str | None = None,
+) -> Judgement:
     """The best candidate and how sure that is, from each candidate's sub-window rates.
 
     ``no_work_why``: what the metric knows of why it saw no work (a rate of 0), for the verdict.

@@ -3,7 +3,7 @@
 At every object holding threads, one decision: over how many of its children they spread, the
 fewest that can hold them (*pack*), the most (*spread*), or, where the two are far apart, one
 count in between that divides the threads evenly (*middle*: 2 of 4 packages for 4 threads); the threads are then shared over
-the chosen children by capacity (:func:`pinlab.placement.strategies.share`, hwloc_distrib's
+the chosen children by capacity (:func:`pinlab.placement.units.share`, hwloc_distrib's
 rule). Where an object's children differ (P-cores beside E-core clusters, packages of different
 sizes) a second decision says which class of child is used first. One *policy* fixes these
 decisions per kind of object (every package decides alike, every L3 alike), which keeps the
@@ -25,6 +25,7 @@ them; duplicates under the tree's symmetry are removed afterwards (:mod:`pinlab.
 Among children of one class the walk prefers those away from CPU 0, which the OS uses most (the
 autopin study avoids core #0 for the same reason), then tree order: the result is deterministic.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pinlab.autopin.symmetry import structure
-from pinlab.placement.strategies import share
+from pinlab.placement.units import share
 from pinlab.topology.model import Topology, TopoObject
 
 AVOID = 0  # the CPU the OS keeps busiest
@@ -137,7 +138,8 @@ class Explorer:
         order = self._orders.get((id(obj), first))
         if order is None:  # the chosen class first, then the others in their order; away from CPU 0; tree order
             order = self._orders[id(obj), first] = sorted(
-                info.usable, key=lambda c: (info.class_of[id(c)] != first, info.class_of[id(c)], AVOID in c.cpus))
+                info.usable, key=lambda c: (info.class_of[id(c)] != first, info.class_of[id(c)], AVOID in c.cpus)
+            )
         caps = [self.cap[id(c)] for c in order]
         counts = _child_counts(n, caps)
         if len(counts) > 1:

@@ -7,6 +7,7 @@ and takes each new thread's CPU from it. Layout (native byte order, see ``struct
 native/preload/pinlab_preload.c): magic ``PINLABP1``, a generation counter, the number of CPUs,
 4 bytes unused, then one int32 CPU per slot. Only pinlab writes it; the program maps it read-only.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -22,7 +23,7 @@ class LivePlan:
     """A live plan file for one program: create it, :meth:`write` each new candidate, :meth:`close`."""
 
     def __init__(self, cpus: Sequence[int], directory: str) -> None:
-        from pinlab.launch import shared_files
+        from pinlab.measure import shared_files
 
         self.ncpus = len(cpus)
         self.generation = 0
@@ -34,7 +35,7 @@ class LivePlan:
         except BaseException:
             shared_files.release(self.path)
             raise
-        self._map[:_HEADER.size] = _HEADER.pack(MAGIC, 0, self.ncpus, 0)
+        self._map[: _HEADER.size] = _HEADER.pack(MAGIC, 0, self.ncpus, 0)
         self.write(cpus)
 
     def write(self, cpus: Sequence[int]) -> None:
@@ -49,7 +50,7 @@ class LivePlan:
         return list(struct.unpack_from(f"={self.ncpus}i", self._map, _HEADER.size))
 
     def close(self) -> None:
-        from pinlab.launch import shared_files
+        from pinlab.measure import shared_files
 
         self._map.close()
         shared_files.release(self.path)

@@ -10,6 +10,7 @@ know, a field of the wrong type) is a :class:`~pinlab.errors.UsageError` naming 
 Later pinlabs may add fields and events: unknown fields are kept in each record's ``extra`` and
 unknown events in :attr:`AutopinLog.other`, never refused.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,22 @@ from typing import Any
 
 from pinlab.errors import UsageError
 
-__all__ = ["AutopinLog", "Candidate", "Start", "Probe", "Migration", "Choice", "RunnerUp", "Rate", "Reprobe", "Summary",
-           "read_log", "parse_log", "finite", "SUPPORTED_VERSIONS"]
+__all__ = [
+    "AutopinLog",
+    "Candidate",
+    "Start",
+    "Probe",
+    "Migration",
+    "Choice",
+    "RunnerUp",
+    "Rate",
+    "Reprobe",
+    "Summary",
+    "read_log",
+    "parse_log",
+    "finite",
+    "SUPPORTED_VERSIONS",
+]
 
 #: Versions of the log format this reader understands (a log without ``version`` is version 1).
 SUPPORTED_VERSIONS = (1,)
@@ -316,8 +331,10 @@ def _start(f: _Fields) -> Start:
     version = f.integer("version")
     version = 1 if version is None else version
     if version not in SUPPORTED_VERSIONS:
-        raise UsageError(f"{f.where}: log format version {version} is newer than this pinlab reads "
-                         f"({', '.join(map(str, SUPPORTED_VERSIONS))}): report it with the pinlab that wrote it, or upgrade pinlab")
+        raise UsageError(
+            f"{f.where}: log format version {version} is newer than this pinlab reads "
+            f"({', '.join(map(str, SUPPORTED_VERSIONS))}): report it with the pinlab that wrote it, or upgrade pinlab"
+        )
     listed = f.raw("candidates")
     if not isinstance(listed, list) or not listed:
         raise UsageError(f"{f.where}: the start event lists no candidates (field 'candidates'); {_HINT}")
@@ -327,17 +344,26 @@ def _start(f: _Fields) -> Start:
             raise UsageError(f"{f.where}: candidate {i} of the start event is not an object; {_HINT}")
         c = _Fields(item, f"{f.where}, candidate {i}")
         index = c.integer("index")
-        candidates.append(Candidate(index=i if index is None else index, name=c.text("name") or f"candidate {i}",
-                                    cpus=c.cpus("cpus", required=True)))
+        candidates.append(Candidate(index=i if index is None else index, name=c.text("name") or f"candidate {i}", cpus=c.cpus("cpus", required=True)))
     if len({c.index for c in candidates}) != len(candidates):
         raise UsageError(f"{f.where}: two candidates of the start event have the same index; {_HINT}")
     argv = f.raw("argv")
     params = f.mapping("params")
-    return Start(t=f.number("t") or 0.0, mode=f.text("mode") or ("attach" if f.obj.get("pid") is not None else "launch"),
-                 argv=tuple(str(a) for a in argv) if isinstance(argv, list) else None, pid=f.integer("pid"),
-                 threads=f.integer("threads"), metric=f.text("metric") or "unknown metric", metric_unit=f.text("metric_unit"),
-                 metric_notice=f.text("metric_notice"), topology=f.raw("topology"), params=params,
-                 candidates=tuple(candidates), version=version, extra=f.extra())
+    return Start(
+        t=f.number("t") or 0.0,
+        mode=f.text("mode") or ("attach" if f.obj.get("pid") is not None else "launch"),
+        argv=tuple(str(a) for a in argv) if isinstance(argv, list) else None,
+        pid=f.integer("pid"),
+        threads=f.integer("threads"),
+        metric=f.text("metric") or "unknown metric",
+        metric_unit=f.text("metric_unit"),
+        metric_notice=f.text("metric_notice"),
+        topology=f.raw("topology"),
+        params=params,
+        candidates=tuple(candidates),
+        version=version,
+        extra=f.extra(),
+    )
 
 
 def _probe(f: _Fields, line: int, start: Start) -> Probe:
@@ -350,18 +376,31 @@ def _probe(f: _Fields, line: int, start: Start) -> Probe:
     begin, end = f.number("start", required=True), f.number("end", required=True)
     if end < begin:
         raise UsageError(f"{f.where}: the probe ends (end {end:g}) before it starts (start {begin:g}); {_HINT}")
-    return Probe(line=line, t=f.number("t", required=True), candidate=index, name=f.text("name") or known.name,
-                 cpus=f.cpus("cpus") or known.cpus, round=f.integer("round"), repinned_at=f.number("repinned_at"),
-                 start=begin, end=end, rates={str(k): (None if v is None else float(v)) for k, v in rates.items()},
-                 mean=f.number("mean"), windows=f.numbers("windows"), threads=f.raw("threads"), extra=f.extra())
+    return Probe(
+        line=line,
+        t=f.number("t", required=True),
+        candidate=index,
+        name=f.text("name") or known.name,
+        cpus=f.cpus("cpus") or known.cpus,
+        round=f.integer("round"),
+        repinned_at=f.number("repinned_at"),
+        start=begin,
+        end=end,
+        rates={str(k): (None if v is None else float(v)) for k, v in rates.items()},
+        mean=f.number("mean"),
+        windows=f.numbers("windows"),
+        threads=f.raw("threads"),
+        extra=f.extra(),
+    )
 
 
 def _candidate(f: _Fields, index: int, start: Start) -> Candidate:
     try:
         return start.candidate(index)
     except StopIteration:
-        raise UsageError(f"{f.where}: candidate {index} is not one of the start event's candidates "
-                         f"({', '.join(str(c.index) for c in start.candidates)}); {_HINT}") from None
+        raise UsageError(
+            f"{f.where}: candidate {index} is not one of the start event's candidates ({', '.join(str(c.index) for c in start.candidates)}); {_HINT}"
+        ) from None
 
 
 def _choice(f: _Fields, line: int, start: Start) -> Choice:
@@ -375,41 +414,85 @@ def _choice(f: _Fields, line: int, start: Start) -> Choice:
         r = _Fields(runner, f"{f.where}, runner_up")
         r_index = r.integer("candidate", required=True)
         r_known = _candidate(r, r_index, start)
-        runner_up = RunnerUp(candidate=r_index, name=r.text("name") or r_known.name, cpus=r.cpus("cpus") or r_known.cpus,
-                             rate=r.number("rate"))
+        runner_up = RunnerUp(candidate=r_index, name=r.text("name") or r_known.name, cpus=r.cpus("cpus") or r_known.cpus, rate=r.number("rate"))
     equivalent = f.raw("equivalent") or []
     if not isinstance(equivalent, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in equivalent):
         raise f._bad("equivalent", "a list of candidate indexes")
-    return Choice(line=line, t=f.number("t", required=True), candidate=index, name=f.text("name") or known.name,
-                  cpus=f.cpus("cpus") or known.cpus, rate=f.number("rate"), runner_up=runner_up, p_value=f.number("p_value"),
-                  effect=f.number("effect"), decided=f.flag("decided"), equivalent=tuple(equivalent), verdict=f.text("verdict"),
-                  rounds=f.integer("rounds"), probing_seconds=f.number("probing_seconds"), extra=f.extra())
+    return Choice(
+        line=line,
+        t=f.number("t", required=True),
+        candidate=index,
+        name=f.text("name") or known.name,
+        cpus=f.cpus("cpus") or known.cpus,
+        rate=f.number("rate"),
+        runner_up=runner_up,
+        p_value=f.number("p_value"),
+        effect=f.number("effect"),
+        decided=f.flag("decided"),
+        equivalent=tuple(equivalent),
+        verdict=f.text("verdict"),
+        rounds=f.integer("rounds"),
+        probing_seconds=f.number("probing_seconds"),
+        extra=f.extra(),
+    )
 
 
 def _rate(f: _Fields, line: int, start: Start) -> Rate:
-    return Rate(line=line, t=f.number("t", required=True), start=f.number("start", required=True), end=f.number("end", required=True),
-                rate=f.number("rate"), candidate=f.integer("candidate"), extra=f.extra())
+    return Rate(
+        line=line,
+        t=f.number("t", required=True),
+        start=f.number("start", required=True),
+        end=f.number("end", required=True),
+        rate=f.number("rate"),
+        candidate=f.integer("candidate"),
+        extra=f.extra(),
+    )
 
 
 def _reprobe(f: _Fields, line: int, start: Start) -> Reprobe:
-    return Reprobe(line=line, t=f.number("t", required=True), why=f.text("why"), rate=f.number("rate"),
-                   reference=f.number("reference"), intervals=f.integer("intervals"), extra=f.extra())
+    return Reprobe(
+        line=line,
+        t=f.number("t", required=True),
+        why=f.text("why"),
+        rate=f.number("rate"),
+        reference=f.number("reference"),
+        intervals=f.integer("intervals"),
+        extra=f.extra(),
+    )
 
 
 def _migrate(f: _Fields, line: int, start: Start) -> Migration:
-    return Migration(line=line, t=f.number("t", required=True), from_nodes=f.raw("from_nodes"), to_nodes=f.raw("to_nodes"),
-                     pages_before=f.mapping("pages_before"), pages_after=f.mapping("pages_after"), seconds=f.number("seconds"),
-                     extra=f.extra())
+    return Migration(
+        line=line,
+        t=f.number("t", required=True),
+        from_nodes=f.raw("from_nodes"),
+        to_nodes=f.raw("to_nodes"),
+        pages_before=f.mapping("pages_before"),
+        pages_after=f.mapping("pages_after"),
+        seconds=f.number("seconds"),
+        extra=f.extra(),
+    )
 
 
 def _summary(f: _Fields, line: int, start: Start) -> Summary:
     final = f.raw("final")
     if final is not None and not isinstance(final, dict):
         raise f._bad("final", "an object or null")
-    return Summary(line=line, t=f.number("t", required=True), exit_status=f.integer("exit_status"), signal=f.integer("signal"),
-                   wall_seconds=f.number("wall_seconds"), probing_seconds=f.number("probing_seconds"), choices=f.integer("choices"),
-                   final=final, ended_during_probing=bool(f.flag("ended_during_probing")), interrupted=bool(f.flag("interrupted")),
-                   restored=bool(f.flag("restored")), ended_during_init=bool(f.flag("ended_during_init")), extra=f.extra())
+    return Summary(
+        line=line,
+        t=f.number("t", required=True),
+        exit_status=f.integer("exit_status"),
+        signal=f.integer("signal"),
+        wall_seconds=f.number("wall_seconds"),
+        probing_seconds=f.number("probing_seconds"),
+        choices=f.integer("choices"),
+        final=final,
+        ended_during_probing=bool(f.flag("ended_during_probing")),
+        interrupted=bool(f.flag("interrupted")),
+        restored=bool(f.flag("restored")),
+        ended_during_init=bool(f.flag("ended_during_init")),
+        extra=f.extra(),
+    )
 
 
 _READERS = {"probe": _probe, "choice": _choice, "rate": _rate, "reprobe": _reprobe, "migrate": _migrate, "summary": _summary}
@@ -439,23 +522,26 @@ def parse_log(lines: list[str], source: str = "log") -> AutopinLog:
         obj = _decode(text)
         if obj is None:
             if no == last_no and len(numbered) > 1:
-                warnings.append(f"the last line ({no}) of {source} is incomplete or garbled, as when autopin is killed while "
-                                f"writing: it is left out")
+                warnings.append(f"the last line ({no}) of {source} is incomplete or garbled, as when autopin is killed while writing: it is left out")
                 continue
             what = "is not valid JSON" if not _is_json(text) else "is not a JSON object with an 'event' field"
             raise UsageError(f"line {no} of {source} {what}: this is not an autopin log, or it was damaged; {_HINT}")
         decoded.append((no, obj))
     first_no, first = decoded[0]
     if first["event"] != "start":
-        raise UsageError(f"line {first_no} of {source} is a {first['event']!r} event, but an autopin log begins with its "
-                         f"'start' event: the beginning of the log is missing; {_HINT}")
+        raise UsageError(
+            f"line {first_no} of {source} is a {first['event']!r} event, but an autopin log begins with its "
+            f"'start' event: the beginning of the log is missing; {_HINT}"
+        )
     start = _start(_Fields(first, f"line {first_no} of {source}"))
     events, other = [], []
     for no, obj in decoded[1:]:
         where = f"line {no} of {source}"
         if obj["event"] == "start":
-            raise UsageError(f"{where} is a second 'start' event: the file holds more than one autopin run; "
-                             f"give each run its own --log file, or split this one at line {no}")
+            raise UsageError(
+                f"{where} is a second 'start' event: the file holds more than one autopin run; "
+                f"give each run its own --log file, or split this one at line {no}"
+            )
         reader = _READERS.get(obj["event"])
         if reader is None:
             other.append(obj)  # an event of a later pinlab: kept, not shown

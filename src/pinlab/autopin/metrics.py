@@ -16,6 +16,7 @@ opens, else the heartbeat when the program beat, else ``task-clock`` with a warn
 named explicitly is insisted on: if it cannot be measured here that is a UsageError saying why
 (no PMU, or which kernel setting refuses it), never a silent substitute.
 """
+
 from __future__ import annotations
 
 import errno as errnos
@@ -84,8 +85,7 @@ def rates(before: Reading, after: Reading, workers: int) -> tuple[dict[int, floa
     if seconds <= 0:
         raise ValueError(f"readings out of order or at the same time ({before.time} then {after.time})")
     if before.per_thread is not None and after.per_thread is not None:
-        per = {tid: (value - before.per_thread[tid]) / seconds
-               for tid, value in after.per_thread.items() if tid in before.per_thread}
+        per = {tid: (value - before.per_thread[tid]) / seconds for tid, value in after.per_thread.items() if tid in before.per_thread}
         return per, (sum(per.values()) / len(per) if per else math.nan)
     if workers < 1:
         raise ValueError(f"workers must be at least 1 (got {workers})")
@@ -99,9 +99,11 @@ def _refusal(event: Event, code: int) -> str:
     """Why perf_event_open refused or could not count ``event``, with what to do about it."""
     if code in (errnos.EACCES, errnos.EPERM):
         level = counters.paranoid()
-        fix = ("as root, `sysctl kernel.perf_event_paranoid=2` lets users count their own threads, or give pinlab CAP_PERFMON"
-               if level is None or level > 2 else
-               "the program may belong to another user or be protected: run pinlab as its owner or with CAP_PERFMON")
+        fix = (
+            "as root, `sysctl kernel.perf_event_paranoid=2` lets users count their own threads, or give pinlab CAP_PERFMON"
+            if level is None or level > 2
+            else "the program may belong to another user or be protected: run pinlab as its owner or with CAP_PERFMON"
+        )
         return f"the kernel refuses counters (perf_event_paranoid = {level}): {fix}"
     if code in counters._UNAVAILABLE:
         if event.software:
@@ -255,9 +257,11 @@ class StdoutMetric(Metric):
         if self.count:
             return None
         if not self.bytes:
-            return ("no output has come from the program yet: its output is a pipe here, which C stdio and Python fill in blocks "
-                    "of 4-8 KiB before writing; make it write each line as it is done: stdbuf -oL PROGRAM (C stdio), "
-                    "PYTHONUNBUFFERED=1 or python3 -u (Python), fflush(stdout) after each line")
+            return (
+                "no output has come from the program yet: its output is a pipe here, which C stdio and Python fill in blocks "
+                "of 4-8 KiB before writing; make it write each line as it is done: stdbuf -oL PROGRAM (C stdio), "
+                "PYTHONUNBUFFERED=1 or python3 -u (Python), fflush(stdout) after each line"
+            )
         if not self.lines:
             return f"{self.bytes} bytes of output came without a line end: the program's lines must end with a newline"
         return f"{self.lines} lines of output came, none matching {self.regex.pattern!r}: check the regular expression"
@@ -275,7 +279,7 @@ def _write_all(fd: int, data: bytes) -> bool:
     view = memoryview(data)
     while view:
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         except (BrokenPipeError, OSError):
             return False
     return True
@@ -290,9 +294,11 @@ class TaskClockMetric(Metric):
     not useful work."""
 
     name, unit, per_thread = "task-clock", "CPU seconds", True
-    WARNING = ("it measures each thread's share of CPU time, not useful work (a thread that spins or "
-               "waits actively looks as fast on any CPU): make the program beat (pinlab_heartbeat.h) "
-               "or use --metric stdout:REGEX")
+    WARNING = (
+        "it measures each thread's share of CPU time, not useful work (a thread that spins or "
+        "waits actively looks as fast on any CPU): make the program beat (pinlab_heartbeat.h) "
+        "or use --metric stdout:REGEX"
+    )
 
     def __init__(self, notice: str | None = None) -> None:
         self.notice = notice or f"metric: task-clock; warning: {self.WARNING}"
@@ -334,12 +340,14 @@ def choose_metric(name: str | None, *, heartbeat_path: str | None, heartbeat_see
         return _automatic(heartbeat_path, heartbeat_seen)
     if text == "heartbeat":
         if not heartbeat_path:
-            raise UsageError("--metric heartbeat: the program has no PINLAB_HEARTBEAT: start it under autopin, or "
-                             "`export PINLAB_HEARTBEAT=/dev/shm/NAME` before starting it, and make it beat (pinlab_heartbeat.h)")
+            raise UsageError(
+                "--metric heartbeat: the program has no PINLAB_HEARTBEAT: start it under autopin, or "
+                "`export PINLAB_HEARTBEAT=/dev/shm/NAME` before starting it, and make it beat (pinlab_heartbeat.h)"
+            )
         later = "" if heartbeat_seen else "; it has not beaten yet"
         return HeartbeatMetric(heartbeat_path, notice=f"metric: heartbeat (asked for; the program reports its work through PINLAB_HEARTBEAT{later})")
     if text.startswith("stdout:"):
-        return StdoutMetric(text[len("stdout:"):])
+        return StdoutMetric(text[len("stdout:") :])
     if text == "task-clock":
         return TaskClockMetric(notice=f"metric: task-clock (asked for); warning: {TaskClockMetric.WARNING}")
     try:

@@ -1,4 +1,5 @@
 """What the user asks of autopin, checked as a whole before anything runs (the CLI and the API share it)."""
+
 from __future__ import annotations
 
 import math
@@ -78,7 +79,13 @@ class AutopinOptions:
         for name, value, low in (("-t/--interval", self.interval, 0.0), ("-w/--warmup", self.warmup, 0.0), ("-i/--init", self.init, 0.0)):
             if value is None:
                 continue
-            if not isinstance(value, (int, float)) or math.isnan(value) or value < low or value > MAX_SECONDS or (name.startswith("-t") and value <= 0):
+            if (
+                not isinstance(value, (int, float))
+                or math.isnan(value)
+                or value < low
+                or value > MAX_SECONDS
+                or (name.startswith("-t") and value <= 0)
+            ):
                 what = "a positive number of seconds" if name.startswith("-t") else "a number of seconds, 0 or more"
                 raise UsageError(f"{name} must be {what}, at most one week (got {value})")
         if self.threads is not None and self.threads < 1:
@@ -101,11 +108,14 @@ class AutopinOptions:
             raise UsageError(f"unknown --migrate-pages {self.migrate_pages!r}: use off, process, attached or accessed")
         if self.metric is not None:
             if not self.metric.strip():
-                raise UsageError("--metric is empty: name a metric (instructions, cycles, heartbeat, stdout:REGEX, task-clock or a perf "
-                                 "event; pinlab autopin --list-metrics), or leave --metric out for the best one available")
-            if self.metric.strip().startswith("stdout:") and not self.metric.strip()[len("stdout:"):]:
-                raise UsageError("--metric stdout: needs a regular expression after 'stdout:', the lines that mark a unit of work "
-                                 "(e.g. stdout:^iteration)")
+                raise UsageError(
+                    "--metric is empty: name a metric (instructions, cycles, heartbeat, stdout:REGEX, task-clock or a perf "
+                    "event; pinlab autopin --list-metrics), or leave --metric out for the best one available"
+                )
+            if self.metric.strip().startswith("stdout:") and not self.metric.strip()[len("stdout:") :]:
+                raise UsageError(
+                    "--metric stdout: needs a regular expression after 'stdout:', the lines that mark a unit of work (e.g. stdout:^iteration)"
+                )
         for name, value in (("--threshold", self.threshold), ("--patience", self.patience)):
             if value is not None and not self.monitor:
                 raise UsageError(f"{name} applies to --monitor (a re-probe when the rate drops after the choice): add --monitor, or leave {name} out")
@@ -118,4 +128,4 @@ class AutopinOptions:
         if self.graph is not None and not self.strategies:
             raise UsageError("--graph gives candidates through graph strategies: add --strategies lpgp,treematch (or others) with it")
         if self.strategies is not None and self.candidates not in ("auto", None):
-            raise UsageError("give candidates one way: --candidates auto, -c \"0,1;0,2\" or --strategies compact,scatter")
+            raise UsageError('give candidates one way: --candidates auto, -c "0,1;0,2" or --strategies compact,scatter')

@@ -6,6 +6,7 @@ thread) and the metric's name. The choice among the available metrics (hardware 
 heartbeat, task-clock) is made after the initialisation time, when pinlab can tell whether the
 program reports a heartbeat.
 """
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,10 @@ def check_power(options: AutopinOptions, candidates: Sequence[Any]) -> None:
     if smallest_p(samples) * factor < options.alpha:
         return
     need = next(w for w in range(options.windows + 1, 1001) if smallest_p(w * options.round_limit) * factor < options.alpha)
-    raise UsageError(f"{options.windows} sub-windows x {options.round_limit} rounds can never give a significant verdict among "
-                     f"{len(candidates)} candidates at alpha {options.alpha:g}: use --windows {need} or more (or fewer candidates, more rounds)")
+    raise UsageError(
+        f"{options.windows} sub-windows x {options.round_limit} rounds can never give a significant verdict among "
+        f"{len(candidates)} candidates at alpha {options.alpha:g}: use --windows {need} or more (or fewer candidates, more rounds)"
+    )
 
 
 def check_log(path: str | None) -> None:
@@ -125,15 +128,22 @@ class _Launched(Autopin):
             self.held = None
 
 
-def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: Any = None, say: Say = _stderr,
-                    sample_ms: float | None = 100.0, launch_options: dict[str, Any] | None = None) -> Outcome:
+def autopin_program(
+    argv: Sequence[str],
+    options: AutopinOptions,
+    *,
+    topology: Any = None,
+    say: Say = _stderr,
+    sample_ms: float | None = 100.0,
+    launch_options: dict[str, Any] | None = None,
+) -> Outcome:
     """Start the program on the first candidate and probe the others while it runs."""
     from pinlab import heartbeat
     from pinlab.autopin.liveplan import LivePlan
     from pinlab.autopin.metrics import choose_metric
     from pinlab.launch import plan_spec
-    from pinlab.launch.runner import shared_directory
     from pinlab.launch.runner import run as launch
+    from pinlab.measure.shared_files import shared_directory
 
     if not argv:
         raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]")
@@ -178,8 +188,16 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
             tracker = PageTracker()
             env = tracker.env(env)
         spec = plan_spec(list(argv), cpus=list(candidates[0].cpus), threads=threads, env=env, sample_ms=sample_ms, **(launch_options or {}))
-        controller = _Launched(options, candidates, mode="launch", argv=argv, metric_factory=metric_factory, live_plan=live_plan,
-                               topology_name=getattr(topology, "name", "this"), say=say)
+        controller = _Launched(
+            options,
+            candidates,
+            mode="launch",
+            argv=argv,
+            metric_factory=metric_factory,
+            live_plan=live_plan,
+            topology_name=getattr(topology, "name", "this"),
+            say=say,
+        )
         controller.attachments = table.path if table is not None else None
         controller.tracker = tracker
         if stdout_metric is not None:
@@ -217,8 +235,9 @@ def autopin_program(argv: Sequence[str], options: AutopinOptions, *, topology: A
             heartbeat.remove(own_heartbeat)
 
 
-def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None, say: Say = _stderr,
-                     stop: Callable[[], bool] | None = None) -> Outcome:
+def autopin_attached(
+    pid: int, options: AutopinOptions, *, topology: Any = None, say: Say = _stderr, stop: Callable[[], bool] | None = None
+) -> Outcome:
     """Probe the candidates on a program already running; never kill it.
 
     On Ctrl-C (KeyboardInterrupt) the workers stay on the best candidate measured so far, or get
@@ -241,8 +260,10 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
     candidates = make_candidates(options, threads, topology)
     check_power(options, candidates)
     if options.threads is None and running > len(candidates[0].cpus):
-        raise UsageError(f"process {pid} has {running} worker threads but the candidates {len(candidates[0].cpus)} CPUs: "
-                         f"list {running} CPUs per candidate, or give -n {len(candidates[0].cpus)} to let the workers share them round-robin")
+        raise UsageError(
+            f"process {pid} has {running} worker threads but the candidates {len(candidates[0].cpus)} CPUs: "
+            f"list {running} CPUs per candidate, or give -n {len(candidates[0].cpus)} to let the workers share them round-robin"
+        )
     from pinlab.heartbeat import path_of_process
 
     heartbeat_path = path_of_process(pid)
@@ -256,27 +277,35 @@ def autopin_attached(pid: int, options: AutopinOptions, *, topology: Any = None,
 
     attachments = None
     if options.migrate_pages == "accessed":
-        raise UsageError("--migrate-pages accessed needs the page tracer loaded as the program starts: it works when autopin starts "
-                         "the program, not with --pid; use --migrate-pages process")
+        raise UsageError(
+            "--migrate-pages accessed needs the page tracer loaded as the program starts: it works when autopin starts "
+            "the program, not with --pid; use --migrate-pages process"
+        )
     if options.migrate_pages == "attached":
         from pinlab.memory.attached import table_of_process
 
         attachments = table_of_process(pid)
         if attachments is None:
-            raise UsageError(f"--migrate-pages attached reads the data a program attached to its threads, which only a program started "
-                             f"with PINLAB_MEM_ATTACH publishes (pinlab autopin or pinlab run --balance start it so); process {pid} was not: "
-                             "use --migrate-pages process")
+            raise UsageError(
+                f"--migrate-pages attached reads the data a program attached to its threads, which only a program started "
+                f"with PINLAB_MEM_ATTACH publishes (pinlab autopin or pinlab run --balance start it so); process {pid} was not: "
+                "use --migrate-pages process"
+            )
     # Claimed before any thread is touched, and held to the end: a second autopin on the program is refused.
     held = claim(pid)
     try:
-        controller = Autopin(options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say)
+        controller = Autopin(
+            options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say
+        )
         controller.attachments = attachments
+
         # Ctrl-C, and the SIGTERM or SIGHUP of `timeout` or a closed terminal, all end the session the
         # same way: the program keeps running, on the best candidate so far (or its own masks).
         def _interrupt(signum, frame):
             for repeated in previous:  # once is enough: a repeat (timeout signals the group too) must not cut the leaving short
                 signals.signal(repeated, signals.SIG_IGN)
             raise KeyboardInterrupt
+
         previous = {s: signals.signal(s, _interrupt) for s in (signals.SIGTERM, signals.SIGHUP)}
         interrupted = restored = False
         try:

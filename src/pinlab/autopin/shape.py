@@ -4,6 +4,7 @@ Candidates need a name a user understands at a glance ("1 package, shared L2"), 
 description with the thread counts per domain, and a measure of how different two placements
 are, so that the most different ones are probed first.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,7 @@ from dataclasses import dataclass
 
 from pinlab.topology.model import Topology, TopoObject
 
-_PLURAL = {"Package": ("package", "packages"), "NUMANode": ("NUMA node", "NUMA nodes"), "Die": ("die", "dies"),
-           "Core": ("core", "cores")}
+_PLURAL = {"Package": ("package", "packages"), "NUMANode": ("NUMA node", "NUMA nodes"), "Die": ("die", "dies"), "Core": ("core", "cores")}
 
 
 @dataclass(frozen=True)

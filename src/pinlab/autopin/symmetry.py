@@ -21,6 +21,7 @@ Limits, where the tree is not the whole machine:
 - The order of threads is ignored: a placement is a set of CPUs here (which worker sits where
   only matters to a program whose workers differ).
 """
+
 from __future__ import annotations
 
 import weakref

@@ -12,6 +12,7 @@ Any numpy (or ``numpy.load`` in a notebook) reads it. Arrays:
 - ``volume`` (one number per thread), ``meta``: a JSON string with ``granularity``,
   ``unit_bytes`` and ``measured``.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,7 @@ def write_binary(graph, out) -> None:
         index = np.int32 if n < 2**31 else np.int64
         arrays["rows"], arrays["cols"], arrays["values"] = upper[0][nonzero].astype(index), upper[1][nonzero].astype(index), values
     arrays["volume"] = np.asarray(graph.volume, dtype=np.float64)
-    arrays["meta"] = np.array(json.dumps({"granularity": graph.granularity, "unit_bytes": graph.unit_bytes,
-                                          "measured": graph.measured}))
+    arrays["meta"] = np.array(json.dumps({"granularity": graph.granularity, "unit_bytes": graph.unit_bytes, "measured": graph.measured}))
     np.savez_compressed(out, **arrays)
 
 
@@ -61,8 +61,7 @@ def binary_threads(path: Path) -> int:
         return _threads(data, path)
 
 
-def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_weight: float,
-                progress: Any = None) -> dict[str, Any]:
+def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_weight: float, progress: Any = None) -> dict[str, Any]:
     """The checked contents of a compact graph file: ``weights`` (a symmetric numpy matrix),
     ``volume``, ``granularity``, ``unit_bytes``, ``measured``. ``expect(threads)`` runs before
     the weights are read; ``progress`` (pinlab.graph.progress) is told when they are read and
@@ -81,8 +80,7 @@ def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_
             if "triangle" in names:
                 values = _numbers(data["triangle"], path, "triangle", np)
                 if values.shape != (n * (n - 1) // 2,):
-                    raise UsageError(f"graph file {path}: 'triangle' has {values.size} weights but {n} threads have "
-                                     f"{n * (n - 1) // 2} pairs")
+                    raise UsageError(f"graph file {path}: 'triangle' has {values.size} weights but {n} threads have {n * (n - 1) // 2} pairs")
                 rows, cols = np.triu_indices(n, 1)
             elif {"rows", "cols", "values"} <= names:
                 rows, cols = data["rows"], data["cols"]
@@ -94,8 +92,9 @@ def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_
                 bad = np.flatnonzero((rows < 0) | (cols >= n) | (rows >= cols))
                 if bad.size:
                     i = int(bad[0])
-                    raise UsageError(f"graph file {path}: pair {i} is ({int(rows[i])}, {int(cols[i])}); each pair must be "
-                                     f"two threads i < j below {n}, once")
+                    raise UsageError(
+                        f"graph file {path}: pair {i} is ({int(rows[i])}, {int(cols[i])}); each pair must be two threads i < j below {n}, once"
+                    )
                 if np.unique(rows.astype(np.int64) * n + cols).size != rows.size:
                     raise UsageError(f"graph file {path}: a pair of threads is listed twice")
             else:
@@ -105,8 +104,10 @@ def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_
             bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values > max_weight))
             if bad.size:
                 i = int(bad[0])
-                raise UsageError(f"graph file {path}: the weight between threads {int(rows[i])} and {int(cols[i])} is "
-                                 f"{float(values[i])!r}; weights must be finite and >= 0 (at most {max_weight:g})")
+                raise UsageError(
+                    f"graph file {path}: the weight between threads {int(rows[i])} and {int(cols[i])} is "
+                    f"{float(values[i])!r}; weights must be finite and >= 0 (at most {max_weight:g})"
+                )
             w[rows, cols] = values
             w[cols, rows] = values
             volume = _numbers(data["volume"], path, "volume", np) if "volume" in names else w.sum(axis=1)
@@ -117,8 +118,13 @@ def load_binary(path: Path, *, expect: Callable[[int], None] | None = None, max_
         raise UsageError(f"graph file {path}: 'volume' must list one finite number >= 0 per thread ({n})")
     if not isinstance(meta, dict):
         raise UsageError(f"graph file {path}: 'meta' must be a JSON object")
-    return {"weights": w, "volume": volume.tolist(), "granularity": meta.get("granularity", "unknown"),
-            "unit_bytes": meta.get("unit_bytes"), "measured": meta.get("measured") or {}}
+    return {
+        "weights": w,
+        "volume": volume.tolist(),
+        "granularity": meta.get("granularity", "unknown"),
+        "unit_bytes": meta.get("unit_bytes"),
+        "measured": meta.get("measured") or {},
+    }
 
 
 def _open(path: Path):

@@ -7,6 +7,7 @@ than the arithmetic it drives (the swap pass of :func:`pinlab.graph.partition.re
 dense matrix itself when most pairs share something (no edge list of a million entries to build),
 else CSR arrays of the non-zero entries.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -143,8 +144,7 @@ def grow(w, room: Sequence[int], order: Sequence[int], vs=None, first: int = -1)
     if not -1 <= first < g.n:
         raise ValueError(f"grow: first vertex {first} is not among the {g.n}")
     out = np.empty(g.n, dtype=np.int64)
-    if _library().pinlab_grow(*g._args(), sizes.ctypes.data, len(ranks), ranks.ctypes.data, rooms.ctypes.data, int(first),
-                              out.ctypes.data) < 0:
+    if _library().pinlab_grow(*g._args(), sizes.ctypes.data, len(ranks), ranks.ctypes.data, rooms.ctypes.data, int(first), out.ctypes.data) < 0:
         raise MemoryError(f"grow: out of memory for {g.n} vertices")
     return out
 

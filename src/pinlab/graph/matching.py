@@ -14,6 +14,7 @@ matching found is optimal for weights within that relative precision of the give
 true weight is within ``n/2 * 2**-40`` times the largest weight of the optimum). A positive weight
 below 2**-41 of the largest rounds to zero and is treated as no sharing at all.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,8 +40,7 @@ def _native_function():
     library = ctypes.CDLL(str(native_path("libpinlab-graph.so")))
     function = library.pinlab_max_weight_matching
     function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                         ctypes.c_void_p]
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     return function
 
 
@@ -75,8 +75,10 @@ def _match(n: int, u, v, w) -> list[Pair]:
     v = np.ascontiguousarray(v[keep], dtype=np.int32)
     wi = np.ascontiguousarray(wi[keep], dtype=np.int64)
     if len(wi) > MAX_PAIRS or n > MAX_PAIRS:
-        raise UsageError(f"matching: {n} threads and {len(wi)} sharing pairs are more than the matching handles "
-                         f"({MAX_PAIRS} of each); drop the lightest pairs (max_weight_matching_edges takes a sparse list)")
+        raise UsageError(
+            f"matching: {n} threads and {len(wi)} sharing pairs are more than the matching handles "
+            f"({MAX_PAIRS} of each); drop the lightest pairs (max_weight_matching_edges takes a sparse list)"
+        )
     mate = np.full(max(n, 1), -1, dtype=np.int32)
     if len(wi):
         rc = _native_function()(n, len(wi), u.ctypes.data, v.ctypes.data, wi.ctypes.data, mate.ctypes.data)

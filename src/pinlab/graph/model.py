@@ -3,7 +3,7 @@
 Nodes are the program's threads in creation order (0 = the main thread, as in a placement);
 ``weights[i][j]`` is the gain of putting threads i and j close together: for a traced program,
 the accesses i and j have in common on the memory units (cache lines or pages) both of them
-touched (see :func:`pinlab.graph.trace.common.graph_from_counts`).
+touched (see :func:`pinlab.trace.common.graph_from_counts`).
 The matrix is symmetric with a zero diagonal. ``volume[i]`` is thread i's own count of accesses
 (shared or not), which tells a thread that shares little from one that does little.
 
@@ -25,6 +25,7 @@ Any other ending is refused. The thread count is read first (the JSON's ``thread
 matrix's first row, the compact file's ``threads``) so that a caller can refuse a graph of the
 wrong size before its weights are read (``expect`` of :func:`load_graph`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -60,8 +61,7 @@ class AffinityGraph:
 
     def __post_init__(self) -> None:
         if self.volume is None:
-            self.volume = [float(sum(row)) for row in self.weights] if isinstance(self.weights, list) \
-                else self.as_array().sum(axis=1).tolist()
+            self.volume = [float(sum(row)) for row in self.weights] if isinstance(self.weights, list) else self.as_array().sum(axis=1).tolist()
 
     @property
     def threads(self) -> int:
@@ -102,8 +102,9 @@ class AffinityGraph:
     def check_threads(self, n: int) -> None:
         """Refuse a graph measured for another thread count than the placement asks for."""
         if n != self.threads:
-            raise UsageError(f"graph {self.source} has {self.threads} threads but {n} were asked for: "
-                             f"trace again with -n {n}, or ask for {self.threads} threads")
+            raise UsageError(
+                f"graph {self.source} has {self.threads} threads but {n} were asked for: trace again with -n {n}, or ask for {self.threads} threads"
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -146,8 +147,9 @@ class AffinityGraph:
         # neither a truncated graph nor an empty file, and a graph already there stays whole.
         temporary = None
         try:
-            with tempfile.NamedTemporaryFile("wb" if binary else "w", dir=path.resolve().parent, prefix=f".{path.name}.",
-                                             suffix=".part", delete=False) as out:
+            with tempfile.NamedTemporaryFile(
+                "wb" if binary else "w", dir=path.resolve().parent, prefix=f".{path.name}.", suffix=".part", delete=False
+            ) as out:
                 temporary = out.name
                 if binary:
                     write_binary(self, out)
@@ -183,14 +185,18 @@ def graph_format(path: str | Path, *, reading: bool = False) -> str:
     if suffix == BINARY_SUFFIX:
         return "binary"
     if reading:
-        raise UsageError(f"graph file {path}: pinlab reads a graph by its name's ending: .json for JSON, "
-                         f"{', '.join(MATRIX_SUFFIXES)} for a matrix, {BINARY_SUFFIX} compact; rename the file (or copy it) to one of those")
-    raise UsageError(f"graph file {path}: end its name in .json for JSON, {', '.join(MATRIX_SUFFIXES)} for a matrix "
-                     f"or {BINARY_SUFFIX} for the compact form")
+        raise UsageError(
+            f"graph file {path}: pinlab reads a graph by its name's ending: .json for JSON, "
+            f"{', '.join(MATRIX_SUFFIXES)} for a matrix, {BINARY_SUFFIX} compact; rename the file (or copy it) to one of those"
+        )
+    raise UsageError(
+        f"graph file {path}: end its name in .json for JSON, {', '.join(MATRIX_SUFFIXES)} for a matrix or {BINARY_SUFFIX} for the compact form"
+    )
 
 
-def convert_graph(source: str | Path, target: str | Path, *, strict: bool = False,
-                  notice: Callable[[str], None] | None = None, progress: Any = None) -> AffinityGraph:
+def convert_graph(
+    source: str | Path, target: str | Path, *, strict: bool = False, notice: Callable[[str], None] | None = None, progress: Any = None
+) -> AffinityGraph:
     """Read ``source`` (checked as by :func:`load_graph`) and write it to ``target``, formats by suffix.
 
     Nothing is written when the source is refused. A matrix keeps only the weights, so writing one
@@ -223,8 +229,14 @@ def _plain(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def load_graph(path: str | Path, *, strict: bool = False, notice: Callable[[str], None] | None = None,
-               expect: Callable[[int], None] | None = None, progress: Any = None) -> AffinityGraph:
+def load_graph(
+    path: str | Path,
+    *,
+    strict: bool = False,
+    notice: Callable[[str], None] | None = None,
+    expect: Callable[[int], None] | None = None,
+    progress: Any = None,
+) -> AffinityGraph:
     """Read and check a graph file (JSON, a matrix or compact, see the module's docstring).
 
     An asymmetric matrix is made symmetric (the mean of both directions) with a notice, or refused
@@ -251,16 +263,24 @@ def _load(path: Path, fmt: str, size: int, *, strict: bool, notice, expect, prog
         from pinlab.graph.binary import load_binary
 
         data = load_binary(path, expect=expect, max_weight=MAX_WEIGHT, progress=progress)
-        return AffinityGraph(weights=data["weights"], volume=data["volume"], granularity=_granularity(data["granularity"], str(path)),
-                             unit_bytes=_unit_bytes(data["unit_bytes"], str(path)), measured=_measured(data["measured"], str(path)),
-                             source=str(path))
+        return AffinityGraph(
+            weights=data["weights"],
+            volume=data["volume"],
+            granularity=_granularity(data["granularity"], str(path)),
+            unit_bytes=_unit_bytes(data["unit_bytes"], str(path)),
+            measured=_measured(data["measured"], str(path)),
+            source=str(path),
+        )
     if expect is not None:
         threads = peek_threads(path)
         if threads is not None:
             expect(threads)
     if size > LARGE_FILE_BYTES:
-        _say(notice, f"reading graph {path} ({size / 2**20:.0f} MiB); the compact form loads faster: "
-                     f"pinlab graph convert {path} {path.with_suffix(BINARY_SUFFIX)}")
+        _say(
+            notice,
+            f"reading graph {path} ({size / 2**20:.0f} MiB); the compact form loads faster: "
+            f"pinlab graph convert {path} {path.with_suffix(BINARY_SUFFIX)}",
+        )
     try:
         text = _read_text(path, size, progress)
     except FileNotFoundError:
@@ -270,16 +290,18 @@ def _load(path: Path, fmt: str, size: int, *, strict: bool, notice, expect, prog
     if fmt == "matrix":
         if progress is not None:
             progress.step(f"checking graph {path.name}")
-        graph = graph_from_matrix(_parse_matrix(text, path), source=str(path), strict=strict, notice=notice,
-                                  measured={"method": "import", "file": path.name})
+        graph = graph_from_matrix(
+            _parse_matrix(text, path), source=str(path), strict=strict, notice=notice, measured={"method": "import", "file": path.name}
+        )
     else:
         if progress is not None:
             progress.step(f"parsing graph {path.name}")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"graph file {path} is not JSON ({exc.msg} at line {exc.lineno}); "
-                             f"a matrix file must end in {', '.join(MATRIX_SUFFIXES)}") from None
+            raise UsageError(
+                f"graph file {path} is not JSON ({exc.msg} at line {exc.lineno}); a matrix file must end in {', '.join(MATRIX_SUFFIXES)}"
+            ) from None
         del text
         if progress is not None:
             progress.step(f"checking graph {path.name}")
@@ -329,7 +351,7 @@ def peek_threads(path: str | Path) -> int | None:
     if fmt == "json":
         before = head.split('"weights"', 1)[0] if '"weights"' in head else ""
         for found in re.finditer(r'"threads"\s*:\s*(\d+)\s*[,}]', before):
-            opened = before[:found.start()]
+            opened = before[: found.start()]
             if opened.count("{") - opened.count("}") == 1:  # a key of the top object, not of "measured"
                 return int(found.group(1))
         return None
@@ -340,8 +362,7 @@ def peek_threads(path: str | Path) -> int | None:
     return None
 
 
-def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False,
-                    notice: Callable[[str], None] | None = None) -> AffinityGraph:
+def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False, notice: Callable[[str], None] | None = None) -> AffinityGraph:
     if not isinstance(data, dict) or "weights" not in data:
         raise UsageError(f"graph {source} has no 'weights' (a list of rows); is it a pinlab graph?")
     version = data.get("pinlab_graph", JSON_FORMAT_VERSION)
@@ -358,8 +379,7 @@ def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False,
     granularity = _granularity(data.get("granularity", "unknown"), source)
     unit_bytes = _unit_bytes(data.get("unit_bytes"), source)
     measured = _measured(data.get("measured") or {}, source)
-    graph = graph_from_matrix(weights, source=source, strict=strict, notice=notice, measured=measured,
-                              granularity=granularity, unit_bytes=unit_bytes)
+    graph = graph_from_matrix(weights, source=source, strict=strict, notice=notice, measured=measured, granularity=granularity, unit_bytes=unit_bytes)
     volume = data.get("volume")
     if volume is not None:
         graph.volume = _check_vector(volume, graph.threads, source, "volume")
@@ -384,8 +404,16 @@ def _measured(measured: Any, source: str) -> dict[str, Any]:
     return measured
 
 
-def graph_from_matrix(rows: Any, *, source: str = "matrix", strict: bool = False, notice: Callable[[str], None] | None = None,
-                      measured: dict[str, Any] | None = None, granularity: str = "unknown", unit_bytes: int | None = None) -> AffinityGraph:
+def graph_from_matrix(
+    rows: Any,
+    *,
+    source: str = "matrix",
+    strict: bool = False,
+    notice: Callable[[str], None] | None = None,
+    measured: dict[str, Any] | None = None,
+    granularity: str = "unknown",
+    unit_bytes: int | None = None,
+) -> AffinityGraph:
     """Check a square matrix of non-negative numbers and make it an AffinityGraph."""
     if not isinstance(rows, list) or not rows:
         raise UsageError(f"graph {source} is empty: it needs one row of weights per thread")
@@ -399,8 +427,10 @@ def graph_from_matrix(rows: Any, *, source: str = "matrix", strict: bool = False
     diagonal = [i for i in range(n) if matrix[i][i] != 0]
     if diagonal:
         if strict:
-            raise UsageError(f"graph {source}: thread {diagonal[0]} has a weight with itself ({_plain(matrix[diagonal[0]][diagonal[0]])}); "
-                             "the diagonal must be 0 (drop --strict to ignore it)")
+            raise UsageError(
+                f"graph {source}: thread {diagonal[0]} has a weight with itself ({_plain(matrix[diagonal[0]][diagonal[0]])}); "
+                "the diagonal must be 0 (drop --strict to ignore it)"
+            )
         for i in diagonal:
             matrix[i][i] = 0.0
         _say(notice, f"graph {source}: the diagonal ({len(diagonal)} non-zero) is ignored")
@@ -408,13 +438,14 @@ def graph_from_matrix(rows: Any, *, source: str = "matrix", strict: bool = False
     if worst[0] > 0:
         _, i, j = worst
         if strict:
-            raise UsageError(f"graph {source} is not symmetric: {_plain(matrix[i][j])} from thread {i} to {j} but "
-                             f"{_plain(matrix[j][i])} back (drop --strict to use the mean of both directions)")
+            raise UsageError(
+                f"graph {source} is not symmetric: {_plain(matrix[i][j])} from thread {i} to {j} but "
+                f"{_plain(matrix[j][i])} back (drop --strict to use the mean of both directions)"
+            )
         for a in range(n):
             for b in range(a + 1, n):
                 matrix[a][b] = matrix[b][a] = (matrix[a][b] + matrix[b][a]) / 2
-        _say(notice, f"graph {source} is not symmetric (largest difference between threads {i} and {j}): "
-                     "using the mean of both directions")
+        _say(notice, f"graph {source} is not symmetric (largest difference between threads {i} and {j}): using the mean of both directions")
     return AffinityGraph(weights=matrix, granularity=granularity, unit_bytes=unit_bytes, measured=dict(measured or {}), source=source)
 
 
@@ -423,8 +454,10 @@ def _weight(value: Any, source: str, i: int, j: int) -> float:
         raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {_shown(value)}, not a number")
     number = _finite(value)
     if number is None or number < 0:
-        raise UsageError(f"graph {source}: the weight between threads {i} and {j} is {_shown(value)}; "
-                         f"weights must be finite and >= 0" + (f" (at most {MAX_WEIGHT:g})" if number is None else ""))
+        raise UsageError(
+            f"graph {source}: the weight between threads {i} and {j} is {_shown(value)}; "
+            f"weights must be finite and >= 0" + (f" (at most {MAX_WEIGHT:g})" if number is None else "")
+        )
     return number
 
 
@@ -463,8 +496,10 @@ def _check_vector(values: Any, n: int, source: str, name: str) -> list[float]:
     for i, v in enumerate(values):
         number = None if isinstance(v, bool) or not isinstance(v, (int, float)) else _finite(v)
         if number is None or number < 0:
-            raise UsageError(f"graph {source}: '{name}' of thread {i} is {_shown(v)}; it must be a finite number >= 0"
-                             + (f" and at most {MAX_WEIGHT:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) and number is None else ""))
+            raise UsageError(
+                f"graph {source}: '{name}' of thread {i} is {_shown(v)}; it must be a finite number >= 0"
+                + (f" and at most {MAX_WEIGHT:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) and number is None else "")
+            )
         checked.append(number)
     return checked
 
@@ -483,8 +518,7 @@ def _parse_matrix(text: str, path: Path) -> list[list[float]]:
             except ValueError:
                 raise UsageError(f"graph file {path}, line {number}: {_shown(cell)} is not a number") from None
             if math.isinf(value) and cell.lstrip("+-").lower() not in ("inf", "infinity"):
-                raise UsageError(f"graph file {path}, line {number}: {_shown(cell)} is too large; "
-                                 f"weights must be at most {MAX_WEIGHT:g}")
+                raise UsageError(f"graph file {path}, line {number}: {_shown(cell)} is too large; weights must be at most {MAX_WEIGHT:g}")
             row.append(value)
         rows.append(row)
     return rows

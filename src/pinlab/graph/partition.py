@@ -8,6 +8,7 @@ and then improved by a short pass of swaps between parts, which keep sizes exact
 
 Vertices may carry a size (``vsize``: a pair of threads counts 2); then part sizes count size.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -16,8 +17,7 @@ from typing import Sequence
 _INT_SCALE = 1_000_000
 
 
-def partition(weights, sizes: Sequence[int], *, vsize: Sequence[int] | None = None, seed: int = 0,
-              passes: int = 3) -> list[int]:
+def partition(weights, sizes: Sequence[int], *, vsize: Sequence[int] | None = None, seed: int = 0, passes: int = 3) -> list[int]:
     """The part of every vertex: part p holds vertices whose sizes add up to ``sizes[p]``.
 
     ``weights`` is a symmetric non-negative matrix (anything numpy takes). Parts of size 0 get
@@ -46,7 +46,7 @@ def partition(weights, sizes: Sequence[int], *, vsize: Sequence[int] | None = No
     # gets unequal sizes right where METIS may give a big group's place to a smaller part).
     g = Weights(w)  # dense, or the non-zero entries found once (every pass sums over them)
     for start in (_initial(g, live_sizes, vs, seed), _grow(g, live_sizes, vs)):
-        parts = refine(g, _repair(g, start, live_sizes, vs), vs, passes=passes)
+        parts = refine(g, repair(g, start, live_sizes, vs), vs, passes=passes)
         score = weight_inside(g, parts)
         if best is None or score > best[0]:
             best = (score, parts)
@@ -114,8 +114,12 @@ def _initial(g, sizes: list[int], vs, seed: int):
     options = pymetis.Options(seed=seed)
     # numpy arrays go to METIS as they are (lists of a million edges cost more than METIS itself).
     membership = pymetis.part_graph(
-        k, pymetis.CSRAdjacency(xadj, np.ascontiguousarray(cols, dtype=np.int64)), eweights=np.ascontiguousarray(ints, dtype=np.int64),
-        vweights=np.ascontiguousarray(vs, dtype=np.int64), tpwgts=[s / total_size for s in sizes], options=options,
+        k,
+        pymetis.CSRAdjacency(xadj, np.ascontiguousarray(cols, dtype=np.int64)),
+        eweights=np.ascontiguousarray(ints, dtype=np.int64),
+        vweights=np.ascontiguousarray(vs, dtype=np.int64),
+        tpwgts=[s / total_size for s in sizes],
+        options=options,
     ).vertex_part
     return np.asarray(membership, dtype=np.int64)
 
@@ -150,7 +154,7 @@ def _fill_in_order(sizes: list[int], vs):
     return parts
 
 
-def _repair(w, parts, sizes: list[int], vs):
+def repair(w, parts, sizes: list[int], vs):
     """Move vertices out of over-full parts until every part has exactly its size (when sizes allow).
 
     Each move takes, over all (vertex of an over-full part, part with room for it), the one

@@ -6,14 +6,15 @@ both axes. Graphs larger than :data:`MAX_CELLS` threads are drawn by blocks of t
 sum of their weights), said in the title: a 4096 x 4096 image is no more readable and costs
 memory. matplotlib is imported inside :func:`draw`, so importing this module stays cheap.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from pinlab.errors import UsageError
-from pinlab.outputs import check_writable
 from pinlab.graph.model import AffinityGraph
 from pinlab.graph.show import aggregate
+from pinlab.outputs import check_writable
 from pinlab.words import plural
 
 FORMATS = {".svg": "svg", ".png": "png"}
@@ -71,8 +72,15 @@ def draw(graph: AffinityGraph, path: str | Path) -> None:
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         top = blocks.top
-        image = ax.imshow(blocks.matrix, cmap=colours, vmin=0, vmax=top if top > 0 else 1, interpolation="nearest",
-                          origin="upper", extent=(-0.5, cells - 0.5, cells - 0.5, -0.5))
+        image = ax.imshow(
+            blocks.matrix,
+            cmap=colours,
+            vmin=0,
+            vmax=top if top > 0 else 1,
+            interpolation="nearest",
+            origin="upper",
+            extent=(-0.5, cells - 0.5, cells - 0.5, -0.5),
+        )
         bar = fig.colorbar(image, ax=ax)
         bar.set_label("weight (sum over the block)" if blocks.grouped else "weight")
         label = "thread" if not blocks.grouped else f"thread (first of a block of {blocks.size})"

@@ -9,6 +9,7 @@ come in, and ``done()`` at the end, loaded or refused. Small files call nothing.
 phase has no total) on stderr when stderr is a terminal, removed when the load ends; elsewhere
 (a pipe, a file, a CI log) None, and the load prints nothing beyond its notices.
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,8 +38,15 @@ class TerminalProgress:
             )
 
             console = Console(file=self.stream or sys.stderr, force_terminal=True, highlight=False)
-            self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True)
+            self._bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
             self._bar.start()
         else:
             self._bar.remove_task(self._task)

@@ -10,6 +10,7 @@ blocks of equal size and a cell shows the sum of the weights between two blocks 
 then holds the weight inside a block); the map says so. The summary (counts, the heaviest pairs)
 is always computed on the full graph.
 """
+
 from __future__ import annotations
 
 import math
@@ -141,7 +142,7 @@ def _header(starts: list[int], label: int, cell: int) -> str:
         number = str(starts[c])
         at = label + 1 + c * cell
         if at + len(number) <= len(line):  # never wider than the rows
-            line[at:at + len(number)] = number
+            line[at : at + len(number)] = number
     return "".join(line).rstrip()
 
 
@@ -158,8 +159,10 @@ def _legend_text(blocks: Blocks, cell: int):
     if blocks.grouped:
         last = blocks.threads - blocks.starts[-1]
         uneven = f" (the last {last})" if last != blocks.size else ""
-        text.append(f"{blocks.threads} threads do not fit: grouped in {len(blocks.starts)} blocks of {blocks.size}{uneven}; "
-                    "a cell sums the weights between two blocks, the diagonal the weight inside a block\n")
+        text.append(
+            f"{blocks.threads} threads do not fit: grouped in {len(blocks.starts)} blocks of {blocks.size}{uneven}; "
+            "a cell sums the weights between two blocks, the diagonal the weight inside a block\n"
+        )
     if top <= 0:  # nothing to scale; the summary says that no pair shares anything
         return text
     text.append("scale: ")
@@ -184,9 +187,10 @@ def summary(graph: AffinityGraph) -> list[str]:
     upper = graph.as_array()[np.triu_indices(n, 1)]
     pairs = n * (n - 1) // 2
     volume = graph.volume or []
-    lines.append(f"total weight {number(float(upper.sum()))} over {number(int((upper > 0).sum()))} of {number(pairs)} "
-                 f"{'pair' if pairs == 1 else 'pairs'}"
-                 + (f"; volume per thread {number(min(volume))} to {number(max(volume))}" if volume else ""))
+    lines.append(
+        f"total weight {number(float(upper.sum()))} over {number(int((upper > 0).sum()))} of {number(pairs)} "
+        f"{'pair' if pairs == 1 else 'pairs'}" + (f"; volume per thread {number(min(volume))} to {number(max(volume))}" if volume else "")
+    )
     top = heaviest_pairs(graph)
     if not top:
         lines.append("no pair of threads shares anything: every weight is 0")
@@ -213,8 +217,7 @@ def measured_text(measured: dict[str, Any]) -> str:
         elif key == "slowdown" and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = f"{value:.3g}x"
         parts.append(f"{key} {value}")
-    extra = [f"{k}={v}" for k, v in measured.items() if k not in ("method", "program", "file", "slowdown")
-             and isinstance(v, (str, int, float, bool))]
+    extra = [f"{k}={v}" for k, v in measured.items() if k not in ("method", "program", "file", "slowdown") and isinstance(v, (str, int, float, bool))]
     return ", ".join(parts + extra) or "not recorded"
 
 

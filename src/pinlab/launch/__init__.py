@@ -4,6 +4,7 @@ Kept light: nothing here imports hwloc-backed topology code unless the plan need
 strategy, a domain expression, nested cache domains), and nothing imports scipy, pandas or
 matplotlib.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from pinlab.errors import UsageError
 from pinlab.launch import memory
 from pinlab.launch.record import RunRecord, ThreadRecord
-from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, check_cpus, parse_skip
+from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, parse_skip
 from pinlab.measure import linux
+from pinlab.measure.linux import check_cpus
+from pinlab.memory.balance import BalanceController
 from pinlab.placement.expressions import is_cpulist
 
 if TYPE_CHECKING:
@@ -99,7 +102,7 @@ def plan_spec(
     """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs.
 
     ``graph`` (an AffinityGraph or a graph file's path), ``domains`` and ``level`` are for the
-    graph strategies (lpgp, treematch...; see pinlab.graph.mapping). ``balance``: True (or the
+    graph strategies (lpgp, treematch...; see pinlab.placement.mapping). ``balance``: True (or the
     seconds between looks) for an idle node to steal threads and their data (pinlab.memory.balance);
     ``balance_data``: ``attached`` (the default: data attached through libpinlab-mem) or
     ``accessed`` (also the pages each stolen thread mostly accessed, from the page tracer).
@@ -124,15 +127,20 @@ def plan_spec(
         planned, threads = plan["cpus"], threads or plan["threads"]
     elif isinstance(cpus, str) and is_cpulist(cpus.strip()) and cpu_kind is None:
         # A plain CPU list needs no topology: checked against the kernel's CPUs and our mask.
-        from pinlab.placement.strategies import take
-        from pinlab.topology.cpuset import parse_cpulist
+        from pinlab.cpuset import parse_cpulist
+        from pinlab.placement.units import take
 
         listed = parse_cpulist(cpus)
         if not oversubscribe and len(set(listed)) != len(listed):
             repeated = next(c for c in listed if listed.count(c) > 1)
             raise UsageError(f"CPU {repeated} is listed twice in {cpus!r}; use --oversubscribe to let threads share it")
         threads = threads or len(listed)
-        planned = take(listed, threads, oversubscribe, UsageError(f"{threads} threads but {cpus!r} lists only {len(listed)} CPUs; list more or use --oversubscribe"))
+        planned = take(
+            listed,
+            threads,
+            oversubscribe,
+            UsageError(f"{threads} threads but {cpus!r} lists only {len(listed)} CPUs; list more or use --oversubscribe"),
+        )
         plan = {"pinlab_placement": 1, "strategy": "explicit", "expression": cpus, "threads": threads, "cpus": planned}
     elif cpus is not None and not isinstance(cpus, str):
         planned = [int(c) for c in cpus]
@@ -149,8 +157,19 @@ def plan_spec(
                 from pinlab.graph import load_graph
 
                 graph = load_graph(graph)
-            placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed,
-                                       cpu_kind=cpu_kind, graph=graph, domains=domains, level=level)
+            placement = make_placement(
+                load_topology("this"),
+                strategy=strategy,
+                threads=threads,
+                cpus=cpus,
+                smt=smt,
+                oversubscribe=oversubscribe,
+                seed=seed,
+                cpu_kind=cpu_kind,
+                graph=graph,
+                domains=domains,
+                level=level,
+            )
         plan, planned, threads = placement.to_json(), placement.cpus, placement.threads
     else:
         plan, planned = None, None
@@ -169,7 +188,9 @@ def plan_spec(
         if not 0.01 <= balance_interval <= 3600:
             raise UsageError(f"--balance-interval must be between 0.01 and 3600 seconds (got {balance})")
         if planned is None:
-            raise UsageError("--balance moves pinned threads between NUMA nodes: it needs a pinned placement (-s STRATEGY other than none or autonuma, -c or --plan)")
+            raise UsageError(
+                "--balance moves pinned threads between NUMA nodes: it needs a pinned placement (-s STRATEGY other than none or autonuma, -c or --plan)"
+            )
     if balance_data is not None:
         if balance_interval is None:
             raise UsageError("--balance-data says what moves with the threads --balance steals: give --balance too")
@@ -192,6 +213,7 @@ def plan_spec(
         numa_balancing=True if plan is not None and plan.get("strategy") == "autonuma" else None,
         balance=balance_interval,
         balance_data=balance_data or "attached",
+        controller=None if balance_interval is None else BalanceController(planned, balance_interval, balance_data or "attached"),
         counters=wanted,
         argv=list(argv),
         cpus=planned,
@@ -211,7 +233,14 @@ def plan_spec(
     )
 
 
-def run(argv: Sequence[str], placement: Placement | Sequence[int] | str | None = None, *, threads: int | None = None, mem: str | None = None, **options: Any) -> RunRecord:
+def run(
+    argv: Sequence[str],
+    placement: Placement | Sequence[int] | str | None = None,
+    *,
+    threads: int | None = None,
+    mem: str | None = None,
+    **options: Any,
+) -> RunRecord:
     """Run a program pinned and return its :class:`RunRecord` (its output passes through).
 
     ``placement`` is a :class:`~pinlab.placement.Placement`, a list of CPUs, a CPU list or domain

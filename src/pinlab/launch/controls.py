@@ -1,6 +1,7 @@
 """A controlled environment for measurements, as the variability study (seed 004) demands:
 no address-space randomisation, an environment of constant size, and a chosen page size.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,7 +46,9 @@ def thp_environment(choice: str | None) -> dict[str, str]:
         return {}
     mode = thp_mode()
     if mode == "never":
-        raise UsageError("--thp always: transparent huge pages are disabled on this machine (/sys/kernel/mm/transparent_hugepage/enabled is 'never'); as root: echo madvise > that file")
+        raise UsageError(
+            "--thp always: transparent huge pages are disabled on this machine (/sys/kernel/mm/transparent_hugepage/enabled is 'never'); as root: echo madvise > that file"
+        )
     if mode == "madvise":
         tunables = os.environ.get("GLIBC_TUNABLES", "")
         return {"GLIBC_TUNABLES": ":".join(t for t in (tunables, "glibc.malloc.hugetlb=1") if t)}

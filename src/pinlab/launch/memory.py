@@ -15,19 +15,25 @@ nodes, this does not. The policy is set on the launching thread around the spawn
 :mod:`pinlab.launch.spawn`), so it holds from the program's first instruction and is inherited
 by every thread it creates.
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.measure import linux
 from pinlab.measure.linux import mems_allowed, numa_nodes
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
 MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_INTERLEAVE, MPOL_LOCAL, MPOL_WEIGHTED_INTERLEAVE = 0, 1, 2, 3, 4, 6
-_MODES = {"local": MPOL_LOCAL, "bind": MPOL_BIND, "interleave": MPOL_INTERLEAVE, "preferred": MPOL_PREFERRED,
-          "weighted-interleave": MPOL_WEIGHTED_INTERLEAVE}
+_MODES = {
+    "local": MPOL_LOCAL,
+    "bind": MPOL_BIND,
+    "interleave": MPOL_INTERLEAVE,
+    "preferred": MPOL_PREFERRED,
+    "weighted-interleave": MPOL_WEIGHTED_INTERLEAVE,
+}
 _SYSCALL_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261, "s390x": 270, "riscv64": 237}
 _SYSCALL_GET_MEMPOLICY = {"x86_64": 239, "aarch64": 236, "ppc64le": 260, "s390x": 269, "riscv64": 236}
 POLICIES = "first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow, weighted-interleave:NODES[@WEIGHTS]"
@@ -81,7 +87,9 @@ def parse_policy(text: str | None) -> MemPolicy:
 def _checked_nodes(kind: str, arg: str) -> tuple[int, ...]:
     """The nodes of ``arg`` (a node list, or ``all`` for the interleaves), each existing and allowed."""
     existing, allowed = frozenset(numa_nodes()), mems_allowed()
-    nodes = sorted(allowed) if arg == "all" and kind in ("interleave", "weighted-interleave") else parse_cpulist(arg, what=f"node list of --mem {kind}")
+    nodes = (
+        sorted(allowed) if arg == "all" and kind in ("interleave", "weighted-interleave") else parse_cpulist(arg, what=f"node list of --mem {kind}")
+    )
     if kind == "preferred" and len(nodes) != 1:
         raise UsageError(f"memory policy preferred takes exactly one node (got {arg!r})")
     for node in nodes:

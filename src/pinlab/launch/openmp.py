@@ -16,6 +16,7 @@ set wins. Some of those settings fight the plan, and did so silently:
 Messages name the variable and its value, say what happens, and what to do. They mention no CPU
 number, so that a study can state each once for all the runs it concerns.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -54,8 +55,10 @@ def _thread_count(value: str | None, threads: int | None, pinned: bool, overflow
         return None
     first = value.split(",")[0].strip()
     if not first.isdigit() or int(first) == 0:
-        return (f"OMP_NUM_THREADS={value} is not a thread count: an OpenMP runtime ignores it or refuses to start; "
-                f"unset it (pinlab then sets it to {threads})")
+        return (
+            f"OMP_NUM_THREADS={value} is not a thread count: an OpenMP runtime ignores it or refuses to start; "
+            f"unset it (pinlab then sets it to {threads})"
+        )
     wanted = int(first)
     if wanted == threads:
         return None
@@ -66,8 +69,10 @@ def _thread_count(value: str | None, threads: int | None, pinned: bool, overflow
         effect = f", and the {wanted - threads} past the plan {OVERFLOW_EFFECT.get(overflow, OVERFLOW_EFFECT['wrap'])}"
     else:
         effect = f", leaving {plural(threads - wanted, 'planned CPU')} unused"
-    return (f"OMP_NUM_THREADS={value} disagrees with {against}: an OpenMP program starts {plural(wanted, 'thread')}{effect}; "
-            f"unset OMP_NUM_THREADS (pinlab then sets it to {threads}) or ask for {wanted} (-n {wanted})")
+    return (
+        f"OMP_NUM_THREADS={value} disagrees with {against}: an OpenMP program starts {plural(wanted, 'thread')}{effect}; "
+        f"unset OMP_NUM_THREADS (pinlab then sets it to {threads}) or ask for {wanted} (-n {wanted})"
+    )
 
 
 def _kmp_affinity(value: str | None) -> str | None:
@@ -84,13 +89,17 @@ def _kmp_affinity(value: str | None) -> str | None:
         where = "to all the plan's CPUs, unpinned among them"
     else:
         where = f"in its own {kind} order over the plan's CPUs, not the plan's"
-    return (f"KMP_AFFINITY={value} disagrees with the plan: an LLVM/Intel OpenMP runtime re-binds every thread after pinlab "
-            f"pinned it, {where}; unset KMP_AFFINITY (pinlab then sets it to disabled)")
+    return (
+        f"KMP_AFFINITY={value} disagrees with the plan: an LLVM/Intel OpenMP runtime re-binds every thread after pinlab "
+        f"pinned it, {where}; unset KMP_AFFINITY (pinlab then sets it to disabled)"
+    )
 
 
 def _not_applied(name: str, value: str | None, remedy: str, binding_off: bool) -> str | None:
     """A binding variable that the runtime cannot apply on top of the plan."""
     if value is None or binding_off:
         return None
-    return (f"{name}={value} disagrees with the plan and is not applied: pinlab pins each thread as the plan says, in place "
-            f"of the OpenMP runtime's binding; unset {name} {remedy}")
+    return (
+        f"{name}={value} disagrees with the plan and is not applied: pinlab pins each thread as the plan says, in place "
+        f"of the OpenMP runtime's binding; unset {name} {remedy}"
+    )

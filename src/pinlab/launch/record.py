@@ -1,12 +1,13 @@
 """What really happened in one run: threads, where they ran over time, times, exit status, pages."""
+
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 from pinlab.words import plural
 
 RECORD_FORMAT_VERSION = 1
@@ -209,7 +210,9 @@ class ThreadRecord:
         changes = self.mask_changes
         if changes:
             first = changes[0]
-            text = f"{self.name()} was re-bound to {_cpus_text(frozenset(parse_cpulist(first['mask'])))} after creation (seen at {first['time']:.3f} s)"
+            text = (
+                f"{self.name()} was re-bound to {_cpus_text(frozenset(parse_cpulist(first['mask'])))} after creation (seen at {first['time']:.3f} s)"
+            )
             if len(changes) > 1:
                 text += f", then {plural(len(changes) - 1, 'more time')}"
             return text
@@ -314,11 +317,13 @@ class RunRecord:
             return None
         first = next((t for t in self.threads if t.pid == self.pid), None)
         program = os.path.basename(first.start_library or "") if first is not None else ""
-        return (f"{plural(len(wrapped), 'thread')} of {plural(len({t.pid for t in wrapped}), 'process', 'processes')} took plan slots "
-                f"past the plan's {plural(plan_cpus, 'CPU')} and share its CPUs round-robin (--overflow wrap): the process pinlab "
-                f"started ({program or 'pid ' + str(self.pid)}) created no thread and holds slot 0 while "
-                f"{plural(len(threaded), 'process', 'processes')} it started created the threads; if it is a wrapper script, "
-                "let it exec the program (exec prog \"$@\") so that the program holds slot 0, or plan one more CPU")
+        return (
+            f"{plural(len(wrapped), 'thread')} of {plural(len({t.pid for t in wrapped}), 'process', 'processes')} took plan slots "
+            f"past the plan's {plural(plan_cpus, 'CPU')} and share its CPUs round-robin (--overflow wrap): the process pinlab "
+            f"started ({program or 'pid ' + str(self.pid)}) created no thread and holds slot 0 while "
+            f"{plural(len(threaded), 'process', 'processes')} it started created the threads; if it is a wrapper script, "
+            'let it exec the program (exec prog "$@") so that the program holds slot 0, or plan one more CPU'
+        )
 
     def to_json(self) -> dict[str, Any]:
         threads = []

@@ -6,12 +6,13 @@ the plan's slot 0 (the main thread), the memory policy, personality and THP sett
 from the start (see :mod:`pinlab.launch.spawn`), and the preload library in ``LD_PRELOAD`` pins
 every thread the program creates as it is created. The parent forwards signals, samples where each thread runs from /proc, and waits.
 
-Protocol with the preload library (environment variables, all read by native/preload):
-``PINLAB_CPUS`` plan CPUs (slot 0 = main thread), ``PINLAB_OVERFLOW`` wrap|unpinned|error,
-``PINLAB_SKIP`` creation indexes treated as helpers, ``PINLAB_ALLOWED`` the CPUs helpers get,
-``PINLAB_NESTED`` off|inherit with ``PINLAB_DOMAINS`` (``;``-separated CPU lists),
-``PINLAB_MEM_FOLLOW`` the node of each plan CPU, ``PINLAB_EVENTS`` the file it appends events to.
+The preload library is told the plan through ``PINLAB_*`` environment variables, written by
+:func:`build_environment` (autopin adds ``PINLAB_LIVE_PLAN``) and documented, each with its
+values, where the library reads them: the comment at the top of native/preload/pinlab_preload.c
+(tests/test_repository.py keeps that list, the names the library reads and the names written
+here the same).
 """
+
 from __future__ import annotations
 
 import errno
@@ -21,17 +22,18 @@ import shutil
 import signal
 import stat
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.launch import controls, memory, openmp
-from pinlab.launch.events import RING_CAPACITY, RING_HEADER, RING_MAGIC
-from pinlab.launch.events import event_lines as _event_lines
 from pinlab.launch.record import RunRecord, ThreadRecord, mask_set
 from pinlab.launch.spawn import spawn
 from pinlab.measure import linux
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
+from pinlab.measure.events import RING_CAPACITY, RING_HEADER, RING_MAGIC
+from pinlab.measure.events import event_lines as _event_lines
+from pinlab.measure.shared_files import shared_directory
 
 if TYPE_CHECKING:
     from pinlab.measure.counters import Availability
@@ -74,28 +76,56 @@ class LaunchSpec:
     stdout: int | None = None  # file descriptors for the program's output (default: pinlab's own)
     stderr: int | None = None
     counters: Availability | None = None  # performance counters to read for the program (pinlab.measure.counters)
-    controller: Controller | None = None  # acts on the running program from the wait loop (autopin)
+    controller: Controller | None = None  # acts on the running program from the wait loop (autopin, --balance)
     numa_balancing: bool | None = None  # True: the kernel's automatic NUMA balancing on for the run (-s autonuma)
-    balance: float | None = None  # seconds between looks of --balance (pinlab.memory.balance); None: off
+    balance: float | None = None  # seconds between looks of --balance, as recorded (its controller does the work); None: off
     balance_data: str = "attached"  # what moves with stolen threads: attached (API) data, or also the pages they mostly accessed
     rank: dict | None = None  # MPI rank context and its domain (pinlab.ranks.launch): recorded
     domain_cpus: frozenset[int] | None = None  # an unpinned run is kept on these CPUs (its rank's domain)
 
 
 class Controller(Protocol):
-    """Something that acts on the program while pinlab waits for it (autopin re-pins its threads).
+    """Something that acts on the program while pinlab waits for it: autopin re-pins its threads,
+    ``--balance`` moves threads and data between nodes, the sampled tracer reads counters.
 
-    Called on pinlab's waiting thread, between samples: :meth:`started` once the program runs (its
-    pid and the event ring the preload library writes, None when unpinned), then :meth:`step`
-    whenever ``time.monotonic()`` reaches :meth:`wake_at`. Signals stay pinlab's: a Ctrl-C ends the
-    program and the wait as in any run.
+    The runner is handed one (``LaunchSpec.controller``) and knows nothing else of it. Called on
+    pinlab's waiting thread: :meth:`environment` just before the program starts (it returns the
+    program's environment with what the controller needs there, and may add warnings), then
+    :meth:`started` once the program runs (its pid and the event ring the preload library writes,
+    None when unpinned), :meth:`step` whenever ``time.monotonic()`` reaches :meth:`wake_at`, and
+    :meth:`finish` once the run has ended, however it ended (it writes its part of the record and
+    releases what it holds). Signals stay pinlab's: a Ctrl-C ends the program and the wait as in
+    any run. :class:`ControllerBase` gives the hooks a controller does not need.
     """
+
+    def environment(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]: ...
 
     def started(self, pid: int, events: str | None) -> None: ...
 
     def wake_at(self) -> float: ...
 
     def step(self) -> None: ...
+
+    def finish(self, record: RunRecord) -> None: ...
+
+
+class ControllerBase:
+    """A :class:`Controller` that needs nothing in the environment, never wakes and writes nothing."""
+
+    def environment(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]:
+        return env
+
+    def started(self, pid: int, events: str | None) -> None:
+        pass
+
+    def wake_at(self) -> float:
+        return math.inf
+
+    def step(self) -> None:
+        pass
+
+    def finish(self, record: RunRecord) -> None:
+        pass
 
 
 def resolve_program(name: str, path: str | None) -> str:
@@ -139,7 +169,7 @@ def preload_blocker(path: str) -> str | None:
     except OSError:
         return None
     PT_INTERP = 3
-    if all(int.from_bytes(table[i * phentsize:i * phentsize + 4], order) != PT_INTERP for i in range(phnum)):
+    if all(int.from_bytes(table[i * phentsize : i * phentsize + 4], order) != PT_INTERP for i in range(phnum)):
         return "statically linked (no dynamic loader to run the preload library)"
     return None
 
@@ -197,21 +227,6 @@ def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None,
     return env
 
 
-def shared_directory() -> str:
-    """Where files shared with the program go (the event ring, autopin's live plan and heartbeat): ``PINLAB_EVENTS_DIR`` if set, else /dev/shm, else TMPDIR.
-
-    The ring is memory shared by the program and pinlab: in /dev/shm (tmpfs) writing and deleting
-    it costs nothing, where on a disk file system the blocks the program's first events allocate
-    and the unlink that frees them cost milliseconds a run.
-    """
-    chosen = os.environ.get("PINLAB_EVENTS_DIR")
-    if chosen:
-        return os.path.abspath(chosen)
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
-        return "/dev/shm"
-    return os.path.abspath(os.environ.get("TMPDIR") or "/tmp")  # absolute: the program may change directory
-
-
 def _new_events_file() -> str:
     """A new, private event ring: header (magic, capacity, used, dropped) and sparse room for lines.
 
@@ -220,7 +235,7 @@ def _new_events_file() -> str:
     directory = shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create the thread event file in {directory} (PINLAB_EVENTS_DIR, /dev/shm or TMPDIR): not a writable directory")
-    from pinlab.launch import shared_files
+    from pinlab.measure import shared_files
 
     try:
         path, fd = shared_files.create(directory, "events")  # held until the run ends: removed at the next start if pinlab is killed
@@ -360,8 +375,15 @@ def run(spec: LaunchSpec) -> RunRecord:
     base_env = os.environ if spec.env is None else spec.env
     program = resolve_program(spec.argv[0], base_env.get("PATH", os.defpath))
     options = {
-        "mem": str(spec.mem), "overflow": spec.overflow, "children": spec.children, "skip": list(spec.skip), "nested": spec.nested_domains is not None,
-        "no_aslr": spec.no_aslr, "clean_env": spec.clean_env, "thp": spec.thp, "sample_ms": spec.sample_ms,
+        "mem": str(spec.mem),
+        "overflow": spec.overflow,
+        "children": spec.children,
+        "skip": list(spec.skip),
+        "nested": spec.nested_domains is not None,
+        "no_aslr": spec.no_aslr,
+        "clean_env": spec.clean_env,
+        "thp": spec.thp,
+        "sample_ms": spec.sample_ms,
     }
     if spec.balance is not None:
         options["balance"] = spec.balance
@@ -380,29 +402,15 @@ def run(spec: LaunchSpec) -> RunRecord:
         # first thread (see native/preload).
         mask = frozenset(spec.cpus)
         if blocker is not None:  # threads cannot be pinned one by one: the whole program stays on the plan's CPUs
-            record.warnings.append(f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}")
+            record.warnings.append(
+                f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}"
+            )
     events = _new_events_file() if spec.cpus is not None else None
-    table = balancer = tracker = None
+    controller = spec.controller
     try:
         env = build_environment(spec, events, blocker, record.warnings)
-        if spec.balance is not None and spec.cpus is not None:
-            from pinlab.memory.attached import AttachTable
-            from pinlab.memory.balance import Balancer
-
-            table = AttachTable()
-            env.update(table.env())
-            if spec.balance_data == "accessed":
-                if blocker is not None:
-                    record.warnings.append(f"--balance-data accessed: {program} is {blocker}, so the page tracer cannot be loaded; "
-                                           "only attached data moves")
-                else:
-                    from pinlab.memory.accessed import PageTracker
-
-                    tracker = PageTracker()
-                    env = tracker.env(env)
-            nodes = {node: sorted(set(spec.cpus) & cpus) for node, cpus in linux.numa_nodes().items()}
-            balancer = Balancer({node: cpus for node, cpus in nodes.items() if cpus}, interval=spec.balance, table=table, tracker=tracker)
-            spec = replace(spec, controller=balancer)
+        if controller is not None:
+            env = controller.environment(env, program, blocker, record.warnings)
         from pinlab.memory.autonuma import balancing
 
         with balancing(spec.numa_balancing) as state, _interleave_weights(spec.mem):
@@ -411,16 +419,10 @@ def run(spec: LaunchSpec) -> RunRecord:
                 record.warnings.append(f"automatic NUMA balancing could not be switched {'on' if spec.numa_balancing else 'off'}: {state['why']}")
             return _run_and_wait(spec, program, env, mask, record, events)
     finally:
-        if balancer is not None:
-            record.balance = [steal.to_json() for steal in balancer.steals]
-            if len(balancer.nodes) < 2:
-                record.warnings.append("--balance had nothing to do: the placement uses one NUMA node")
-        if table is not None:
-            table.close()
-        if tracker is not None:
-            tracker.close()
+        if controller is not None:
+            controller.finish(record)
         if events:
-            from pinlab.launch import shared_files
+            from pinlab.measure import shared_files
 
             shared_files.release(events)
 
@@ -456,9 +458,19 @@ def _start(spec: LaunchSpec, program: str, env: dict[str, str], mask, mem_mode, 
         os.set_inheritable(write_end, True)
         helper_path = str(native_path("pinlab-exec"))
         try:
-            helper = spawn(helper_path, [helper_path, str(write_end), str(os.getpid()), program, *spec.argv], env, cpus=mask, mem_mode=mem_mode,
-                           mem_nodes=mem_nodes, no_aslr=spec.no_aslr, no_thp=spec.thp == "never", sigmask=sigmask,
-                           stdout=spec.stdout, stderr=spec.stderr)
+            helper = spawn(
+                helper_path,
+                [helper_path, str(write_end), str(os.getpid()), program, *spec.argv],
+                env,
+                cpus=mask,
+                mem_mode=mem_mode,
+                mem_nodes=mem_nodes,
+                no_aslr=spec.no_aslr,
+                no_thp=spec.thp == "never",
+                sigmask=sigmask,
+                stdout=spec.stdout,
+                stderr=spec.stderr,
+            )
         except OSError as exc:  # setting the CPU, policy or personality failed, or pinlab-exec is broken
             raise UsageError(f"could not prepare the program: {exc.strerror or exc}") from None
     except BaseException:
@@ -591,20 +603,6 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         if wrapped:
             record.warnings.append(wrapped)
     return record
-
-
-def allowed_cpus() -> frozenset[int]:
-    return frozenset(os.sched_getaffinity(0))
-
-
-def check_cpus(cpus: list[int]) -> None:
-    """Every CPU of an explicit list must exist and be allowed (no hwloc needed for this)."""
-    present, allowed = linux.present_cpus(), allowed_cpus()
-    for cpu in cpus:
-        if cpu not in present:
-            raise UsageError(f"CPU {cpu} does not exist on this machine (CPUs: {format_cpulist(present)})")
-        if cpu not in allowed:
-            raise UsageError(f"CPU {cpu} is not allowed for this process (allowed: {format_cpulist(allowed)}); check taskset/cgroup limits")
 
 
 def parse_skip(text: str | None) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ caller's own settings back, whatever happens in between. Performance counters op
 calling thread with ``inherit`` and ``enable_on_exec`` (see :mod:`pinlab.measure.counters`)
 follow the same path into the child.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -102,9 +103,22 @@ def _fd(stream) -> int | None:
     return stream.fileno()
 
 
-def spawn(program: str, argv: Sequence[str], env: dict[str, str], *, cpus: frozenset[int] | None = None,
-          mem_mode: int | None = None, mem_nodes: tuple[int, ...] = (), no_aslr: bool = False, no_thp: bool = False,
-          sigmask: set[int] | None = None, stdin=None, stdout=None, stderr=None, new_group: bool = False) -> int:
+def spawn(
+    program: str,
+    argv: Sequence[str],
+    env: dict[str, str],
+    *,
+    cpus: frozenset[int] | None = None,
+    mem_mode: int | None = None,
+    mem_nodes: tuple[int, ...] = (),
+    no_aslr: bool = False,
+    no_thp: bool = False,
+    sigmask: set[int] | None = None,
+    stdin=None,
+    stdout=None,
+    stderr=None,
+    new_group: bool = False,
+) -> int:
     """Start ``program`` (a path) with ``argv`` and ``env`` and return its pid.
 
     ``cpus``, the memory policy, ``no_aslr`` and ``no_thp`` hold in the child from its first
@@ -114,6 +128,12 @@ def spawn(program: str, argv: Sequence[str], env: dict[str, str], *, cpus: froze
     streams = ((_fd(stdin), 0), (_fd(stdout), 1), (_fd(stderr), 2))
     actions = [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in streams if fd is not None and fd != target]
     with _affinity(cpus), _mempolicy(mem_mode, mem_nodes), _no_aslr(no_aslr), _no_thp(no_thp):
-        return os.posix_spawn(program, list(argv), env, file_actions=actions or None,
-                              setsigmask=sigmask if sigmask is not None else (), setsigdef=_RESET_TO_DEFAULT,
-                              **({"setpgroup": 0} if new_group else {}))
+        return os.posix_spawn(
+            program,
+            list(argv),
+            env,
+            file_actions=actions or None,
+            setsigmask=sigmask if sigmask is not None else (),
+            setsigdef=_RESET_TO_DEFAULT,
+            **({"setpgroup": 0} if new_group else {}),
+        )

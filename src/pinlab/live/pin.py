@@ -4,6 +4,7 @@ The program is never stopped or signalled: each thread's affinity is set with
 sched_setaffinity on its tid, and the kernel moves it at its next scheduling point. Threads
 end whenever they like, also while being re-pinned: such a thread is reported, not an error.
 """
+
 from __future__ import annotations
 
 import errno
@@ -11,9 +12,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
-from pinlab.live.threads import LiveThread, check_process, process_threads, workers
-from pinlab.topology.cpuset import format_cpulist
+from pinlab.measure.threads import LiveThread, check_process, process_threads, workers
 from pinlab.words import plural
 
 #: The thread selections ``pinlab pin --threads`` names (besides a list of tids).
@@ -42,12 +43,16 @@ def pin_threads(assignments: dict[int, Iterable[int]], pid: int | None = None) -
             done[tid] = False
             continue
         except PermissionError:
-            raise UsageError(f"cannot re-pin thread {tid}: it belongs to another user; pinlab can only re-pin your own "
-                             "processes (or run as root, or with CAP_SYS_NICE)") from None
+            raise UsageError(
+                f"cannot re-pin thread {tid}: it belongs to another user; pinlab can only re-pin your own "
+                "processes (or run as root, or with CAP_SYS_NICE)"
+            ) from None
         except OSError as exc:
             if exc.errno == errno.EINVAL:
-                raise UsageError(f"cannot pin thread {tid} on CPUs {format_cpulist(wanted)}: none of them is online and allowed "
-                                 "for it (its cgroup cpuset); choose CPUs from its mask (pinlab ps shows it)") from None
+                raise UsageError(
+                    f"cannot pin thread {tid} on CPUs {format_cpulist(wanted)}: none of them is online and allowed "
+                    "for it (its cgroup cpuset); choose CPUs from its mask (pinlab ps shows it)"
+                ) from None
             raise
         done[tid] = True
     return done
@@ -68,7 +73,7 @@ def parse_tids(text: str) -> list[int]:
 
 def select_threads(pid: int, which: str | list[int] = "workers") -> list[LiveThread]:
     """The threads of ``pid`` a re-pin acts on, in plan order: ``workers`` (main and workers in
-    creation order, see :func:`pinlab.live.threads.workers`), ``all`` (every thread, as
+    creation order, see :func:`pinlab.measure.threads.workers`), ``all`` (every thread, as
     :func:`process_threads` orders them), or thread ids (a list, or ``"1234,1240"``), which must
     all be threads of that process."""
     threads = process_threads(pid)
@@ -115,15 +120,17 @@ def apply_plan(pid: int, selected: list[LiveThread], plan: list[int]) -> Repin:
     would leave a running program that created a thread meanwhile not re-pinned at all.
     The plan's CPUs must exist and be allowed to pinlab (checked as ``pinlab run -c`` does).
     """
-    from pinlab.launch.runner import check_cpus
+    from pinlab.measure.linux import check_cpus
 
     if not plan:
         raise UsageError("empty plan: give at least one CPU")
     check_cpus(plan)
     result = Repin(pid, list(selected))
     if len(selected) > len(plan):
-        result.notices.append(f"{plural(len(selected), 'thread')} on a plan of {plural(len(plan), 'CPU')} ({','.join(map(str, plan))}): "
-                              f"thread i gets plan CPU i mod {len(plan)}, so some threads share a CPU")
+        result.notices.append(
+            f"{plural(len(selected), 'thread')} on a plan of {plural(len(plan), 'CPU')} ({','.join(map(str, plan))}): "
+            f"thread i gets plan CPU i mod {len(plan)}, so some threads share a CPU"
+        )
     wanted = {t.tid: plan[i % len(plan)] for i, t in enumerate(selected)}
     for tid, pinned in pin_threads({tid: (cpu,) for tid, cpu in wanted.items()}, pid=pid).items():
         if pinned:
@@ -133,8 +140,16 @@ def apply_plan(pid: int, selected: list[LiveThread], plan: list[int]) -> Repin:
     return result
 
 
-def plan_cpus(count: int, *, strategy: str | None = None, threads: int | None = None, cpus: str | None = None, smt: bool = False,
-              oversubscribe: bool = False, seed: int | None = None) -> list[int]:
+def plan_cpus(
+    count: int,
+    *,
+    strategy: str | None = None,
+    threads: int | None = None,
+    cpus: str | None = None,
+    smt: bool = False,
+    oversubscribe: bool = False,
+    seed: int | None = None,
+) -> list[int]:
     """The plan a re-pin of ``count`` threads follows, from a strategy or a CPU list/expression
     on this machine, as ``pinlab place`` computes it: a strategy places ``threads`` threads
     (default ``count``); a CPU list gives its CPUs (the first ``threads`` with -n)."""
@@ -143,9 +158,9 @@ def plan_cpus(count: int, *, strategy: str | None = None, threads: int | None = 
 
     if cpus is None and strategy is not None and threads is None:
         threads = max(count, 1)
-    placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt,
-                               oversubscribe=oversubscribe, seed=seed)
+    placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)
     if placement.cpus is None:
-        raise UsageError(f"strategy {placement.strategy} pins nothing: to let the threads run anywhere again, "
-                         "pin them to every CPU (-c with the whole list)")
+        raise UsageError(
+            f"strategy {placement.strategy} pins nothing: to let the threads run anywhere again, pin them to every CPU (-c with the whole list)"
+        )
     return list(placement.cpus)

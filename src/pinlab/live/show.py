@@ -1,10 +1,11 @@
 """Showing a look at a running process: a terminal table, and a picture of where its threads are."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pinlab.cpuset import format_cpulist
 from pinlab.live.watch import Look
-from pinlab.topology.cpuset import format_cpulist
 from pinlab.words import plural
 
 if TYPE_CHECKING:
@@ -20,10 +21,21 @@ def table(look: Look) -> Table:
 
     origin = "roles from pinlab run" if look.roles_known else "not started by pinlab run: roles unknown"
     when = "since it started" if look.interval is None else f"in the last {look.interval:.1f} s"
-    result = Table(title=f"process {look.pid} ({look.command}): {plural(len(look.threads), 'thread')}, {origin}",
-                   caption=f"migr. and CPU s: {when}; total in brackets")
-    for column, justify in (("#", "right"), ("tid", "right"), ("name", "left"), ("role", "left"), ("CPU now", "right"),
-                            ("mask", "left"), ("migr.", "right"), ("CPU s", "right"), ("state", "left")):
+    result = Table(
+        title=f"process {look.pid} ({look.command}): {plural(len(look.threads), 'thread')}, {origin}",
+        caption=f"migr. and CPU s: {when}; total in brackets",
+    )
+    for column, justify in (
+        ("#", "right"),
+        ("tid", "right"),
+        ("name", "left"),
+        ("role", "left"),
+        ("CPU now", "right"),
+        ("mask", "left"),
+        ("migr.", "right"),
+        ("CPU s", "right"),
+        ("state", "left"),
+    ):
         result.add_column(column, justify=justify, overflow="fold")
     for i, t in enumerate(look.threads):
         new = look.new_migrations.get(t.tid)
@@ -44,8 +56,9 @@ def placement_now(look: Look, topo: Topology) -> Placement:
     """The threads as a Placement (thread i on the CPU it last ran on), for the placement picture."""
     from pinlab.placement import Placement
 
-    return Placement(strategy=f"process {look.pid} ({look.command}) now", threads=len(look.threads),
-                     cpus=[t.cpu for t in look.threads], topology=topo)
+    return Placement(
+        strategy=f"process {look.pid} ({look.command}) now", threads=len(look.threads), cpus=[t.cpu for t in look.threads], topology=topo
+    )
 
 
 def draw_look(look: Look, topo: Topology, path: str) -> None:

@@ -4,12 +4,13 @@ A :class:`Watcher` keeps the previous look at each thread (by tid and start time
 kernel reused is a new thread), and reports the migrations and CPU time since then; at the first
 look, and for a thread new since the last one, that is since the thread started.
 """
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from pinlab.live.threads import LiveThread, pages_per_node, process_threads, roles_known
+from pinlab.measure.threads import LiveThread, pages_per_node, process_threads, roles_known
 
 #: The version of the JSON object a look is written as (``pinlab ps --json``).
 JSON_FORMAT_VERSION = 1
@@ -44,10 +45,20 @@ class Look:
             "pages_per_node": {str(node): pages for node, pages in sorted(self.pages_per_node.items())},
             "threads": [
                 {
-                    "number": i, "tid": t.tid, "name": t.name, "role": t.role, "index": t.index, "slot": t.slot,
-                    "planned": t.planned, "cpu": t.cpu, "mask": sorted(t.mask), "state": t.state,
-                    "migrations": t.migrations, "new_migrations": self.new_migrations.get(t.tid),
-                    "cpu_seconds": round(t.cpu_seconds, 3), "new_cpu_seconds": round(self.new_cpu_seconds.get(t.tid, 0.0), 3),
+                    "number": i,
+                    "tid": t.tid,
+                    "name": t.name,
+                    "role": t.role,
+                    "index": t.index,
+                    "slot": t.slot,
+                    "planned": t.planned,
+                    "cpu": t.cpu,
+                    "mask": sorted(t.mask),
+                    "state": t.state,
+                    "migrations": t.migrations,
+                    "new_migrations": self.new_migrations.get(t.tid),
+                    "cpu_seconds": round(t.cpu_seconds, 3),
+                    "new_cpu_seconds": round(self.new_cpu_seconds.get(t.tid, 0.0), 3),
                 }
                 for i, t in enumerate(self.threads)
             ],
@@ -71,8 +82,9 @@ class Watcher:
         if not alive or main is None or (self._main_start is not None and main.start_ticks != self._main_start):
             return None  # ended (or only its zombie is left, or the pid now names another process)
         self._main_start = main.start_ticks
-        look = Look(self.pid, main.name, now, None if self._last_time is None else now - self._last_time, threads,
-                    pages_per_node=pages_per_node(self.pid))
+        look = Look(
+            self.pid, main.name, now, None if self._last_time is None else now - self._last_time, threads, pages_per_node=pages_per_node(self.pid)
+        )
         seen = {}
         for t in threads:
             key = (t.tid, t.start_ticks)

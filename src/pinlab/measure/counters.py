@@ -17,6 +17,7 @@ event a PMU names in sysfs (``mem-loads`` or ``cpu/mem-loads/``), a PMU with ter
 Counts are scaled for multiplexing (value x time enabled / time running), as perf does, and the
 share of time an event really ran is kept so a report can say when it was estimated.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -30,12 +31,34 @@ from pathlib import Path
 from pinlab.errors import UsageError
 
 PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, PERF_TYPE_HW_CACHE, PERF_TYPE_RAW = 0, 1, 3, 4
-HARDWARE = {"cycles": 0, "cpu-cycles": 0, "instructions": 1, "cache-references": 2, "cache-misses": 3,
-            "branches": 4, "branch-instructions": 4, "branch-misses": 5, "bus-cycles": 6,
-            "stalled-cycles-frontend": 7, "stalled-cycles-backend": 8, "ref-cycles": 9}
-SOFTWARE = {"cpu-clock": 0, "task-clock": 1, "page-faults": 2, "faults": 2, "context-switches": 3, "cs": 3,
-            "cpu-migrations": 4, "migrations": 4, "minor-faults": 5, "major-faults": 6, "alignment-faults": 7,
-            "emulation-faults": 8}
+HARDWARE = {
+    "cycles": 0,
+    "cpu-cycles": 0,
+    "instructions": 1,
+    "cache-references": 2,
+    "cache-misses": 3,
+    "branches": 4,
+    "branch-instructions": 4,
+    "branch-misses": 5,
+    "bus-cycles": 6,
+    "stalled-cycles-frontend": 7,
+    "stalled-cycles-backend": 8,
+    "ref-cycles": 9,
+}
+SOFTWARE = {
+    "cpu-clock": 0,
+    "task-clock": 1,
+    "page-faults": 2,
+    "faults": 2,
+    "context-switches": 3,
+    "cs": 3,
+    "cpu-migrations": 4,
+    "migrations": 4,
+    "minor-faults": 5,
+    "major-faults": 6,
+    "alignment-faults": 7,
+    "emulation-faults": 8,
+}
 _CACHES = {"L1-dcache": 0, "L1-icache": 1, "LLC": 2, "dTLB": 3, "iTLB": 4, "branch": 5, "node": 6}
 _CACHE_OPS = {"load": 0, "store": 1, "prefetch": 2}
 # perf's spelling: loads, stores, prefetches; load-misses, store-misses, prefetch-misses.
@@ -140,8 +163,10 @@ def parse_event(name: str) -> Event:
     named = _sysfs_event(text, None, text) if re.fullmatch(r"[A-Za-z0-9_.-]+", text) else None
     if named is not None:
         return named
-    raise UsageError(f"unknown counter {name!r}: use a name of `perf list` such as {', '.join(DEFAULT)}, "
-                     "LLC-load-misses, a PMU event (cpu/event=0x3c/) or a raw event (r013c)")
+    raise UsageError(
+        f"unknown counter {name!r}: use a name of `perf list` such as {', '.join(DEFAULT)}, "
+        "LLC-load-misses, a PMU event (cpu/event=0x3c/) or a raw event (r013c)"
+    )
 
 
 def parse_events(text: str | None) -> tuple[Event, ...]:
@@ -226,7 +251,7 @@ def probe(events: tuple[Event, ...]) -> Availability:
     user_only = False
     refused: list[str] = []
     for event in events:
-        for exclude in ((0, _EXCLUDE_KERNEL | _EXCLUDE_HV) if not user_only else (_EXCLUDE_KERNEL | _EXCLUDE_HV,)):
+        for exclude in (0, _EXCLUDE_KERNEL | _EXCLUDE_HV) if not user_only else (_EXCLUDE_KERNEL | _EXCLUDE_HV,):
             try:
                 os.close(_open(event, _DISABLED | _INHERIT | _ENABLE_ON_EXEC | exclude))
             except OSError as exc:
@@ -244,20 +269,29 @@ def probe(events: tuple[Event, ...]) -> Availability:
             break
     notices = []
     hardware_missing = any(e.name in missing and not e.software for e in events)
-    why = ("this machine has no hardware performance counters (a virtual machine without a virtual PMU?)"
-           if hardware_missing and all(e.software for e in usable) else "this machine's kernel or CPU does not offer them")
+    why = (
+        "this machine has no hardware performance counters (a virtual machine without a virtual PMU?)"
+        if hardware_missing and all(e.software for e in usable)
+        else "this machine's kernel or CPU does not offer them"
+    )
     if missing and usable:
         notices.append(f"counters {', '.join(missing)} cannot be counted: {why}; counting {', '.join(e.name for e in usable)} only")
     if refused:
-        notices.append(f"counters {', '.join(refused)} refused by the kernel (perf_event_paranoid = {paranoid()}): "
-                       "as root, `sysctl kernel.perf_event_paranoid=1` allows them")
+        notices.append(
+            f"counters {', '.join(refused)} refused by the kernel (perf_event_paranoid = {paranoid()}): "
+            "as root, `sysctl kernel.perf_event_paranoid=1` allows them"
+        )
     if user_only:
-        notices.append(f"counters count user space only (perf_event_paranoid = {paranoid()}); "
-                       "as root, `sysctl kernel.perf_event_paranoid=1` counts the kernel side too")
+        notices.append(
+            f"counters count user space only (perf_event_paranoid = {paranoid()}); "
+            "as root, `sysctl kernel.perf_event_paranoid=1` counts the kernel side too"
+        )
     if events and not usable:
         reasons = ([why] if missing else []) + [n for n in notices if "refused" in n]
-        raise UsageError(f"none of the counters asked for ({', '.join(e.name for e in events)}) can be counted here: "
-                         f"{'; '.join(reasons)}; software counters ({', '.join(n for n in DEFAULT if n in SOFTWARE)}) can be")
+        raise UsageError(
+            f"none of the counters asked for ({', '.join(e.name for e in events)}) can be counted here: "
+            f"{'; '.join(reasons)}; software counters ({', '.join(n for n in DEFAULT if n in SOFTWARE)}) can be"
+        )
     return Availability(tuple(usable), notices, user_only)
 
 

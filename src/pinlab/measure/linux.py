@@ -1,11 +1,13 @@
 """Small readers of /proc and /sys, kept free of heavy imports (they are on the launch path)."""
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-from pinlab.topology.cpuset import parse_cpulist
+from pinlab.cpuset import format_cpulist, parse_cpulist
+from pinlab.errors import UsageError
 
 NODE_DIR = Path("/sys/devices/system/node")
 _NUMA_PAGES = re.compile(r"\bN(\d+)=(\d+)")
@@ -39,7 +41,7 @@ def environ_path(pid: int, name: str) -> str | None:
     prefix = name.encode() + b"="
     for entry in entries:
         if entry.startswith(prefix):
-            value = os.fsdecode(entry[len(prefix):])
+            value = os.fsdecode(entry[len(prefix) :])
             if not value:
                 return None
             if not os.path.isabs(value):
@@ -73,7 +75,7 @@ def task_cpus(pid: int) -> dict[int, int]:
         except OSError:
             continue  # the thread ended between listdir and open
         # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-        fields = data[data.rfind(b")") + 2:].split()
+        fields = data[data.rfind(b")") + 2 :].split()
         found[int(tid)] = int(fields[36])
     return found
 
@@ -134,3 +136,17 @@ def process_alive(pid: int) -> bool:
             return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False
+
+
+def allowed_cpus() -> frozenset[int]:
+    return frozenset(os.sched_getaffinity(0))
+
+
+def check_cpus(cpus: list[int]) -> None:
+    """Every CPU of an explicit list must exist and be allowed (no hwloc needed for this)."""
+    present, allowed = present_cpus(), allowed_cpus()
+    for cpu in cpus:
+        if cpu not in present:
+            raise UsageError(f"CPU {cpu} does not exist on this machine (CPUs: {format_cpulist(present)})")
+        if cpu not in allowed:
+            raise UsageError(f"CPU {cpu} is not allowed for this process (allowed: {format_cpulist(allowed)}); check taskset/cgroup limits")

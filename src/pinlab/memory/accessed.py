@@ -16,6 +16,7 @@ Costs and limits are the tracer's: a protection fault per page and round (a roun
 ``PERIOD_MS``, 100 ms), page granularity, and system calls made inside the C library meeting a protected page
 (see the C file). It is an option, not a default.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -70,8 +71,11 @@ class PageTracker:
         table = np.fromfile(self.live, dtype=SLOT, count=1 << TABLE_BITS)
         used = table[table["key"] != 0]
         keys = used["key"] - np.uint64(1)
-        return (keys & np.uint64((1 << TID_BITS) - 1)).astype(np.int64), (keys >> np.uint64(TID_BITS)).astype(np.int64), \
-            used["count"].astype(np.int64)
+        return (
+            (keys & np.uint64((1 << TID_BITS) - 1)).astype(np.int64),
+            (keys >> np.uint64(TID_BITS)).astype(np.int64),
+            used["count"].astype(np.int64),
+        )
 
     def majority_pages(self, tids: Iterable[int]) -> dict[int, list[int]]:
         """For each thread of ``tids``: the addresses of the pages it was the first toucher of in

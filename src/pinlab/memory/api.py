@@ -13,6 +13,7 @@ works for accesses made from Python (they fault like any other); system calls th
 on an armed region are not covered here, since the library's I/O wrappers only take the place of
 the C library's in programs linked with it.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -45,12 +46,23 @@ def library() -> ctypes.CDLL:
         pid = ctypes.c_int
         signatures = {
             "pm_alloc": [ctypes.POINTER(vp), sz, ctypes.c_int, ip, ctypes.c_int],
-            "pm_register": [vp, sz], "pm_free": [vp], "pm_region_size": [vp, ctypes.POINTER(sz)],
-            "pm_attach": [vp, pid], "pm_detach": [vp], "pm_attached": [vp, ctypes.POINTER(pid)],
-            "pm_attached_bytes": [pid, ctypes.POINTER(sz)], "pm_move_thread": [pid, ctypes.c_int],
-            "pm_migrate": [vp, ctypes.c_int], "pm_migrate_on_next_touch": [vp, ctypes.c_int], "pm_next_touch_pending": [vp, lp],
-            "pm_where": [vp, sz, lp, ctypes.c_int, lp], "pm_nodes": [ip], "pm_node_of_cpu": [ctypes.c_int, ip],
-            "pm_current_node": [ip], "pm_next_touch_stats": [lp, lp, ip], "pm_next_touch_fallbacks": [lp, lp],
+            "pm_register": [vp, sz],
+            "pm_free": [vp],
+            "pm_region_size": [vp, ctypes.POINTER(sz)],
+            "pm_attach": [vp, pid],
+            "pm_detach": [vp],
+            "pm_attached": [vp, ctypes.POINTER(pid)],
+            "pm_attached_bytes": [pid, ctypes.POINTER(sz)],
+            "pm_move_thread": [pid, ctypes.c_int],
+            "pm_migrate": [vp, ctypes.c_int],
+            "pm_migrate_on_next_touch": [vp, ctypes.c_int],
+            "pm_next_touch_pending": [vp, lp],
+            "pm_where": [vp, sz, lp, ctypes.c_int, lp],
+            "pm_nodes": [ip],
+            "pm_node_of_cpu": [ctypes.c_int, ip],
+            "pm_current_node": [ip],
+            "pm_next_touch_stats": [lp, lp, ip],
+            "pm_next_touch_fallbacks": [lp, lp],
             "pm_free_memory": [ctypes.c_int, ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong)],
             "pm_access_cost": [ctypes.c_int, ctypes.c_int] + [ctypes.POINTER(ctypes.c_double)] * 3,
             "pm_migrate_cost": [sz, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)],
@@ -189,8 +201,13 @@ class Memory:
         moved, failed, regions, pages, err = ctypes.c_long(), ctypes.c_long(), ctypes.c_long(), ctypes.c_long(), ctypes.c_int()
         _check(self.lib.pm_next_touch_stats(ctypes.byref(moved), ctypes.byref(failed), ctypes.byref(err)))
         _check(self.lib.pm_next_touch_fallbacks(ctypes.byref(regions), ctypes.byref(pages)))
-        return {"moved": moved.value, "failed": failed.value, "last_errno": err.value, "fallback_regions": regions.value,
-                "fallback_pages": pages.value}
+        return {
+            "moved": moved.value,
+            "failed": failed.value,
+            "last_errno": err.value,
+            "fallback_regions": regions.value,
+            "fallback_pages": pages.value,
+        }
 
     def costs_source(self) -> str:
         return self.lib.pm_costs_source().decode()

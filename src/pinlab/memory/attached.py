@@ -8,6 +8,7 @@ sequence number that is odd while the program writes it) to learn which data bel
 it moves, and moves that data with ``move_pages(2)``. Programs that do not use the API never
 claim the file: they have no attachments, and their threads move without data.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -38,8 +39,8 @@ class AttachTable:
     """The file a launched program publishes its regions in; a context manager that removes it."""
 
     def __init__(self, directory: str | None = None):
-        from pinlab.launch import shared_files
-        from pinlab.launch.runner import shared_directory
+        from pinlab.measure import shared_files
+        from pinlab.measure.shared_files import shared_directory
 
         name, fd = shared_files.create(directory or shared_directory(), "attach")  # held until close()
         try:
@@ -60,7 +61,7 @@ class AttachTable:
         return read_attachments(self.path)
 
     def close(self) -> None:
-        from pinlab.launch import shared_files
+        from pinlab.measure import shared_files
 
         shared_files.release(str(self.path))
 

@@ -7,6 +7,7 @@ program unpinned with the balancing switched on for that run and put back as it 
 pinlab may write the setting (root); otherwise the run goes ahead with the setting as it is and
 says so. Every run records the setting it ran under either way (``numa_balancing`` in the record).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -108,7 +109,7 @@ def balancing(wanted: bool | None, setting: Path = SETTING) -> Iterator[dict]:
         target = str(bits | 1 if wanted else bits & ~1)
         if target != now:
             if held["pids"] and ours:
-                state["why"] = (f"another pinlab run (PID {', '.join(map(str, held['pids']))}) holds it at {now} until it ends")
+                state["why"] = f"another pinlab run (PID {', '.join(map(str, held['pids']))}) holds it at {now} until it ends"
                 state["set_by_pinlab"] = False  # not for this run, which holds nothing
             else:
                 try:
@@ -116,8 +117,9 @@ def balancing(wanted: bool | None, setting: Path = SETTING) -> Iterator[dict]:
                     state.update(value=target, set_by_pinlab=True)
                     held["set_to"] = target
                 except OSError as exc:
-                    state["why"] = (f"cannot write {setting} ({exc.strerror or exc}): run as root, or set it yourself with "
-                                    f"sysctl kernel.numa_balancing={target}")
+                    state["why"] = (
+                        f"cannot write {setting} ({exc.strerror or exc}): run as root, or set it yourself with sysctl kernel.numa_balancing={target}"
+                    )
         if state["set_by_pinlab"]:
             held["pids"].append(os.getpid())
     state["means"] = MEANING.get(state["value"], "unknown to pinlab")

@@ -21,15 +21,19 @@ most busy threads waiting for a CPU (the seed's runtime used workload hints from
 pinlab has none). Threads with no attached data move alone (unless ``--balance-data accessed``):
 for a program that does not use the memory API, --balance moves threads only and says so.
 """
+
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from pinlab.measure import linux
 from pinlab.words import plural
 
 IDLE_CPUS = 0.25  # a node whose threads want less than this many CPUs is idle
@@ -70,11 +74,22 @@ class Steal:
 
     def to_json(self) -> dict:
         done = self.finished()
-        return {"at": round(self.at, 3), "from_node": self.from_node, "to_node": self.to_node, "tids": self.tids, "cpus": self.cpus,
-                "attached_bytes": self.attached_bytes, "accessed_pages": self.accessed_pages, "pages_moved": self.pages_moved,
-                "pages_left": self.pages_left, "errors": self.errors, "program_ended": self.program_ended,
-                "per_thread": {str(tid): counts for tid, counts in self.per_thread.items()},
-                **({} if done else {"still_moving": True}), "why": self.why}
+        return {
+            "at": round(self.at, 3),
+            "from_node": self.from_node,
+            "to_node": self.to_node,
+            "tids": self.tids,
+            "cpus": self.cpus,
+            "attached_bytes": self.attached_bytes,
+            "accessed_pages": self.accessed_pages,
+            "pages_moved": self.pages_moved,
+            "pages_left": self.pages_left,
+            "errors": self.errors,
+            "program_ended": self.program_ended,
+            "per_thread": {str(tid): counts for tid, counts in self.per_thread.items()},
+            **({} if done else {"still_moving": True}),
+            "why": self.why,
+        }
 
     def text(self) -> str:
         what = []
@@ -83,17 +98,22 @@ class Steal:
         if self.accessed_pages:
             what.append(f"the {self.accessed_pages} pages they mostly accessed")
         left = ", ".join(f"{n} {reason}" for reason, n in sorted(self.errors.items()))
-        data = (f"moved {'part of ' if self.pages_left else ''}{' and '.join(what)} ({self.pages_moved} pages on node {self.to_node}"
-                + (f"; {self.pages_left} could not move{': ' + left if left else ''}" if self.pages_left else "")
-                + ("; the program ended meanwhile)" if self.program_ended else ")")
-                if what else "no data attached to them (threads only)")
-        return (f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {plural(len(self.tids), 'thread')} of node {self.from_node} "
-                f"({self.why}), now on {'CPU' if len(self.cpus) == 1 else 'CPUs'} {','.join(map(str, self.cpus))}; {data}")
+        data = (
+            f"moved {'part of ' if self.pages_left else ''}{' and '.join(what)} ({self.pages_moved} pages on node {self.to_node}"
+            + (f"; {self.pages_left} could not move{': ' + left if left else ''}" if self.pages_left else "")
+            + ("; the program ended meanwhile)" if self.program_ended else ")")
+            if what
+            else "no data attached to them (threads only)"
+        )
+        return (
+            f"--balance: node {self.to_node} idle at {self.at:.2f} s: stole {plural(len(self.tids), 'thread')} of node {self.from_node} "
+            f"({self.why}), now on {'CPU' if len(self.cpus) == 1 else 'CPUs'} {','.join(map(str, self.cpus))}; {data}"
+        )
 
 
 @dataclass
 class Balancer:
-    """The wait loop's controller (see pinlab.launch.runner.Controller) for --balance.
+    """The stealing of --balance, looked at from the wait loop through :class:`BalanceController`.
 
     ``nodes`` maps each NUMA node to the CPUs the program may use on it; ``table`` is the
     attachment table the program publishes in (None: no attached data is moved); ``tracker``, the
@@ -124,7 +144,7 @@ class Balancer:
 
     def step(self) -> None:
         self.next_look = time.monotonic() + self.interval
-        from pinlab.live.threads import process_threads
+        from pinlab.measure.threads import process_threads
 
         threads = process_threads(self.pid, self.events)
         now = time.monotonic()
@@ -156,8 +176,7 @@ class Balancer:
         beside the wait loop (a thread of pinlab's), which goes on sampling meanwhile; the line
         is said once the move has ended."""
         thief = plan.thief
-        steal = Steal(at=time.monotonic() - self.started_at, from_node=plan.victim, to_node=thief, tids=[], cpus=[],
-                      attached_bytes=0, why=plan.why)
+        steal = Steal(at=time.monotonic() - self.started_at, from_node=plan.victim, to_node=thief, tids=[], cpus=[], attached_bytes=0, why=plan.why)
         cpus = self.nodes[thief]
         for i, t in enumerate(plan.threads):
             cpu = cpus[i % len(cpus)]
@@ -267,8 +286,9 @@ def members_by_node(nodes: dict[int, list[int]], threads: list) -> dict[int, lis
     return members
 
 
-def plan_steals(nodes: dict[int, list[int]], members: dict[int, list], use: dict[int, float], attached: dict[int, int],
-                thieves: list[int]) -> list[StealPlan]:
+def plan_steals(
+    nodes: dict[int, list[int]], members: dict[int, list], use: dict[int, float], attached: dict[int, int], thieves: list[int]
+) -> list[StealPlan]:
     """The steals of one look. Each idle node of ``thieves`` (in order) takes half of the busy
     threads (``use`` of at least BUSY_SHARE) of an overloaded node (more busy threads than CPUs),
     at most one per CPU it has, the last created first: from the node whose busy threads have the
@@ -284,10 +304,69 @@ def plan_steals(nodes: dict[int, list[int]], members: dict[int, list], use: dict
         weight = {n: sum(attached.get(t.tid, 0) for t in busy[n]) for n in overloaded}
         victim = min(overloaded, key=lambda n: (weight[n], -len(busy[n]), n))
         ordered = sorted(busy[victim], key=lambda t: (t.index is None, t.index or 0, t.tid))
-        taken = ordered[len(ordered) - min(len(ordered) // 2, len(nodes[thief])):]
+        taken = ordered[len(ordered) - min(len(ordered) // 2, len(nodes[thief])) :]
         why = f"{plural(len(busy[victim]), 'busy thread')} on {plural(len(nodes[victim]), 'CPU')}"
         if len(overloaded) > 1:
             why += f"; of {len(overloaded)} overloaded nodes, the least attached data ({weight[victim] / 2**20:.1f} MiB)"
         plans.append(StealPlan(victim, thief, taken, why))
         robbed.add(victim)
     return plans
+
+
+class BalanceController:
+    """``--balance`` as the controller the runner is handed (see pinlab.launch.runner.Controller).
+
+    Just before the program starts it opens what the program publishes to (the attachment table;
+    with ``data="accessed"`` the page tracer too) and finds the plan's CPUs on each NUMA node; the
+    :class:`Balancer` then steals from the wait loop; at the end the steals go into the run record
+    and the table and tracer are closed. Nothing is opened before the run, so a request built and
+    never run holds nothing.
+    """
+
+    def __init__(self, cpus: Sequence[int], interval: float, data: str = "attached") -> None:
+        self.cpus, self.interval, self.data = list(cpus), interval, data
+        self.table: Any = None  # a pinlab.memory.attached.AttachTable while the program runs
+        self.tracker: Any = None  # a pinlab.memory.accessed.PageTracker (data="accessed")
+        self.balancer: Balancer | None = None
+
+    def environment(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]:
+        from pinlab.memory.attached import AttachTable
+
+        self.table = AttachTable()
+        env = {**env, **self.table.env()}
+        if self.data == "accessed":
+            if blocker is not None:
+                warnings.append(f"--balance-data accessed: {program} is {blocker}, so the page tracer cannot be loaded; only attached data moves")
+            else:
+                from pinlab.memory.accessed import PageTracker  # numpy: only for this mode
+
+                self.tracker = PageTracker()
+                env = self.tracker.env(env)
+        nodes = {node: sorted(set(self.cpus) & cpus) for node, cpus in linux.numa_nodes().items()}
+        self.balancer = Balancer({node: cpus for node, cpus in nodes.items() if cpus}, interval=self.interval, table=self.table, tracker=self.tracker)
+        return env
+
+    def started(self, pid: int, events: str | None) -> None:
+        if self.balancer is not None:
+            self.balancer.started(pid, events)
+
+    def wake_at(self) -> float:
+        return self.balancer.wake_at() if self.balancer is not None else math.inf
+
+    def step(self) -> None:
+        if self.balancer is not None:
+            self.balancer.step()
+
+    def finish(self, record) -> None:
+        """The steals into ``record.balance`` (and a warning when there was one node), then the
+        table and tracer closed."""
+        try:
+            if self.balancer is not None:
+                record.balance = [steal.to_json() for steal in self.balancer.steals]
+                if len(self.balancer.nodes) < 2:
+                    record.warnings.append("--balance had nothing to do: the placement uses one NUMA node")
+        finally:
+            for held in (self.table, self.tracker):
+                if held is not None:
+                    held.close()
+            self.table = self.tracker = None

@@ -8,6 +8,7 @@ numastat -p sums the same lines into Huge, Heap, Stack and Private (everything e
 keeps every mapping, tells anonymous memory from files, and counts bytes rather than pages,
 so huge pages weigh what they hold.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,9 +53,17 @@ class Mapping:
         return self.path if self.path else f"[{self.kind}]"
 
     def to_json(self) -> dict:
-        return {"start": f"{self.start:#x}", "end": None if self.end is None else f"{self.end:#x}", "size": self.size,
-                "kind": self.kind, "path": self.path, "policy": self.policy, "page_size": self.page_size,
-                "resident": self.resident, "bytes_per_node": {str(n): b for n, b in sorted(self.bytes_per_node.items())}}
+        return {
+            "start": f"{self.start:#x}",
+            "end": None if self.end is None else f"{self.end:#x}",
+            "size": self.size,
+            "kind": self.kind,
+            "path": self.path,
+            "policy": self.policy,
+            "page_size": self.page_size,
+            "resident": self.resident,
+            "bytes_per_node": {str(n): b for n, b in sorted(self.bytes_per_node.items())},
+        }
 
 
 @dataclass
@@ -88,10 +97,15 @@ class MemMap:
         return sum(m.resident for m in self.mappings)
 
     def to_json(self) -> dict:
-        return {"pid": self.pid, "time": self.time, "nodes": self.nodes, "resident": self.resident,
-                "bytes_per_node": {str(n): b for n, b in self.per_node().items()},
-                "bytes_per_kind": {kind: {str(n): b for n, b in row.items()} for kind, row in self.per_kind().items()},
-                "mappings": [m.to_json() for m in self.mappings]}
+        return {
+            "pid": self.pid,
+            "time": self.time,
+            "nodes": self.nodes,
+            "resident": self.resident,
+            "bytes_per_node": {str(n): b for n, b in self.per_node().items()},
+            "bytes_per_kind": {kind: {str(n): b for n, b in row.items()} for kind, row in self.per_kind().items()},
+            "mappings": [m.to_json() for m in self.mappings],
+        }
 
 
 def machine_nodes() -> list[int]:
@@ -103,7 +117,7 @@ def machine_nodes() -> list[int]:
             text = open("/sys/devices/system/node/online", encoding="ascii").read().strip()
         except OSError:
             return [0]
-    from pinlab.topology.cpuset import parse_cpulist
+    from pinlab.cpuset import parse_cpulist
 
     return sorted(parse_cpulist(text, "node list")) if text else [0]
 
@@ -147,8 +161,7 @@ def parse_numa_maps(text: str, ends: dict[int, int] | None = None) -> list[Mappi
             node = _NODE.fullmatch(key)
             if node:
                 per_node[int(node.group(1))] = int(value) * page_size
-        out.append(Mapping(start=start, end=ends.get(start), kind=kind, path=path, policy=policy, bytes_per_node=per_node,
-                           page_size=page_size))
+        out.append(Mapping(start=start, end=ends.get(start), kind=kind, path=path, policy=policy, bytes_per_node=per_node, page_size=page_size))
     return out
 
 
@@ -198,8 +211,9 @@ def _check_process(pid: int) -> None:
             if line.startswith("Tgid:"):
                 tgid = int(line.split()[1])
                 if tgid != pid:
-                    raise UsageError(f"{pid} is a thread of process {tgid}, and threads share their process's memory: "
-                                     f"give the process, pinlab memmap {tgid}")
+                    raise UsageError(
+                        f"{pid} is a thread of process {tgid}, and threads share their process's memory: give the process, pinlab memmap {tgid}"
+                    )
                 return
 
 

@@ -8,6 +8,7 @@ otherwise the kernel folds them in order, see ``nodes_remap`` in the kernel): pa
 another order are moved one call each (:func:`pairwise_steps`). It needs the same rights as
 ``kill`` (same user, or CAP_SYS_NICE).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -105,8 +106,15 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
         pages = (ctypes.c_void_p * count)(*batch)
         nodes = (ctypes.c_int * count)(*([target] * count)) if target is not None else None
         status = (ctypes.c_int * count)()
-        done = libc.syscall(ctypes.c_long(number), ctypes.c_long(pid), ctypes.c_ulong(count), pages, nodes, status,
-                            ctypes.c_int(_MPOL_MF_MOVE if target is not None else 0))
+        done = libc.syscall(
+            ctypes.c_long(number),
+            ctypes.c_long(pid),
+            ctypes.c_ulong(count),
+            pages,
+            nodes,
+            status,
+            ctypes.c_int(_MPOL_MF_MOVE if target is not None else 0),
+        )
         if done < 0:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
@@ -117,7 +125,7 @@ def move_page_list(pid: int, addresses, node: int, attempts: int = 3, why: Count
     addresses = list(addresses)
     there = stuck = 0
     for first in range(0, len(addresses), _BATCH):
-        batch = addresses[first:first + _BATCH]
+        batch = addresses[first : first + _BATCH]
         unseen: list[tuple[int, int]] = []  # (address, answer) of pages the kernel did not find
         for attempt in range(attempts):
             try:
@@ -171,7 +179,7 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
     that do not exist or have no memory, and a kernel without NUMA.
     """
     from pinlab.errors import UsageError
-    from pinlab.live import check_process, pages_per_node
+    from pinlab.measure.threads import check_process, pages_per_node
     from pinlab.memory.memmap import machine_nodes
 
     memory_nodes = machine_nodes()
@@ -215,8 +223,10 @@ def pairwise_steps(old: list[int], new: list[int]) -> list[tuple[list[int], list
         ready = [p for p in waiting if not any(q[0] == p[1] for q in waiting if q is not p)]
         if not ready:
             cycle = ",".join(f"{a}->{b}" for a, b in waiting)
-            raise UsageError(f"--from/--to move pages in a cycle ({cycle}), which migrate_pages cannot do: "
-                             "move one node through a node outside the cycle first, in two commands")
+            raise UsageError(
+                f"--from/--to move pages in a cycle ({cycle}), which migrate_pages cannot do: "
+                "move one node through a node outside the cycle first, in two commands"
+            )
         for pair in ready:
             steps.append(([pair[0]], [pair[1]]))
             waiting.remove(pair)
@@ -225,8 +235,8 @@ def pairwise_steps(old: list[int], new: list[int]) -> list[tuple[list[int], list
 
 def _nodes(text: str, option: str, memory_nodes: list[int]) -> list[int]:
     """The nodes of a --to/--from value (a node list, or all), each one with memory."""
+    from pinlab.cpuset import format_cpulist, parse_cpulist
     from pinlab.errors import UsageError
-    from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
     nodes = memory_nodes if text.strip() == "all" else parse_cpulist(text, what=f"node list of {option}")
     for node in nodes:

@@ -1,4 +1,5 @@
 """``pinlab memmap`` tables: a numastat-like summary per kind of mapping, then the mappings themselves."""
+
 from __future__ import annotations
 
 from rich.table import Table
@@ -48,12 +49,14 @@ def mappings(look: MemMap, show_all: bool = False, top: int = 15) -> Table:
     table.add_column("what", overflow="fold")
     for m in rows:
         size = "?" if m.size is None else mib(m.size)
-        table.add_row(f"{m.start:x}", m.kind, m.policy, size, *[mib(m.bytes_per_node.get(node, 0)) for node in look.nodes],
-                      mib(m.resident), m.path or "")
+        table.add_row(
+            f"{m.start:x}", m.kind, m.policy, size, *[mib(m.bytes_per_node.get(node, 0)) for node in look.nodes], mib(m.resident), m.path or ""
+        )
     return table
 
 
 def kinds_line() -> str:
-    return ("kinds: heap (brk), stack (main thread's), anon (other anonymous memory: malloc'd arenas, thread stacks, mmap), "
-            "huge (hugetlbfs), shm (/dev/shm, memfd, SysV, shared anonymous), file (mapped files: the program and its libraries)")
-
+    return (
+        "kinds: heap (brk), stack (main thread's), anon (other anonymous memory: malloc'd arenas, thread stacks, mmap), "
+        "huge (hugetlbfs), shm (/dev/shm, memfd, SysV, shared anonymous), file (mapped files: the program and its libraries)"
+    )

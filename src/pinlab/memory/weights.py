@@ -9,6 +9,7 @@ given come from the read bandwidth of each node's memory measured by the memory 
 (``pinlab calibrate`` stores it; measured on first use otherwise), averaged over the nodes that
 have CPUs, scaled so that the fastest node takes 16 pages per turn.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,10 @@ def available(root: Path | None = None) -> bool:
 def parse_weighted(text: str, arg: str) -> tuple[str, tuple[int, ...] | None]:
     """The node list and the weights (None: derive them) of a ``weighted-interleave:`` argument."""
     if not available():
-        raise UsageError(f"--mem {text}: this kernel ({os.uname().release}) has no weighted interleave (MPOL_WEIGHTED_INTERLEAVE, "
-                         f"Linux 6.9 or later, {SYSFS}); use interleave:NODES")
+        raise UsageError(
+            f"--mem {text}: this kernel ({os.uname().release}) has no weighted interleave (MPOL_WEIGHTED_INTERLEAVE, "
+            f"Linux 6.9 or later, {SYSFS}); use interleave:NODES"
+        )
     nodes, at, weights = arg.partition("@")
     if not nodes:
         raise UsageError(f"--mem {text}: give the nodes, e.g. weighted-interleave:0,1@3,1 or weighted-interleave:all")
@@ -54,7 +57,9 @@ def check_weights(text: str, nodes: Sequence[int], weights: tuple[int, ...] | No
     if weights is None:
         return derived_weights(nodes)
     if len(weights) != len(nodes):
-        raise UsageError(f"--mem {text}: {plural(len(weights), 'weight')} for {plural(len(nodes), 'node')}: give one weight per node, in the nodes' order")
+        raise UsageError(
+            f"--mem {text}: {plural(len(weights), 'weight')} for {plural(len(nodes), 'node')}: give one weight per node, in the nodes' order"
+        )
     return weights
 
 
@@ -74,8 +79,10 @@ def derived_weights(nodes: Sequence[int]) -> tuple[int, ...]:
             except MemoryAPIError:
                 continue
         if not seen:
-            raise UsageError(f"no bandwidth measured for node {node}: give the weights, e.g. weighted-interleave:{','.join(map(str, nodes))}@"
-                             + ",".join("1" for _ in nodes))
+            raise UsageError(
+                f"no bandwidth measured for node {node}: give the weights, e.g. weighted-interleave:{','.join(map(str, nodes))}@"
+                + ",".join("1" for _ in nodes)
+            )
         bandwidth.append(sum(seen) / len(seen))
     return scaled(bandwidth)
 
@@ -108,9 +115,11 @@ def weights_set(nodes: Sequence[int], weights: Sequence[int], root: Path | None 
                 try:
                     (root / f"node{node}").write_text(str(weight))
                 except OSError as exc:
-                    raise UsageError(f"cannot set node {node}'s interleave weight to {weight} ({exc.strerror or exc}): the weights are the "
-                                     f"system's, only root may change them; run as root, or set them yourself "
-                                     f"(echo {weight} > {root}/node{node}) and give the same weights") from None
+                    raise UsageError(
+                        f"cannot set node {node}'s interleave weight to {weight} ({exc.strerror or exc}): the weights are the "
+                        f"system's, only root may change them; run as root, or set them yourself "
+                        f"(echo {weight} > {root}/node{node}) and give the same weights"
+                    ) from None
                 changed[node] = before[node]
         yield wanted
     finally:

@@ -1,10 +1,13 @@
 """Placements: which CPU each thread gets. Strategies, CPU expressions, exports, pictures."""
+
 from __future__ import annotations
 
 from pinlab.errors import UsageError
 from pinlab.placement.expressions import resolve
 from pinlab.placement.plan import Placement
-from pinlab.placement.strategies import GRAPH_STRATEGIES, STRATEGIES, canonical_strategy, check_threads, place, take
+from pinlab.placement.registry import place
+from pinlab.placement.strategies import GRAPH_STRATEGIES, STRATEGIES, canonical_strategy
+from pinlab.placement.units import check_threads, take
 from pinlab.topology.model import Topology
 
 __all__ = ["Placement", "STRATEGIES", "make_placement", "place"]
@@ -46,11 +49,11 @@ def make_placement(
             threads = graph.threads  # the graph says how many threads it was measured with
         if threads is None:
             raise UsageError(f"strategy {canonical_strategy(strategy)} needs a thread count: add -n THREADS")
-        return place(topo, strategy, threads, smt=smt, oversubscribe=oversubscribe, seed=seed,
-                     graph=graph, domains=domains, level=level)
+        return place(topo, strategy, threads, smt=smt, oversubscribe=oversubscribe, seed=seed, graph=graph, domains=domains, level=level)
     if domains is not None or level is not None:
-        raise UsageError("--domains and --level choose a graph strategy's placement: use -s lpgp (or gp, gplp, "
-                         "lp-compact, lp-scatter, treematch) instead of -c")
+        raise UsageError(
+            "--domains and --level choose a graph strategy's placement: use -s lpgp (or gp, gplp, lp-compact, lp-scatter, treematch) instead of -c"
+        )
     selected = resolve(topo, cpus, smt=smt)
     if not oversubscribe:
         seen: set[int] = set()

@@ -27,14 +27,16 @@ same scale). On a virtual machine whose tree is flat, the measurement is what te
 that share a cache from the others.
 
 Distances are kept in a table over every PU, computed once per topology with numpy (a few
-comparisons of per-PU ancestor keys, fast for 1024 CPUs), so a later change can fill the same
-table from measured core-to-core latencies instead.
+comparisons of per-PU ancestor keys, fast for 1024 CPUs); measured core-to-core latencies, when
+the topology has them, overwrite the pairs they cover in that same table (above).
 """
+
 from __future__ import annotations
 
 import weakref
 from typing import Sequence
 
+from pinlab.placement import strategies
 from pinlab.topology.model import Topology, TopoObject
 
 #: The distance scale (see the module docstring), from the closest to the furthest.
@@ -166,8 +168,6 @@ def compare(placement, graph, *, seeds: int = 5) -> dict:
     """
     import statistics
 
-    from pinlab.placement import strategies
-
     topo, n, smt = placement.topology, placement.threads, placement.smt
     graph.check_threads(n)
     costs: dict[str, float] = {}
@@ -177,7 +177,8 @@ def compare(placement, graph, *, seeds: int = 5) -> dict:
         if name not in costs:
             costs[name] = placement_cost(topo, graph, fn(topo, n, smt, placement.oversubscribe))
     costs["random"] = statistics.median(
-        placement_cost(topo, graph, strategies.random(topo, n, seed, smt, placement.oversubscribe)) for seed in range(seeds))
+        placement_cost(topo, graph, strategies.random(topo, n, seed, smt, placement.oversubscribe)) for seed in range(seeds)
+    )
     best = min(costs, key=lambda k: costs[k])
     return {"costs": costs, "best": best, "random_seeds": seeds}
 
@@ -192,7 +193,7 @@ def format_comparison(result: dict) -> str:
         label = name + (" (median of %d seeds)" % result["random_seeds"] if name == "random" else "")
         ratio = f"{cost / lowest:.2f}x" if lowest > 0 else ("1.00x" if cost == 0 else "inf")
         mark = " *" if cost == lowest else ""
-        lines.append(f"{name:<{width}}  {cost:>14.6g}  {ratio}{mark}" + (f"   ({label[len(name) + 2:-1]})" if name == "random" else ""))
+        lines.append(f"{name:<{width}}  {cost:>14.6g}  {ratio}{mark}" + (f"   ({label[len(name) + 2 : -1]})" if name == "random" else ""))
     return "\n".join(lines)
 
 

@@ -4,13 +4,14 @@ The writers produce what a user pastes into a shell or a job script; the readers
 same syntax back (they are used by the tests to prove each export says what the placement says,
 and accept what users write by hand too).
 """
+
 from __future__ import annotations
 
 import re
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.placement.plan import Placement
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
 FORMATS = ("list", "json", "omp", "kmp", "numactl", "taskset", "likwid", "slurm")
 

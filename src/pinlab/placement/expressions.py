@@ -22,12 +22,13 @@
 - Where the topology has no Die objects, ``D`` domains are the packages (one die per package,
   as likwid counts them).
 """
+
 from __future__ import annotations
 
 import re
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 from pinlab.topology.model import Topology, TopoObject
 
 _DOMAIN = re.compile(r"^(N|S([0-9]+)|D([0-9]+)|M([0-9]+)|C([0-9]+)|G([0-9]+)|L([0-9])_([0-9]+))$", re.ASCII)
@@ -59,8 +60,10 @@ def domain_object(topo: Topology, name: str) -> TopoObject:
         if not topo.numa_nodes:
             raise UsageError(f"domain {name}: this topology has no NUMANode objects")
         if index not in topo.node_by_os:
-            raise UsageError(f"domain {name}: there is no NUMA node {index} (M<i> is the OS node number, as numactl and /sys "
-                             f"name it; this machine's nodes: {format_cpulist(topo.node_by_os)})")
+            raise UsageError(
+                f"domain {name}: there is no NUMA node {index} (M<i> is the OS node number, as numactl and /sys "
+                f"name it; this machine's nodes: {format_cpulist(topo.node_by_os)})"
+            )
         return topo.node_by_os[index]
     elif letter == "D":
         kind, objects, index = "Die", _dies(topo), int(m.group(3))
@@ -200,7 +203,9 @@ def resolve(topo: Topology, text: str, smt: bool = False) -> list[int]:
             if cpu not in topo.pu_by_os:
                 raise UsageError(f"CPU {cpu} does not exist on {topo.name} (its CPUs are {format_cpulist(topo.pu_by_os)})")
             if cpu not in topo.allowed_cpus:
-                raise UsageError(f"CPU {cpu} is not allowed for this process (allowed: {format_cpulist(topo.allowed_cpus)}); check taskset/cgroup limits")
+                raise UsageError(
+                    f"CPU {cpu} is not allowed for this process (allowed: {format_cpulist(topo.allowed_cpus)}); check taskset/cgroup limits"
+                )
         return cpus
     cpus = []
     for part in text.split("@"):

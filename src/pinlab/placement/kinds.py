@@ -5,10 +5,11 @@ in one team, and a team runs at its slowest member's pace. ``--cpu-kind`` narrow
 placement may use to one kind, as hwloc records them (``<cpukind>``, hwloc 2.4+), before any
 strategy or expression runs.
 """
+
 from __future__ import annotations
 
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
-from pinlab.topology.cpuset import format_cpulist
 from pinlab.topology.model import CpuKind, Topology
 
 # Words for the most and the least efficient kind (hwloc ranks kinds by efficiency, 0 = least).
@@ -22,8 +23,10 @@ def choose_kind(topo: Topology, word: str) -> CpuKind:
     kinds = sorted(topo.cpu_kinds, key=lambda k: k.efficiency)
     described = ", ".join(f"{k.name} (efficiency {k.efficiency}: CPUs {format_cpulist(k.cpus)})" for k in kinds)
     if len(kinds) < 2:
-        raise UsageError(f"--cpu-kind {word}: {topo.name} has a single kind of core (hwloc records kinds on hybrid processors, "
-                         "hwloc 2.4 or later); leave --cpu-kind out")
+        raise UsageError(
+            f"--cpu-kind {word}: {topo.name} has a single kind of core (hwloc records kinds on hybrid processors, "
+            "hwloc 2.4 or later); leave --cpu-kind out"
+        )
     wanted = word.strip().lower()
     if wanted in PERFORMANCE:
         return kinds[-1]
@@ -32,8 +35,9 @@ def choose_kind(topo: Topology, word: str) -> CpuKind:
     for kind in kinds:
         if kind.name.lower() == wanted or (wanted.isdigit() and kind.efficiency == int(wanted)):
             return kind
-    raise UsageError(f"unknown --cpu-kind {word!r}: use performance (P), efficiency (E), a kind's name or its efficiency rank; "
-                     f"this machine's kinds: {described}")
+    raise UsageError(
+        f"unknown --cpu-kind {word!r}: use performance (P), efficiency (E), a kind's name or its efficiency rank; this machine's kinds: {described}"
+    )
 
 
 def restrict_to_kind(topo: Topology, word: str) -> Topology:
@@ -43,6 +47,8 @@ def restrict_to_kind(topo: Topology, word: str) -> Topology:
     kind = choose_kind(topo, word)
     allowed = topo.allowed_cpus & kind.cpus
     if not allowed:
-        raise UsageError(f"--cpu-kind {word}: none of the {kind.name} CPUs ({format_cpulist(kind.cpus)}) is allowed for this process "
-                         f"(allowed: {format_cpulist(topo.allowed_cpus)})")
+        raise UsageError(
+            f"--cpu-kind {word}: none of the {kind.name} CPUs ({format_cpulist(kind.cpus)}) is allowed for this process "
+            f"(allowed: {format_cpulist(topo.allowed_cpus)})"
+        )
     return parse_xml(topo.xml, source=topo.source, narrow_cpus=allowed, narrow_nodes=topo.allowed_nodes)

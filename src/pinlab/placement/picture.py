@@ -11,6 +11,7 @@ Layout works in points (1/72 inch) with fixed font sizes, so text keeps the same
 the machine; the figure is sized from the layout (and only scaled down past a maximum size).
 matplotlib is imported inside :func:`draw`, so importing this module stays cheap.
 """
+
 from __future__ import annotations
 
 import math
@@ -159,9 +160,7 @@ def _check_target(target: Path) -> str:
         raise UsageError(f"picture file {str(target)!r} must end in .svg or .png")
     parent = target.parent
     if not parent.is_dir():
-        raise UsageError(
-            f"cannot write picture {str(target)!r}: directory {str(parent)!r} does not exist; create it first (mkdir -p {parent})"
-        )
+        raise UsageError(f"cannot write picture {str(target)!r}: directory {str(parent)!r} does not exist; create it first (mkdir -p {parent})")
     if target.is_dir():
         raise UsageError(f"cannot write picture {str(target)!r}: it is a directory; give a file name ending in .svg or .png")
     return fmt
@@ -527,7 +526,6 @@ def _render(picture: Picture, target: Path, fmt: str) -> None:
     display and changes no global backend of a program that calls it.
     """
     import matplotlib
-
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -563,19 +561,37 @@ class _Painter:
         self.scale = scale
         self.rectangle = Rectangle
 
-    def rect(self, x: float, y: float, w: float, h: float, fill: str, *, hatch: str | None = None, zorder: float = 0,
-             lw: float = 0.7) -> None:
+    def rect(self, x: float, y: float, w: float, h: float, fill: str, *, hatch: str | None = None, zorder: float = 0, lw: float = 0.7) -> None:
         """A box; a hatched one gets light hatching (its own patch: matplotlib draws the hatch
         in the edge colour) so that its label stays readable."""
         self.ax.add_patch(self.rectangle((x, y), w, h, facecolor=fill, edgecolor=EDGE, linewidth=lw * self.scale, zorder=zorder))
         if hatch:
             self.ax.add_patch(self.rectangle((x, y), w, h, fill=False, edgecolor=HATCH_COLOUR, linewidth=0, hatch=hatch, zorder=zorder))
 
-    def text(self, x: float, y: float, text: str, size: float, *, bold: bool = False, ha: str = "left", va: str = "top",
-             zorder: float = 0, color: str = "black") -> None:
+    def text(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        size: float,
+        *,
+        bold: bool = False,
+        ha: str = "left",
+        va: str = "top",
+        zorder: float = 0,
+        color: str = "black",
+    ) -> None:
         self.ax.text(
-            x, y, text, fontsize=size * self.scale, fontweight="bold" if bold else "normal",
-            ha=ha, va=va, zorder=zorder, color=color, family="DejaVu Sans",
+            x,
+            y,
+            text,
+            fontsize=size * self.scale,
+            fontweight="bold" if bold else "normal",
+            ha=ha,
+            va=va,
+            zorder=zorder,
+            color=color,
+            family="DejaVu Sans",
         )
 
     def picture(self, picture: Picture) -> None:
@@ -613,7 +629,9 @@ class _Painter:
         self.rect(box.x, box.y, box.width, box.height, fill, hatch=hatch, zorder=z, lw=0.9 if threads else 0.6)
         center = box.x + box.width / 2
         self.text(center, box.y + PAD / 2, box.lines[0], FONT_PU, ha="center", zorder=z + 1, color="#222222")
-        text = picture.pu_texts.get(pu.os_index) if picture is not None and picture.pu_texts is not None else (thread_text(threads) if threads else None)
+        text = (
+            picture.pu_texts.get(pu.os_index) if picture is not None and picture.pu_texts is not None else (thread_text(threads) if threads else None)
+        )
         if text:
             self.text(center, box.y + PAD / 2 + FONT_PU * LINE, text, FONT_THREAD, bold=True, ha="center", zorder=z + 1)
 
@@ -654,19 +672,29 @@ def draw_ranks(split, path: str | Path, placements: list[Placement] | None = Non
     root = build(topo.root)
     _label_gpus(root, split)
     measure(root, (pu_w, pu_h))
-    legend = [(f"rank {d.rank}: CPUs {_cpus_text(d.cpus)}" + (f", {','.join(g.name for g in d.gpus)}" if d.gpus else ""),
-               RANK_FILLS[i % len(RANK_FILLS)], False) for i, d in enumerate(split.domains)]
+    legend = [
+        (
+            f"rank {d.rank}: CPUs {_cpus_text(d.cpus)}" + (f", {','.join(g.name for g in d.gpus)}" if d.gpus else ""),
+            RANK_FILLS[i % len(RANK_FILLS)],
+            False,
+        )
+        for i, d in enumerate(split.domains)
+    ]
     if split.unused:
         legend.append(("no rank", FILL["PU"], False))
     gpus = f", next to {plural(len(split.gpus), 'GPU')}" if split.gpus else ""
     title = f"{plural(len(split.domains), 'local rank')} on {topo.name}{gpus}"
-    note = ("r<rank> in each PU of the rank's domain" + ("; after ':' the numbers of the rank's threads pinned there" if placements else "")
-            + ("; GPUs are named in the box of the object they attach to" if split.gpus else "") + ". P# = OS CPU number")
+    note = (
+        "r<rank> in each PU of the rank's domain"
+        + ("; after ':' the numbers of the rank's threads pinned there" if placements else "")
+        + ("; GPUs are named in the box of the object they attach to" if split.gpus else "")
+        + ". P# = OS CPU number"
+    )
     _render(_placed(Picture(root, title, note, {}, legend, pu_texts=texts, pu_fills=fills)), target, fmt)
 
 
 def _cpus_text(cpus) -> str:
-    from pinlab.topology.cpuset import format_cpulist
+    from pinlab.cpuset import format_cpulist
 
     return format_cpulist(cpus)
 

@@ -1,10 +1,11 @@
 """A placement: which CPU each thread of a program gets, in creation order (thread 0 = main)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinlab.topology.cpuset import format_cpulist
+from pinlab.cpuset import format_cpulist
 from pinlab.topology.model import Topology
 
 JSON_FORMAT_VERSION = 1

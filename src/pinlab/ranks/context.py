@@ -7,6 +7,7 @@ the number of tasks on this node through the step's layout (``SLURM_STEP_TASKS_P
 e.g. ``4(x2),3``, indexed by ``SLURM_NODEID``), which only srun's tasks have: a batch script
 has SLURM_LOCALID too, but it is not a rank.
 """
+
 from __future__ import annotations
 
 import re
@@ -80,8 +81,13 @@ def _slurm(env: Mapping[str, str]) -> RankContext | None:
     if local is None or not layout:
         return None
     node_id = _int(env, "SLURM_NODEID", "Slurm") or 0
-    return RankContext(local, slurm_tasks_on_node(layout, node_id), "Slurm (SLURM_LOCALID)", _int(env, "SLURM_PROCID", "Slurm"),
-                       _int(env, "SLURM_STEP_NUM_TASKS", "Slurm") or _int(env, "SLURM_NTASKS", "Slurm"))
+    return RankContext(
+        local,
+        slurm_tasks_on_node(layout, node_id),
+        "Slurm (SLURM_LOCALID)",
+        _int(env, "SLURM_PROCID", "Slurm"),
+        _int(env, "SLURM_STEP_NUM_TASKS", "Slurm") or _int(env, "SLURM_NTASKS", "Slurm"),
+    )
 
 
 def detect(env: Mapping[str, str]) -> RankContext | None:
@@ -92,8 +98,7 @@ def detect(env: Mapping[str, str]) -> RankContext | None:
             continue
         size = _int(env, size_var, name)
         if size is None:
-            raise UsageError(f"rank context from {name}: {local_var} is set but not {size_var}; "
-                             f"give the local rank count with --rank {local}/COUNT")
+            raise UsageError(f"rank context from {name}: {local_var} is set but not {size_var}; give the local rank count with --rank {local}/COUNT")
         return RankContext(local, size, f"{name} ({local_var})", _int(env, rank_var, name), _int(env, world_var, name))
     return _slurm(env)
 

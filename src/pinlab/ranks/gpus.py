@@ -14,6 +14,7 @@ is read by one stack: ``CUDA_VISIBLE_DEVICES`` (CUDA's index; NVML's, which foll
 with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` when hwloc saw no CUDA device), ``ROCR_VISIBLE_DEVICES``
 (ROCm SMI's index) and ``ZE_AFFINITY_MASK`` (Level Zero's).
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pinlab.topology.cpuset import format_cpulist, parse_hwloc_bitmap
+from pinlab.cpuset import format_cpulist, parse_hwloc_bitmap
 from pinlab.topology.model import Topology
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
@@ -66,8 +67,15 @@ class Gpu:
         return f"opencl{self.indexes.get('OpenCL', 0)}"
 
     def to_json(self) -> dict:
-        return {"name": self.name, "busid": self.busid, "vendor": self.vendor, "model": self.model, "indexes": self.indexes,
-                "cpus": format_cpulist(self.cpus), "nodes": sorted(self.nodes)}
+        return {
+            "name": self.name,
+            "busid": self.busid,
+            "vendor": self.vendor,
+            "model": self.model,
+            "indexes": self.indexes,
+            "cpus": format_cpulist(self.cpus),
+            "nodes": sorted(self.nodes),
+        }
 
 
 def find_gpus(topo: Topology) -> list[Gpu]:
@@ -169,10 +177,15 @@ def _gpu_of(pci: ET.Element, local: tuple | None, topo: Topology) -> Gpu | None:
     if vendor is not None and vendor not in indexes and not (vendor == "NVML" and "CUDA" in indexes):
         indexes[vendor] = -1  # no OS device of the vendor's library (hwloc without its plugin): numbered below, in PCI order
     cpus, nodes = local if local is not None else (topo.root.cpus, frozenset(topo.node_by_os))
-    model = infos.get("GPUModel") or infos.get("CoProcModel") or pci.get("name", "") or next(
-        (i.get("value", "") for i in pci.findall("info") if i.get("name") == "PCIDevice"), "")
-    return Gpu(busid=pci.get("pci_busid", ""), indexes=indexes, cpus=frozenset(cpus) & topo.allowed_cpus, nodes=frozenset(nodes),
-               model=model, infos=infos)
+    model = (
+        infos.get("GPUModel")
+        or infos.get("CoProcModel")
+        or pci.get("name", "")
+        or next((i.get("value", "") for i in pci.findall("info") if i.get("name") == "PCIDevice"), "")
+    )
+    return Gpu(
+        busid=pci.get("pci_busid", ""), indexes=indexes, cpus=frozenset(cpus) & topo.allowed_cpus, nodes=frozenset(nodes), model=model, infos=infos
+    )
 
 
 def visible_devices(gpus: list[Gpu], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -222,8 +235,11 @@ def select_gpus(gpus: list[Gpu], text: str | None, where: str) -> list[Gpu]:
         found = None
         for gpu in gpus:
             names = {gpu.name, gpu.busid.lower(), gpu.busid.lower().removeprefix("0000:")}
-            names |= {f"{prefix}{gpu.indexes[stack]}" for stack, prefix in (("CUDA", "cuda"), ("NVML", "nvml"), ("RSMI", "rsmi"), ("LevelZero", "ze"))
-                      if stack in gpu.indexes}
+            names |= {
+                f"{prefix}{gpu.indexes[stack]}"
+                for stack, prefix in (("CUDA", "cuda"), ("NVML", "nvml"), ("RSMI", "rsmi"), ("LevelZero", "ze"))
+                if stack in gpu.indexes
+            }
             if word.lower() in names or (word.isdigit() and gpu.name.endswith(word) and gpu.name[: -len(word)].isalpha()):
                 found = gpu
                 break

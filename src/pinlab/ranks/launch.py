@@ -5,17 +5,18 @@ Each rank runs its own pinlab, reads its own node's topology and computes the sa
 the node as every other rank there (the split depends only on the node and the local rank
 count), then keeps its own part: no rank needs to talk to another.
 """
+
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
 from pinlab.ranks.context import RankContext
 from pinlab.ranks.gpus import find_gpus, select_gpus
 from pinlab.ranks.split import NodeSplit, RankDomain, split_node
-from pinlab.topology.cpuset import format_cpulist
 from pinlab.topology.model import Topology
 
 
@@ -36,8 +37,10 @@ class RankPlan:
     def summary(self) -> str:
         """``local rank 1 of 4 (Open MPI (OMPI_COMM_WORLD_LOCAL_RANK)): CPUs 8-15 (L3 cache 1), NUMA node 0, GPUs cuda1``"""
         d = self.domain
-        text = (f"local rank {d.rank} of {len(self.split.domains)} ({self.context.source}): CPUs {format_cpulist(d.cpus)} ({d.how}), "
-                f"NUMA {'nodes' if len(d.nodes) > 1 else 'node'} {format_cpulist(d.nodes)}")
+        text = (
+            f"local rank {d.rank} of {len(self.split.domains)} ({self.context.source}): CPUs {format_cpulist(d.cpus)} ({d.how}), "
+            f"NUMA {'nodes' if len(d.nodes) > 1 else 'node'} {format_cpulist(d.nodes)}"
+        )
         if d.gpus:
             text += f", GPUs {','.join(g.name for g in d.gpus)} ({' '.join(f'{k}={v}' for k, v in d.env.items())})"
         return text
@@ -58,11 +61,15 @@ def node_split(topo: Topology, ranks: int, gpus: str | None) -> tuple[NodeSplit,
         found = find_gpus(topo)
         every = gpus.strip().lower() == "all"
         if not found and every:
-            notices.append(f"--gpus: hwloc shows no GPU on {topo.name} (no CUDA, NVML, ROCm SMI, Level Zero or OpenCL device): "
-                           "the node is split by its CPUs only")
+            notices.append(
+                f"--gpus: hwloc shows no GPU on {topo.name} (no CUDA, NVML, ROCm SMI, Level Zero or OpenCL device): "
+                "the node is split by its CPUs only"
+            )
         elif every and not any(g.cpus for g in found):
-            notices.append(f"--gpus: none of the {len(found)} GPUs of {topo.name} is local to the CPUs this process may use "
-                           f"({format_cpulist(topo.allowed_cpus)}): the ranks get no GPU and the CPUs are split alone")
+            notices.append(
+                f"--gpus: none of the {len(found)} GPUs of {topo.name} is local to the CPUs this process may use "
+                f"({format_cpulist(topo.allowed_cpus)}): the ranks get no GPU and the CPUs are split alone"
+            )
         else:
             chosen = select_gpus(found, gpus, topo.name)
     split = split_node(topo, ranks, chosen, chosen=chosen is not None and len(chosen) < len(found))
@@ -113,8 +120,9 @@ def rank_memory(mem: str | None, domain: RankDomain) -> str | None:
 
 def no_domain_memory(mem: str | None) -> None:
     if mem is not None and mem.strip() == "domain":
-        raise UsageError("--mem domain binds memory to the rank's domain: it needs a rank context "
-                         "(run under srun or mpirun, or give --rank LOCAL/COUNT)")
+        raise UsageError(
+            "--mem domain binds memory to the rank's domain: it needs a rank context (run under srun or mpirun, or give --rank LOCAL/COUNT)"
+        )
 
 
 def this_rank(rank: str, gpus: str | None, environ: Mapping[str, str] | None = None) -> RankPlan | None:
@@ -126,7 +134,8 @@ def this_rank(rank: str, gpus: str | None, environ: Mapping[str, str] | None = N
     context = parse_rank(rank, os.environ if environ is None else environ)
     if context is None:
         if gpus is not None:
-            raise UsageError("--gpus gives each MPI rank the GPUs next to it: it needs a rank context "
-                             "(run under srun or mpirun, or give --rank LOCAL/COUNT)")
+            raise UsageError(
+                "--gpus gives each MPI rank the GPUs next to it: it needs a rank context (run under srun or mpirun, or give --rank LOCAL/COUNT)"
+            )
         return None
     return plan_rank(context, load_node(), gpus)

@@ -15,13 +15,14 @@ A GPU domain holding several ranks is split among them by the rule above, and it
 ranks). With fewer ranks than GPU domains, each rank takes consecutive whole domains with all
 their GPUs. CPUs local to no GPU are left unused, and said so.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
 from pinlab.ranks.gpus import Gpu, visible_devices
-from pinlab.topology.cpuset import format_cpulist
 from pinlab.topology.model import Topology
 from pinlab.words import plural
 
@@ -46,8 +47,14 @@ class RankDomain:
         return visible_devices(self.gpus) if self.gpus else {}
 
     def to_json(self) -> dict:
-        return {"rank": self.rank, "cpus": format_cpulist(self.cpus), "nodes": sorted(self.nodes), "how": self.how,
-                "gpus": [g.name for g in self.gpus], "env": self.env}
+        return {
+            "rank": self.rank,
+            "cpus": format_cpulist(self.cpus),
+            "nodes": sorted(self.nodes),
+            "how": self.how,
+            "gpus": [g.name for g in self.gpus],
+            "env": self.env,
+        }
 
 
 @dataclass
@@ -61,8 +68,14 @@ class NodeSplit:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"ranks": len(self.domains), "topology": self.topology.name, "domains": [d.to_json() for d in self.domains],
-                "gpus": [g.to_json() for g in self.gpus], "unused_cpus": format_cpulist(self.unused), "notes": self.notes}
+        return {
+            "ranks": len(self.domains),
+            "topology": self.topology.name,
+            "domains": [d.to_json() for d in self.domains],
+            "gpus": [g.to_json() for g in self.gpus],
+            "unused_cpus": format_cpulist(self.unused),
+            "notes": self.notes,
+        }
 
 
 def split_node(topo: Topology, ranks: int, gpus: list[Gpu] | None = None, *, chosen: bool = False) -> NodeSplit:
@@ -73,8 +86,9 @@ def split_node(topo: Topology, ranks: int, gpus: list[Gpu] | None = None, *, cho
         raise UsageError(f"the number of ranks must be at least 1 (got {ranks})")
     allowed = topo.allowed_cpus
     if ranks > len(allowed):
-        raise UsageError(f"{ranks} local ranks but only {plural(len(allowed), 'allowed CPU')} on {topo.name} "
-                         f"({format_cpulist(allowed)}): run fewer ranks per node")
+        raise UsageError(
+            f"{ranks} local ranks but only {plural(len(allowed), 'allowed CPU')} on {topo.name} ({format_cpulist(allowed)}): run fewer ranks per node"
+        )
     if gpus:
         return _split_with_gpus(topo, ranks, gpus, chosen)
     parts = split_cpus(topo, allowed, ranks)
@@ -95,7 +109,7 @@ def split_cpus(topo: Topology, cpus: frozenset[int], ranks: int) -> list[tuple[f
         count = len(objects)
         if count % ranks == 0:
             each = count // ranks
-            groups = [frozenset().union(*objects[r * each:(r + 1) * each]) for r in range(ranks)]
+            groups = [frozenset().union(*objects[r * each : (r + 1) * each]) for r in range(ranks)]
             return [(g, _describe(topo, g)) for g in groups]
         if ranks % count == 0 and all(len(_units(topo, o, ranks // count)) >= ranks // count for o in objects):
             return [part for o in objects for part in split_cpus(topo, o, ranks // count)]
@@ -171,8 +185,9 @@ def _describe(topo: Topology, cpus: frozenset[int], block: bool = False) -> str:
         level, whole = best
         ids = [_number(level, o) for o in whole]
         return f"{_LEVEL_WORDS[level]}{'s' if len(ids) > 1 else ''} {format_cpulist(ids)}"
-    container = next((f" of {_LEVEL_WORDS[level]} {_number(level, o)}" for level in reversed(levels)
-                      for o in topo.objects(level) if cpus <= o.cpus), "")
+    container = next(
+        (f" of {_LEVEL_WORDS[level]} {_number(level, o)}" for level in reversed(levels) for o in topo.objects(level) if cpus <= o.cpus), ""
+    )
     cores = {id(topo.core_of(topo.pu(c))): topo.core_of(topo.pu(c)) for c in cpus}
     if all((core.cpus & allowed) <= cpus for core in cores.values()):
         return f"{plural(len(cores), 'core')}{container}"
@@ -201,8 +216,10 @@ def _split_with_gpus(topo: Topology, ranks: int, gpus: list[Gpu], chosen: bool) 
         else:
             domains.append((gpu.cpus, [gpu]))
     if not domains:
-        raise UsageError(f"none of the {plural(len(gpus), 'GPU')} of {topo.name} is local to a CPU this process may use "
-                         f"({format_cpulist(topo.allowed_cpus)}); leave --gpus out or allow their CPUs")
+        raise UsageError(
+            f"none of the {plural(len(gpus), 'GPU')} of {topo.name} is local to a CPU this process may use "
+            f"({format_cpulist(topo.allowed_cpus)}); leave --gpus out or allow their CPUs"
+        )
     # overlapping localities (a GPU local to the whole machine beside GPUs local to one socket):
     # the narrower ones keep their CPUs, the wider domain keeps what is left
     domains.sort(key=lambda d: (len(d[0]), min(d[0])))
@@ -221,7 +238,7 @@ def _split_with_gpus(topo: Topology, ranks: int, gpus: list[Gpu], chosen: bool) 
     count = len(disjoint)
     if ranks < count:
         for r in range(ranks):
-            chunk = disjoint[r * count // ranks:(r + 1) * count // ranks]
+            chunk = disjoint[r * count // ranks : (r + 1) * count // ranks]
             cpus = frozenset().union(*(c for c, _ in chunk))
             result.append(RankDomain(r, cpus, _nodes_of(topo, cpus), _describe(topo, cpus), [g for _, held in chunk for g in held]))
     else:
@@ -231,7 +248,7 @@ def _split_with_gpus(topo: Topology, ranks: int, gpus: list[Gpu], chosen: bool) 
             parts = split_cpus(topo, cpus, k)
             for j, (part, how) in enumerate(parts):
                 if k <= len(held):
-                    mine = held[j * len(held) // k:(j + 1) * len(held) // k]
+                    mine = held[j * len(held) // k : (j + 1) * len(held) // k]
                 else:
                     mine = [held[j * len(held) // k]]
                 result.append(RankDomain(r, part, _nodes_of(topo, part), how, mine))

@@ -6,6 +6,7 @@ and the rates measured after that choice. For each candidate of a search the rep
 mean rate over every sub-window it was measured in (the samples the verdict is computed from),
 their standard deviation, and how it compares with the chosen candidate.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,10 +14,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.autopin.logread import AutopinLog, Choice, Migration, Probe, Rate, Reprobe, finite
-from pinlab.topology.cpuset import format_cpulist
+from pinlab.cpuset import format_cpulist
 
-__all__ = ["CandidateRow", "Search", "searches", "probing_seconds", "rate_unit", "si", "seconds", "p_text", "parameters", "what_ran",
-           "effect_sentence", "run_summary", "reprobe_sentence", "migration_sentence", "choice_lines"]
+__all__ = [
+    "CandidateRow",
+    "Search",
+    "searches",
+    "probing_seconds",
+    "rate_unit",
+    "si",
+    "seconds",
+    "p_text",
+    "parameters",
+    "what_ran",
+    "effect_sentence",
+    "run_summary",
+    "reprobe_sentence",
+    "migration_sentence",
+    "choice_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -133,11 +149,21 @@ def _fill_rows(log: AutopinLog, search: Search) -> None:
     equivalent = set(choice.equivalent) if choice else set()
     for index, (c, rounds, n, mean, spread, cpus) in stats.items():
         relative = mean / ref_mean - 1 if mean is not None and ref_mean else None
-        search.rows.append(CandidateRow(
-            index=index, name=c.name, cpus=cpus, rounds=rounds, samples=n, mean=mean, spread=spread, relative=relative,
-            chosen=choice is not None and index == choice.candidate,
-            runner_up=choice is not None and choice.runner_up is not None and index == choice.runner_up.candidate,
-            equivalent=index in equivalent and not (choice is not None and index == choice.candidate)))
+        search.rows.append(
+            CandidateRow(
+                index=index,
+                name=c.name,
+                cpus=cpus,
+                rounds=rounds,
+                samples=n,
+                mean=mean,
+                spread=spread,
+                relative=relative,
+                chosen=choice is not None and index == choice.candidate,
+                runner_up=choice is not None and choice.runner_up is not None and index == choice.runner_up.candidate,
+                equivalent=index in equivalent and not (choice is not None and index == choice.candidate),
+            )
+        )
 
 
 # -- words and numbers ----------------------------------------------------------------------------
@@ -180,10 +206,17 @@ def p_text(p: float | None) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
-_PARAMS = [("init", "initialisation", seconds), ("warmup", "warm-up", seconds), ("interval", "interval", seconds),
-           ("windows", "sub-windows", str), ("rounds", "rounds", str), ("alpha", "alpha", lambda v: f"{v:g}"),
-           ("migrate_pages", "migrate pages", str), ("monitor", "monitor", lambda v: "on" if v else "off"),
-           ("threshold", "threshold", lambda v: f"{v:g} %")]
+_PARAMS = [
+    ("init", "initialisation", seconds),
+    ("warmup", "warm-up", seconds),
+    ("interval", "interval", seconds),
+    ("windows", "sub-windows", str),
+    ("rounds", "rounds", str),
+    ("alpha", "alpha", lambda v: f"{v:g}"),
+    ("migrate_pages", "migrate pages", str),
+    ("monitor", "monitor", lambda v: "on" if v else "off"),
+    ("threshold", "threshold", lambda v: f"{v:g} %"),
+]
 
 
 def parameters(log: AutopinLog) -> list[tuple[str, str]]:
@@ -244,8 +277,10 @@ def run_summary(log: AutopinLog) -> list[str]:
     probing = s.probing_seconds if s is not None and finite(s.probing_seconds) else probing_seconds(log.probes)
     out = []
     if s is None:
-        out.append(f"The log has no summary: autopin stopped before the program ended (killed, or still running); "
-                   f"it shows the run up to t = {seconds(log.end_time)}.")
+        out.append(
+            f"The log has no summary: autopin stopped before the program ended (killed, or still running); "
+            f"it shows the run up to t = {seconds(log.end_time)}."
+        )
     else:
         if s.signal is not None:
             ended = f"The program was ended by signal {s.signal}"
@@ -280,13 +315,15 @@ def reprobe_sentence(reprobe: Reprobe) -> str:
         text += f": {reprobe.why.rstrip('.')}"
     if finite(reprobe.rate) and finite(reprobe.reference) and reprobe.reference:
         over = f" over {reprobe.intervals} intervals" if reprobe.intervals is not None else ""
-        text += (f" (rate {si(reprobe.rate)}{over}, against {si(reprobe.reference)} at the choice: "
-                 f"{100 * (reprobe.rate / reprobe.reference - 1):+.1f} %)")
+        text += (
+            f" (rate {si(reprobe.rate)}{over}, against {si(reprobe.reference)} at the choice: {100 * (reprobe.rate / reprobe.reference - 1):+.1f} %)"
+        )
     return text + "."
 
 
 def migration_sentence(m: Migration) -> str:
     """Pages moved after a re-pin, in words."""
+
     def pages(counts: dict) -> str:
         return ", ".join(f"node {k}: {v}" for k, v in counts.items()) or "?"
 
@@ -322,11 +359,15 @@ def choice_lines(log: AutopinLog, search: Search) -> list[str]:
         names = ", ".join(f"{r.name} (#{r.index})" for r in equivalent)
         lines.append(f"Statistically equivalent to the choice: {names}.")
     if choice.rounds is not None or choice.probing_seconds is not None:
-        lines.append(f"Rounds: {choice.rounds if choice.rounds is not None else '?'}; this search probed for "
-                     f"{seconds(choice.probing_seconds if choice.probing_seconds is not None else search.probing_seconds)}.")
+        lines.append(
+            f"Rounds: {choice.rounds if choice.rounds is not None else '?'}; this search probed for "
+            f"{seconds(choice.probing_seconds if choice.probing_seconds is not None else search.probing_seconds)}."
+        )
     if search.rates:
         values = [r.rate for r in search.rates if r.rate is not None]
         if values:
-            lines.append(f"After the choice: {len(search.rates)} intervals, mean rate {si(sum(values) / len(values))} "
-                         f"(from {si(min(values))} to {si(max(values))}).")
+            lines.append(
+                f"After the choice: {len(search.rates)} intervals, mean rate {si(sum(values) / len(values))} "
+                f"(from {si(min(values))} to {si(max(values))})."
+            )
     return lines

@@ -3,6 +3,7 @@
 Built like the study report (:mod:`pinlab.report.html`): one jinja2 template, inline CSS, the
 picture embedded as an SVG ``data:`` URI, so ``index.html`` can be mailed or archived alone.
 """
+
 from __future__ import annotations
 
 import base64
@@ -12,9 +13,8 @@ from typing import Any
 
 from pinlab.autopin.logread import AutopinLog
 from pinlab.errors import UsageError
-from pinlab.report.autopin_data import (choice_lines, migration_sentence, parameters, rate_unit, reprobe_sentence, run_summary,
-                                        searches, si, what_ran)
-from pinlab.report.html import TEMPLATE_DIR, _environment
+from pinlab.report.autopin_data import choice_lines, migration_sentence, parameters, rate_unit, reprobe_sentence, run_summary, searches, si, what_ran
+from pinlab.report.html import _environment
 
 __all__ = ["render_autopin_html", "write_autopin_html", "TEMPLATE"]
 
@@ -30,30 +30,39 @@ def _svg(fig) -> str:
 def _rows(search) -> list[dict[str, Any]]:
     rows = []
     for row in search.rows:
-        rows.append({
-            "index": row.index, "name": row.name, "cpus": row.cpulist, "order": ", ".join(map(str, row.cpus)),
-            "rounds": row.rounds, "samples": row.samples, "mean": si(row.mean),
-            "spread": "–" if row.spread is None else f"± {si(row.spread)}",
-            "relative_spread": "" if row.relative_spread is None else f"{100 * row.relative_spread:.2f} %",
-            "relative": "–" if row.relative is None else ("reference" if row.index == search.reference else f"{100 * row.relative:+.1f} %"),
-            "role": row.role,
-        })
+        rows.append(
+            {
+                "index": row.index,
+                "name": row.name,
+                "cpus": row.cpulist,
+                "order": ", ".join(map(str, row.cpus)),
+                "rounds": row.rounds,
+                "samples": row.samples,
+                "mean": si(row.mean),
+                "spread": "–" if row.spread is None else f"± {si(row.spread)}",
+                "relative_spread": "" if row.relative_spread is None else f"{100 * row.relative_spread:.2f} %",
+                "relative": "–" if row.relative is None else ("reference" if row.index == search.reference else f"{100 * row.relative:+.1f} %"),
+                "role": row.role,
+            }
+        )
     return rows
 
 
 def _searches(log: AutopinLog) -> list[dict[str, Any]]:
     out = []
     for search in searches(log):
-        out.append({
-            "number": search.number,
-            "reprobe": reprobe_sentence(search.reprobe) if search.reprobe is not None else None,
-            "measured": bool(search.probes),
-            "against": "chosen" if search.reference_is_choice else "best measured",
-            "rows": _rows(search),
-            "lines": choice_lines(log, search) if search.probes or search.choice else [],
-            "decided": None if search.choice is None else search.choice.decided,
-            "migrations": [migration_sentence(m) for m in search.migrations],
-        })
+        out.append(
+            {
+                "number": search.number,
+                "reprobe": reprobe_sentence(search.reprobe) if search.reprobe is not None else None,
+                "measured": bool(search.probes),
+                "against": "chosen" if search.reference_is_choice else "best measured",
+                "rows": _rows(search),
+                "lines": choice_lines(log, search) if search.probes or search.choice else [],
+                "decided": None if search.choice is None else search.choice.decided,
+                "migrations": [migration_sentence(m) for m in search.migrations],
+            }
+        )
     return out
 
 
@@ -72,8 +81,10 @@ def render_autopin_html(log: AutopinLog) -> str:
         "warnings": list(log.warnings),
         "searches": _searches(log),
         "summary": run_summary(log),
-        "picture": {"src": _svg(timeline(log)),
-                    "alt": f"rate in {rate_unit(log)} over time, with each candidate's probing window shaded and the choices marked"},
+        "picture": {
+            "src": _svg(timeline(log)),
+            "alt": f"rate in {rate_unit(log)} over time, with each candidate's probing window shaded and the choices marked",
+        },
     }
     return _environment().get_template(TEMPLATE).render(**context)
 
@@ -89,9 +100,9 @@ def write_autopin_html(log: AutopinLog, directory) -> Path:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     except (FileExistsError, NotADirectoryError):
-        raise UsageError(f"cannot write the HTML report into {str(directory)!r}: a part of that path is a file, not a directory; "
-                         f"give a directory path") from None
+        raise UsageError(
+            f"cannot write the HTML report into {str(directory)!r}: a part of that path is a file, not a directory; give a directory path"
+        ) from None
     except OSError as exc:
-        raise UsageError(f"cannot write the HTML report into {str(directory)!r}: {exc.strerror or exc}; "
-                         f"give a directory you can write to") from None
+        raise UsageError(f"cannot write the HTML report into {str(directory)!r}: {exc.strerror or exc}; give a directory you can write to") from None
     return path

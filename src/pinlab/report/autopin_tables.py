@@ -1,9 +1,21 @@
 """An autopin log as terminal text: what ran, each search's candidates and verdict, the summary."""
+
 from __future__ import annotations
 
 from pinlab.autopin.logread import AutopinLog
-from pinlab.report.autopin_data import (Search, choice_lines, migration_sentence, parameters, rate_unit, reprobe_sentence, run_summary,
-                                        searches, seconds, si, what_ran)
+from pinlab.report.autopin_data import (
+    Search,
+    choice_lines,
+    migration_sentence,
+    parameters,
+    rate_unit,
+    reprobe_sentence,
+    run_summary,
+    searches,
+    seconds,
+    si,
+    what_ran,
+)
 
 __all__ = ["print_autopin_report", "candidates_table", "search_title"]
 
@@ -26,8 +38,9 @@ def candidates_table(log: AutopinLog, search: Search):
         table.add_column(column, justify="left" if column in ("candidate", "CPUs", "") else "right")
     colours = {"chosen": "green", "runner-up": "yellow", "equivalent": "cyan"}
     for row in search.rows:
-        spread = (f"± {100 * row.relative_spread:.2f} % ({row.samples})" if row.relative_spread is not None else
-                  f"({row.samples})" if row.samples else "–")
+        spread = (
+            f"± {100 * row.relative_spread:.2f} % ({row.samples})" if row.relative_spread is not None else f"({row.samples})" if row.samples else "–"
+        )
         relative = "–" if row.relative is None else ("reference" if row.index == search.reference else f"{100 * row.relative:+.1f} %")
         role = f"[{colours[row.role]}]{row.role}[/]" if row.role else ""
         table.add_row(str(row.index), row.name, row.cpulist, str(row.rounds), si(row.mean), spread, relative, role)
@@ -56,8 +69,11 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
         if search.reprobe is not None:
             console.print(escape(reprobe_sentence(search.reprobe)))
         if not search.probes and search.choice is None:
-            console.print(f"{escape(search_title(search))}: nothing was measured after it." if search.reprobe is not None else
-                          "Nothing was measured: the log ends before the first probe.")
+            console.print(
+                f"{escape(search_title(search))}: nothing was measured after it."
+                if search.reprobe is not None
+                else "Nothing was measured: the log ends before the first probe."
+            )
             continue
         console.print(candidates_table(log, search))
         for line in choice_lines(log, search):

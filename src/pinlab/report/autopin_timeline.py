@@ -7,6 +7,7 @@ numbered in the windows wide enough for a label and named in the key under the f
 run of an hour with ten or more candidates stays readable. Figures follow
 :mod:`pinlab.report.plots`: Agg canvas, no pyplot state, texts kept inside the image.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -73,8 +74,7 @@ def timeline(log: AutopinLog):
     for probe in log.probes:
         colour = palette[probe.candidate]
         if probe.repinned_at is not None and probe.repinned_at < probe.start:
-            ax.axvspan(x(probe.repinned_at), x(probe.start), facecolor=(*colour[:3], 0.08), edgecolor=(*colour[:3], 0.6),
-                       hatch="////", linewidth=0)
+            ax.axvspan(x(probe.repinned_at), x(probe.start), facecolor=(*colour[:3], 0.08), edgecolor=(*colour[:3], 0.6), hatch="////", linewidth=0)
         ax.axvspan(x(probe.start), x(probe.end), facecolor=colour, alpha=0.22, linewidth=0)
         samples = [w for w in probe.samples if finite(w)]
         if samples:
@@ -115,8 +115,7 @@ def timeline(log: AutopinLog):
     ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 1.2 M rather than an offset 1e6 above the axis
     ax.grid(alpha=0.3)
     n_search = len(searches(log))
-    ax.set_title(f"autopin {what_ran(log)}; metric {start.metric}"
-                 + (f"; {n_search} searches" if n_search > 1 else ""), fontsize=10)
+    ax.set_title(f"autopin {what_ran(log)}; metric {start.metric}" + (f"; {n_search} searches" if n_search > 1 else ""), fontsize=10)
 
     handles = [Patch(facecolor=palette[c.index], alpha=0.5, linewidth=0) for c in start.candidates]
     labels = [f"{c.index}: {c.name} ({_cpus(c.cpus)})" for c in start.candidates]
@@ -141,7 +140,7 @@ def timeline(log: AutopinLog):
 
 
 def _cpus(cpus) -> str:
-    from pinlab.topology.cpuset import format_cpulist
+    from pinlab.cpuset import format_cpulist
 
     text = format_cpulist(cpus) if cpus else "?"
     return f"CPU {text}" if len(cpus) == 1 else f"CPUs {text}"
@@ -154,15 +153,24 @@ def _label_windows(ax, log: AutopinLog, scale: float) -> None:
     for probe in log.probes:
         label = str(probe.candidate)
         if (probe.end - probe.start) * per_second >= plots._text_width(label, 7) + 4:
-            ax.text((probe.start + probe.end) / 2 / scale, 0.97, label, transform=ax.get_xaxis_transform(),
-                    ha="center", va="top", fontsize=7, color="#333333").set_in_layout(False)
+            ax.text(
+                (probe.start + probe.end) / 2 / scale,
+                0.97,
+                label,
+                transform=ax.get_xaxis_transform(),
+                ha="center",
+                va="top",
+                fontsize=7,
+                color="#333333",
+            ).set_in_layout(False)
     right = ax.bbox.x1
     for choice in log.choices:
         label = f" {choice.candidate}: {choice.name}"
         at = ax.transData.transform((choice.t / scale, 0))[0]
         if at + plots._text_width(label, 7) + 2 <= right:
-            ax.text(choice.t / scale, 0.90, label, transform=ax.get_xaxis_transform(), ha="left", va="top", fontsize=7,
-                    color=_CHOICE, fontweight="bold").set_in_layout(False)
+            ax.text(
+                choice.t / scale, 0.90, label, transform=ax.get_xaxis_transform(), ha="left", va="top", fontsize=7, color=_CHOICE, fontweight="bold"
+            ).set_in_layout(False)
 
 
 def save_picture(fig, path) -> Path:

@@ -9,6 +9,7 @@ Every number is in the metric's own unit (seconds, MB/s, ...): the statistics of
 higher is better are computed on its values, with the comparisons turned round (see
 :func:`pinlab.stats.compare`), so a speedup is the ratio of the means shown beside it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -99,8 +100,10 @@ def node_summary(runs) -> tuple[list[dict[str, Any]], str | None]:
     a placement's speedup then mixes machines, so compare within one kind of node (--by-node)."""
     if "node" not in runs or runs["node"].isna().all():
         return [], None
-    nodes = [{"node": node, "hardware": hardware, "runs": int(len(group))}
-             for (node, hardware), group in runs.groupby(["node", "node_hardware"], sort=True, dropna=False)]
+    nodes = [
+        {"node": node, "hardware": hardware, "runs": int(len(group))}
+        for (node, hardware), group in runs.groupby(["node", "node_hardware"], sort=True, dropna=False)
+    ]
     # a host is one kind of node: where its description changed between runs (its memory figure
     # as an older pinlab read it), the one most of its runs have stands for it
     described: dict[str, tuple[int, str]] = {}
@@ -114,8 +117,10 @@ def node_summary(runs) -> tuple[list[dict[str, Any]], str | None]:
     if len(kinds) < 2:
         return nodes, None
     listed = "; ".join(f"{hardware} ({', '.join(hosts)})" for hardware, hosts in kinds.items())
-    return nodes, (f"the runs come from {len(kinds)} kinds of node: {listed}; their speedups mix machines: "
-                   "compare placements within one kind (pinlab report --by-node)")
+    return nodes, (
+        f"the runs come from {len(kinds)} kinds of node: {listed}; their speedups mix machines: "
+        "compare placements within one kind (pinlab report --by-node)"
+    )
 
 
 def by_node(report) -> list[dict[str, Any]]:
@@ -125,8 +130,16 @@ def by_node(report) -> list[dict[str, Any]]:
     rows = []
     for (config, node), group in runs.groupby(["config", "node"], sort=False, dropna=False):
         sample = ok[(ok["config"] == config) & (ok["node"] == node)]["metric"]
-        rows.append({"config": config, "node": node, "hardware": group["node_hardware"].iloc[0], "runs": int(len(group)),
-                     "ok": int(len(sample)), "median": float(sample.median()) if len(sample) else None})
+        rows.append(
+            {
+                "config": config,
+                "node": node,
+                "hardware": group["node_hardware"].iloc[0],
+                "runs": int(len(group)),
+                "ok": int(len(sample)),
+                "median": float(sample.median()) if len(sample) else None,
+            }
+        )
     return rows
 
 
@@ -138,8 +151,7 @@ def _count(record: Any, event: str) -> float | None:
         return None
 
 
-def study_report(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05,
-                 metric_better: str | None = None) -> StudyReport:
+def study_report(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05, metric_better: str | None = None) -> StudyReport:
     """Everything a report shows, computed from the stored runs.
 
     ``metric_better`` ("lower" or "higher") is for studies stored without their metric's
@@ -165,25 +177,60 @@ def study_report(db: str, name: str | None = None, baseline: str = "none", alpha
     suite: dict[str, dict[str, list[float]]] = {}
     for key, group in runs.groupby(GROUP + ["placement"], sort=False, dropna=False):
         program, threads, mem, corun, placement = key
-        sample = ok[(ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == placement)]
-        row: dict[str, Any] = {"program": program, "threads": threads, "placement": placement, "mem": mem, "corun": corun,
-                               "config": group["config"].iloc[0], "runs": len(group), "failed": int((group["status"] != "ok").sum()),
-                               "metric_better": better}
+        sample = ok[
+            (ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == placement)
+        ]
+        row: dict[str, Any] = {
+            "program": program,
+            "threads": threads,
+            "placement": placement,
+            "mem": mem,
+            "corun": corun,
+            "config": group["config"].iloc[0],
+            "runs": len(group),
+            "failed": int((group["status"] != "ok").sum()),
+            "metric_better": better,
+        }
         if len(sample) == 0:
             rows.append(row)
             continue
         d = describe(list(sample["metric"]), confidence=1 - alpha, seconds=seconds)
-        row.update(n=d.n, mean=d.mean, median=d.median, min=d.min, max=d.max, variance=d.variance, std=d.std, av=d.av, rv=d.rv,
-                   unstable=d.unstable, mean_ci_low=d.mean_ci[0] if d.mean_ci else None, mean_ci_high=d.mean_ci[1] if d.mean_ci else None,
-                   median_ci_low=d.median_ci[0] if d.median_ci else None, median_ci_high=d.median_ci[1] if d.median_ci else None)
+        row.update(
+            n=d.n,
+            mean=d.mean,
+            median=d.median,
+            min=d.min,
+            max=d.max,
+            variance=d.variance,
+            std=d.std,
+            av=d.av,
+            rv=d.rv,
+            unstable=d.unstable,
+            mean_ci_low=d.mean_ci[0] if d.mean_ci else None,
+            mean_ci_high=d.mean_ci[1] if d.mean_ci else None,
+            median_ci_low=d.median_ci[0] if d.median_ci else None,
+            median_ci_high=d.median_ci[1] if d.median_ci else None,
+        )
         if placement != baseline:
-            base = ok[(ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == baseline)]
+            base = ok[
+                (ok["program"] == program) & (ok["threads"] == threads) & (ok["mem"] == mem) & (ok["corun"] == corun) & (ok["placement"] == baseline)
+            ]
             if len(base):
                 c = compare(list(base["metric"]), list(sample["metric"]), alpha=alpha, better=better, seconds=seconds)
-                row.update(mean_speedup=c.mean_speedup, median_speedup=c.median_speedup,
-                           mean_verdict=c.mean_verdict, median_verdict=c.median_verdict, verdict=c.verdict, mean_p=c.mean_p_faster,
-                           median_p=c.median_p_faster, baseline_shapiro_p=c.baseline_shapiro_p, placement_shapiro_p=c.candidate_shapiro_p,
-                           mean_test=c.mean_test, mean_test_valid=c.mean_test_valid, decided=decided(c))
+                row.update(
+                    mean_speedup=c.mean_speedup,
+                    median_speedup=c.median_speedup,
+                    mean_verdict=c.mean_verdict,
+                    median_verdict=c.median_verdict,
+                    verdict=c.verdict,
+                    mean_p=c.mean_p_faster,
+                    median_p=c.median_p_faster,
+                    baseline_shapiro_p=c.baseline_shapiro_p,
+                    placement_shapiro_p=c.candidate_shapiro_p,
+                    mean_test=c.mean_test,
+                    mean_test_valid=c.mean_test_valid,
+                    decided=decided(c),
+                )
         suite.setdefault(f"{program} x{threads} {mem} {corun}", {})[placement] = list(sample["metric"])
         rows.append(row)
     counters = list(study.parameters.get("counters", []))
@@ -192,9 +239,20 @@ def study_report(db: str, name: str | None = None, baseline: str = "none", alpha
     overall_rows = [r.to_dict() for r in overall(complete, baseline=baseline, alpha=alpha, better=better, seconds=seconds)] if complete else []
     stats = pandas.DataFrame(rows)
     nodes, node_warning = node_summary(runs)
-    return StudyReport(study=study, runs=runs, stats=stats, overall=overall_rows, baseline=baseline, alpha=alpha, metric=metric,
-                       direction=direction, counters=counters, adaptive=_adaptive(study, runs, stats, baseline), nodes=nodes,
-                       node_warning=node_warning)
+    return StudyReport(
+        study=study,
+        runs=runs,
+        stats=stats,
+        overall=overall_rows,
+        baseline=baseline,
+        alpha=alpha,
+        metric=metric,
+        direction=direction,
+        counters=counters,
+        adaptive=_adaptive(study, runs, stats, baseline),
+        nodes=nodes,
+        node_warning=node_warning,
+    )
 
 
 def _add_counter_columns(rows: list[dict[str, Any]], ok, counters: list[str], baseline: str) -> None:
@@ -227,9 +285,18 @@ def _adaptive(study, runs, stats, baseline: str) -> dict[str, Any] | None:
     per_config = [int(n) for n in stats["runs"]]
     compared = stats[stats["placement"] != baseline]
     undecided = [row["config"] for row in compared.to_dict(orient="records") if row.get("decided") is not True]
-    return {"measured": int(len(runs)), "configs": configs, "fixed_runs": FIXED_RUNS, "fixed_total": FIXED_RUNS * configs,
-            "min_runs": parameters.get("min_runs"), "max_runs": parameters.get("max_runs"), "alpha": parameters.get("alpha"),
-            "fewest": min(per_config, default=0), "most": max(per_config, default=0), "undecided": undecided}
+    return {
+        "measured": int(len(runs)),
+        "configs": configs,
+        "fixed_runs": FIXED_RUNS,
+        "fixed_total": FIXED_RUNS * configs,
+        "min_runs": parameters.get("min_runs"),
+        "max_runs": parameters.get("max_runs"),
+        "alpha": parameters.get("alpha"),
+        "fewest": min(per_config, default=0),
+        "most": max(per_config, default=0),
+        "undecided": undecided,
+    }
 
 
 def load_study(db: str, name: str | None = None, baseline: str = "none", alpha: float = 0.05, metric_better: str | None = None):

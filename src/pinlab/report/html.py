@@ -4,6 +4,7 @@ Images are embedded as base64 ``data:`` URIs (PNG for the plots, SVG for the pla
 pictures, whose texts stay sharp at any zoom) and the CSS is inline, so ``index.html`` can be
 mailed, archived or opened offline and shows the same thing everywhere.
 """
+
 from __future__ import annotations
 
 import base64
@@ -110,10 +111,15 @@ def _verdict_class(verdict: Any) -> str:
 def _machine(study) -> list[tuple[str, str]]:
     machine = dict(getattr(study, "machine", None) or {})
     rows: list[tuple[str, str]] = []
-    names = {"hostname": "Host", "kernel": "Kernel", "cpu_model": "CPU model",
-             "topology": "Topology", "governor": "CPU frequency governor", "machine": "Architecture"}
-    for key in ["hostname", "kernel", "cpu_model", "machine", "topology", "governor"] + sorted(
-            k for k in machine if k not in names):
+    names = {
+        "hostname": "Host",
+        "kernel": "Kernel",
+        "cpu_model": "CPU model",
+        "topology": "Topology",
+        "governor": "CPU frequency governor",
+        "machine": "Architecture",
+    }
+    for key in ["hostname", "kernel", "cpu_model", "machine", "topology", "governor"] + sorted(k for k in machine if k not in names):
         if key not in machine or str(key).endswith("_xml"):
             continue  # the full hwloc XML is stored in the database, not shown
         value = machine[key]
@@ -151,18 +157,20 @@ def _overall(report) -> list[dict[str, str]]:
         ci = item.get("share_faster_ci") or (None, None)
         n = item.get("n_programs")
         k = item.get("n_faster")
-        rows.append({
-            "placement": str(item.get("placement", "")),
-            "n_programs": _num(n),
-            "mean_speedup": _fixed(item.get("mean_speedup")),
-            "median_speedup": _fixed(item.get("median_speedup")),
-            "geomean_speedup": _fixed(item.get("geomean_speedup")),
-            "min_variance": _num(item.get("min_variance")),
-            "max_variance": _num(item.get("max_variance")),
-            "faster": f"{_num(k)} of {_num(n)}",
-            "share_faster": _percent(item.get("share_faster"), 0),
-            "share_faster_ci": _interval(ci[0], ci[1], lambda v: _percent(v, 0)),
-        })
+        rows.append(
+            {
+                "placement": str(item.get("placement", "")),
+                "n_programs": _num(n),
+                "mean_speedup": _fixed(item.get("mean_speedup")),
+                "median_speedup": _fixed(item.get("median_speedup")),
+                "geomean_speedup": _fixed(item.get("geomean_speedup")),
+                "min_variance": _num(item.get("min_variance")),
+                "max_variance": _num(item.get("max_variance")),
+                "faster": f"{_num(k)} of {_num(n)}",
+                "share_faster": _percent(item.get("share_faster"), 0),
+                "share_faster_ci": _interval(ci[0], ci[1], lambda v: _percent(v, 0)),
+            }
+        )
     return rows
 
 
@@ -178,33 +186,35 @@ def _stats(report) -> list[dict[str, Any]]:
         verdict = get("verdict")
         verdict = None if _missing(verdict) else verdict
         unstable = get("unstable")
-        rows.append({
-            "config": str(get("config", "")),
-            "program": str(get("program", "")),
-            "threads": _num(get("threads")),
-            "placement": str(get("placement", "")),
-            "variant": plots._variant(r),
-            "baseline": is_base,
-            "n": _num(get("n")) if not _missing(get("n")) else "0",
-            "failed": 0 if _missing(get("failed")) else int(get("failed")),
-            "mean": _num(get("mean")),
-            "median": _num(get("median")),
-            "min": _num(get("min")),
-            "max": _num(get("max")),
-            "std": _num(get("std")),
-            "av": _num(get("av")),
-            "rv": _percent(get("rv")),
-            "unstable": (not _missing(unstable)) and bool(unstable),
-            "mean_ci": _interval(get("mean_ci_low"), get("mean_ci_high")),
-            "median_ci": _interval(get("median_ci_low"), get("median_ci_high")),
-            "mean_speedup": "baseline" if is_base else _fixed(get("mean_speedup")),
-            "median_speedup": "baseline" if is_base else _fixed(get("median_speedup")),
-            "mean_p": "" if is_base else _p(get("mean_p")),
-            "shapiro": "" if is_base else _shapiro(get("baseline_shapiro_p"), get("placement_shapiro_p")),
-            "median_p": "" if is_base else _p(get("median_p")),
-            "verdict": "" if is_base else (verdict or "–"),
-            "verdict_class": _verdict_class(verdict),
-        })
+        rows.append(
+            {
+                "config": str(get("config", "")),
+                "program": str(get("program", "")),
+                "threads": _num(get("threads")),
+                "placement": str(get("placement", "")),
+                "variant": plots._variant(r),
+                "baseline": is_base,
+                "n": _num(get("n")) if not _missing(get("n")) else "0",
+                "failed": 0 if _missing(get("failed")) else int(get("failed")),
+                "mean": _num(get("mean")),
+                "median": _num(get("median")),
+                "min": _num(get("min")),
+                "max": _num(get("max")),
+                "std": _num(get("std")),
+                "av": _num(get("av")),
+                "rv": _percent(get("rv")),
+                "unstable": (not _missing(unstable)) and bool(unstable),
+                "mean_ci": _interval(get("mean_ci_low"), get("mean_ci_high")),
+                "median_ci": _interval(get("median_ci_low"), get("median_ci_high")),
+                "mean_speedup": "baseline" if is_base else _fixed(get("mean_speedup")),
+                "median_speedup": "baseline" if is_base else _fixed(get("median_speedup")),
+                "mean_p": "" if is_base else _p(get("mean_p")),
+                "shapiro": "" if is_base else _shapiro(get("baseline_shapiro_p"), get("placement_shapiro_p")),
+                "median_p": "" if is_base else _p(get("median_p")),
+                "verdict": "" if is_base else (verdict or "–"),
+                "verdict_class": _verdict_class(verdict),
+            }
+        )
     return rows
 
 
@@ -229,8 +239,12 @@ def _run_counts(report) -> dict[str, int]:
     if runs is None or len(runs) == 0:
         return {"total": 0, "ok": 0, "failed": 0, "timeout": 0}
     status = runs["status"].astype(str)
-    return {"total": int(len(runs)), "ok": int((status == "ok").sum()),
-            "failed": int((status == "failed").sum()), "timeout": int((status == "timeout").sum())}
+    return {
+        "total": int(len(runs)),
+        "ok": int((status == "ok").sum()),
+        "failed": int((status == "failed").sum()),
+        "timeout": int((status == "timeout").sum()),
+    }
 
 
 def _timeline_placements(report) -> list[str]:
@@ -248,8 +262,13 @@ def _timeline(report, placement: str) -> dict[str, Any]:
     chart (see :func:`pinlab.report.plots.timeline_run`).
     """
     row, why = plots.timeline_run(report, placement)
-    item = {"title": f"Where the threads ran: {placement}", "src": None, "note": None, "short_runs": False,
-            "alt": f"CPU of each thread over time in one run with placement {placement}"}
+    item = {
+        "title": f"Where the threads ran: {placement}",
+        "src": None,
+        "note": None,
+        "short_runs": False,
+        "alt": f"CPU of each thread over time in one run with placement {placement}",
+    }
     if row is None:
         item["note"] = why + "."
         item["short_runs"] = "sampled" in why  # runs there were, but too short for their samples
@@ -266,11 +285,16 @@ def _adaptive(report) -> dict[str, Any] | None:
     fixed_total = info.get("fixed_total") or 0
     share = info["measured"] / fixed_total if fixed_total else None
     return {
-        "measured": _num(info.get("measured")), "configs": _num(info.get("configs")),
-        "fewest": _num(info.get("fewest")), "most": _num(info.get("most")),
-        "min_runs": _num(info.get("min_runs")), "max_runs": _num(info.get("max_runs")),
-        "fixed_runs": _num(info.get("fixed_runs")), "fixed_total": _num(fixed_total),
-        "share": _percent(share, 0), "alpha": _num(info.get("alpha"), 3),
+        "measured": _num(info.get("measured")),
+        "configs": _num(info.get("configs")),
+        "fewest": _num(info.get("fewest")),
+        "most": _num(info.get("most")),
+        "min_runs": _num(info.get("min_runs")),
+        "max_runs": _num(info.get("max_runs")),
+        "fixed_runs": _num(info.get("fixed_runs")),
+        "fixed_total": _num(fixed_total),
+        "share": _percent(share, 0),
+        "alpha": _num(info.get("alpha"), 3),
         "undecided": [str(c) for c in info.get("undecided") or []],
     }
 
@@ -306,20 +330,21 @@ def _counters(report) -> dict[str, Any] | None:
     base = getattr(report, "baseline", None)
     stats = report.stats
     rows = []
-    for _, r in (stats.iterrows() if stats is not None else []):
+    for _, r in stats.iterrows() if stats is not None else []:
         is_base = r.get("placement") == base
         cells = []
         for event in events:
             ratio = r.get(f"counter:{event}:ratio")
-            cells.append({"mean": _count(r.get(f"counter:{event}")),
-                          "ratio": "baseline" if is_base else _fixed(None if _missing(ratio) else ratio)})
+            cells.append({"mean": _count(r.get(f"counter:{event}")), "ratio": "baseline" if is_base else _fixed(None if _missing(ratio) else ratio)})
         rows.append({"config": str(r.get("config", "")), "baseline": is_base, "cells": cells})
     return {
         "events": [{"name": e, "unit": _UNITS.get(e, "")} for e in events],
         "rows": rows,
         "software_only": _software_only(events),
-        "figure": {"src": _png(plots.counters(report)),
-                   "alt": f"bar charts of each placement's mean count of {', '.join(events)} divided by the {base} placement's"},
+        "figure": {
+            "src": _png(plots.counters(report)),
+            "alt": f"bar charts of each placement's mean count of {', '.join(events)} divided by the {base} placement's",
+        },
     }
 
 
@@ -377,9 +402,16 @@ def _placement_of(row, topology):
     plan = record.get("plan") if isinstance(record, dict) else None
     plan = plan if isinstance(plan, dict) else {}
     cpus = [int(c) for c in row["placement_cpus"]]
-    return Placement(strategy=str(plan.get("strategy") or row["placement"]), threads=len(cpus), cpus=cpus,
-                     topology=topology, smt=bool(plan.get("smt")), oversubscribe=bool(plan.get("oversubscribe")),
-                     seed=plan.get("seed"), expression=plan.get("expression"))
+    return Placement(
+        strategy=str(plan.get("strategy") or row["placement"]),
+        threads=len(cpus),
+        cpus=cpus,
+        topology=topology,
+        smt=bool(plan.get("smt")),
+        oversubscribe=bool(plan.get("oversubscribe")),
+        seed=plan.get("seed"),
+        expression=plan.get("expression"),
+    )
 
 
 def _mapping(cpus: list[int], shown: int = 64) -> str:
@@ -408,9 +440,17 @@ def _svg(placement) -> tuple[str, int | None]:
 def _placement_picture(key: tuple[str, int | None], row, topology) -> dict[str, Any]:
     """One placement picture and its caption, from the run that shows it."""
     plan = _placement_of(row, topology)
-    item = {"placement": key[0], "threads": plots._threads_label(len(plan.cpus) if key[1] is None else key[1]),
-            "config": str(row.get("config", "")), "run": _num(row.get("run_index")), "mapping": _mapping(plan.cpus),
-            "random": plan.strategy == "random", "src": None, "width": None, "problem": None}
+    item = {
+        "placement": key[0],
+        "threads": plots._threads_label(len(plan.cpus) if key[1] is None else key[1]),
+        "config": str(row.get("config", "")),
+        "run": _num(row.get("run_index")),
+        "mapping": _mapping(plan.cpus),
+        "random": plan.strategy == "random",
+        "src": None,
+        "width": None,
+        "problem": None,
+    }
     unknown = sorted(set(plan.cpus) - set(topology.root.cpus))
     if unknown:  # the run used CPUs the recorded machine lacks: say so rather than draw a wrong picture
         item["problem"] = f"CPU {', '.join(map(str, unknown))} is not in the recorded topology"
@@ -454,12 +494,20 @@ def render_html(report) -> str:
     created = getattr(study, "created_at", None)
     created_text = (
         _dt.datetime.fromtimestamp(float(created), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        if created is not None and not _missing(created) else "–")
+        if created is not None and not _missing(created)
+        else "–"
+    )
     figures = [
-        {"title": "Every run, per configuration", "src": _png(plots.violin(report)),
-         "alt": f"violin plots of the {plots.metric_label(report)} of every run"},
-        {"title": "Speedups over the baseline", "src": _png(plots.speedups(report)),
-         "alt": "bar chart of the median speedup of each placement over the baseline"},
+        {
+            "title": "Every run, per configuration",
+            "src": _png(plots.violin(report)),
+            "alt": f"violin plots of the {plots.metric_label(report)} of every run",
+        },
+        {
+            "title": "Speedups over the baseline",
+            "src": _png(plots.speedups(report)),
+            "alt": "bar chart of the median speedup of each placement over the baseline",
+        },
     ]
     timelines = [_timeline(report, p) for p in _timeline_placements(report)]
     metric = getattr(report, "metric", "time") or "time"
@@ -480,9 +528,14 @@ def render_html(report) -> str:
         "metric": str(metric),
         "metric_label": plots.metric_label(report),
         "time_metric": metric == "time",
-        "direction": {"better": direction.better, "label": direction.label(), "ratio": direction.ratio(base),
-                      "assumed": assumed_text(direction) if direction.assumed else None, "seconds": direction.seconds,
-                      "squared": _squared(direction.unit)},
+        "direction": {
+            "better": direction.better,
+            "label": direction.label(),
+            "ratio": direction.ratio(base),
+            "assumed": assumed_text(direction) if direction.assumed else None,
+            "seconds": direction.seconds,
+            "squared": _squared(direction.unit),
+        },
         "figures": figures,
         "timelines": timelines,
         "adaptive": _adaptive(report),

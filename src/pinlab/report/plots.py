@@ -8,6 +8,7 @@ wrapped to the width they have, x tick labels are wrapped to their slot and, whe
 still run into each other, replaced by numbers with a key under the figure, and the figure is
 laid out by matplotlib's constrained layout (see :func:`_finish`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -129,8 +130,7 @@ def _crowded(fig, renderer, axes) -> bool:
     """Whether x tick labels of ``axes`` run into each other or out of the figure."""
     box = fig.bbox
     for ax in axes:
-        extents = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()),
-                         key=lambda e: e.x0)
+        extents = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()), key=lambda e: e.x0)
         if any(e.x0 < box.x0 or e.x1 > box.x1 or e.y0 < box.y0 for e in extents):
             return True
         if any(a.x1 > b.x0 - 2 for a, b in zip(extents, extents[1:])):
@@ -191,8 +191,7 @@ def _number(fig, renderer, ticks, key, footer) -> None:
         if _slot(ax) < _text_width(str(len(number)), _TICK_SIZE) + 4:
             ax.tick_params(axis="x", labelrotation=90)
     colored = any(color is not None for _, color in key.values())
-    handles = [Patch(facecolor=color or "none", edgecolor="black" if color else "none", linewidth=0.4)
-               for _, color in key.values()]
+    handles = [Patch(facecolor=color or "none", edgecolor="black" if color else "none", linewidth=0.4) for _, color in key.values()]
     labels = [f"{number[k]}: {text}" for k, (text, _) in key.items()]
     footer.append(_legend(fig, renderer, handles, labels, keys=not colored))
 
@@ -390,12 +389,10 @@ def violin(report):
                     body.set_alpha(0.35)
             if len(values):
                 jitter = rng.uniform(-0.12, 0.12, len(values))
-                ax.scatter(x + jitter, values, s=12, color=color, edgecolors="black",
-                           linewidths=0.4, zorder=3)
+                ax.scatter(x + jitter, values, s=12, color=color, edgecolors="black", linewidths=0.4, zorder=3)
                 ax.hlines(np.median(values), x - 0.3, x + 0.3, color="black", linewidth=2, zorder=4)
             else:
-                ax.text(x, 0.5, "no ok run", ha="center", va="center", rotation=90,
-                        transform=ax.get_xaxis_transform(), color="#aa0000", fontsize=8)
+                ax.text(x, 0.5, "no ok run", ha="center", va="center", rotation=90, transform=ax.get_xaxis_transform(), color="#aa0000", fontsize=8)
         ax.set_xticks(range(1, len(groups) + 1))
         ax.set_xlim(0.4, len(groups) + 0.6)
         ticks.append((ax, [g[0] for g in groups], [g[3] for g in groups]))
@@ -441,8 +438,7 @@ def speedups(report):
     top = 1.0
     for gi, (program, threads, variant) in enumerate(groups):
         for pi, placement in enumerate(placements):
-            hit = cmp[(cmp["program"] == program) & (cmp["threads"].astype(str) == str(threads))
-                      & (cmp["placement"] == placement)]
+            hit = cmp[(cmp["program"] == program) & (cmp["threads"].astype(str) == str(threads)) & (cmp["placement"] == placement)]
             hit = hit[hit.apply(_variant, axis=1) == variant]
             if len(hit) == 0:
                 continue
@@ -468,14 +464,11 @@ def speedups(report):
     ax.grid(axis="y", alpha=0.3)
     handles = [Patch(facecolor=colors[p], edgecolor="black", label=p) for p in placements]
     handles += [
-        Line2D([], [], linestyle="none", marker="$*$", color="black", markersize=9,
-               label="significantly faster"),
-        Line2D([], [], linestyle="none", marker="x", color="black", markersize=7,
-               label="significantly slower"),
+        Line2D([], [], linestyle="none", marker="$*$", color="black", markersize=9, label="significantly faster"),
+        Line2D([], [], linestyle="none", marker="x", color="black", markersize=7, label="significantly slower"),
         Line2D([], [], color="black", linestyle="--", label="1 = same as baseline"),
     ]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              borderaxespad=0)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(f"Median speedup over the baseline ({base}); above 1 is better", fontsize=11)
     return _finish(fig, [(ax, [_group_label(*g, True) for g in groups], groups)], _group_key(groups, True))
 
@@ -573,8 +566,7 @@ def counters(report):
     fig.suptitle(f"Performance counters, each placement's mean count over {base}'s; above 1 = more events", fontsize=11)
     if missing:
         note = "n/a: no ratio (the baseline counted no such event, or it was not counted)"
-        footer.append(fig.text(0.5, 0, _wrap(note, 8, fig.bbox.width - 2 * _PAD), ha="center", va="top",
-                               fontsize=8, color="#aa0000"))
+        footer.append(fig.text(0.5, 0, _wrap(note, 8, fig.bbox.width - 2 * _PAD), ha="center", va="top", fontsize=8, color="#aa0000"))
     return _finish(fig, ticks, _group_key(groups, several_threads), footer)
 
 
@@ -590,8 +582,7 @@ def _workers(record: dict, threads) -> list[dict]:
     index 0, or the process's id as its thread id (a run not pinned reports no role)."""
     every = [t for t in record.get("threads") or [] if isinstance(t, dict)]
     pid = record.get("pid")
-    others = [t for t in every
-              if not (t.get("role") == "main" or t.get("index") == 0 or (pid is not None and t.get("tid") == pid))]
+    others = [t for t in every if not (t.get("role") == "main" or t.get("index") == 0 or (pid is not None and t.get("tid") == pid))]
     n = None if _is_empty(threads) else threads
     try:
         n = None if n is None else int(n)
@@ -652,9 +643,13 @@ def timeline_run(report, placement, program=None):
     n = len(considered)
     walls = [float(r.get("wall_seconds")) for r in considered if not _is_empty(r.get("wall_seconds"))]
     longest = f"the longest run took {max(walls):.3g} s; " if walls else ""
-    runs_text = (f"in the only successful run with {what}" if n == 1 else
-                 f"in any of the {n} successful runs with {what}" if most == 0 else
-                 f"in the {n} successful runs with {what}")
+    runs_text = (
+        f"in the only successful run with {what}"
+        if n == 1
+        else f"in any of the {n} successful runs with {what}"
+        if most == 0
+        else f"in the {n} successful runs with {what}"
+    )
     if most == 0:
         why = f"no worker thread was sampled {runs_text}"
     else:
@@ -714,8 +709,7 @@ def timeline(report, placement, program=None):
         planned_text = f"; planned CPUs {shown}"
     else:
         planned_text = ""
-    ax.set_title(f"{placement}: {row.get('config')}, run {row.get('run_index')}{planned_text}",
-                 fontsize=10)
+    ax.set_title(f"{placement}: {row.get('config')}, run {row.get('run_index')}{planned_text}", fontsize=10)
     if drawn <= 16:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:

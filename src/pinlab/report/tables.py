@@ -1,4 +1,5 @@
 """The report as terminal tables, CSV files and JSON."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,28 @@ from typing import Any
 
 from pinlab.report.data import StudyReport, direction_of
 
-RUN_COLUMNS = ["study", "program", "threads", "placement", "mem", "corun", "run_index", "status", "wall_seconds", "user_seconds",
-               "system_seconds", "metric", "exit_status", "signal", "migrations", "voluntary_context_switches",
-               "involuntary_context_switches", "max_rss_kib", "placement_cpus", "stored_at"]
+RUN_COLUMNS = [
+    "study",
+    "program",
+    "threads",
+    "placement",
+    "mem",
+    "corun",
+    "run_index",
+    "status",
+    "wall_seconds",
+    "user_seconds",
+    "system_seconds",
+    "metric",
+    "exit_status",
+    "signal",
+    "migrations",
+    "voluntary_context_switches",
+    "involuntary_context_switches",
+    "max_rss_kib",
+    "placement_cpus",
+    "stored_at",
+]
 
 
 def _clean(value: Any) -> Any:
@@ -26,7 +46,9 @@ def _records(frame) -> list[dict[str, Any]]:
 
 
 def runs_table(report: StudyReport):
-    columns = [c for c in RUN_COLUMNS if c in report.runs.columns] + [f"counter:{e}" for e in report.counters if f"counter:{e}" in report.runs.columns]
+    columns = [c for c in RUN_COLUMNS if c in report.runs.columns] + [
+        f"counter:{e}" for e in report.counters if f"counter:{e}" in report.runs.columns
+    ]
     return report.runs[columns]
 
 
@@ -101,9 +123,11 @@ def print_report(report: StudyReport, console=None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 180)
     study = report.study
     direction = direction_of(report)
-    console.print(f"[bold]Study {escape(study.name)}[/]: metric {escape(report.metric)} ({direction.label()}), baseline {report.baseline}, "
-                  f"risk alpha = {report.alpha}; {len(report.runs)} measured runs on {study.machine.get('hostname', '?')} "
-                  f"({study.machine.get('cpu_model') or 'CPU model unknown'})")
+    console.print(
+        f"[bold]Study {escape(study.name)}[/]: metric {escape(report.metric)} ({direction.label()}), baseline {report.baseline}, "
+        f"risk alpha = {report.alpha}; {len(report.runs)} measured runs on {study.machine.get('hostname', '?')} "
+        f"({study.machine.get('cpu_model') or 'CPU model unknown'})"
+    )
     if direction.assumed:
         console.print(f"[yellow]warning:[/] {escape(assumed_text(direction))}")
     for warning in study.warnings:
@@ -111,12 +135,27 @@ def print_report(report: StudyReport, console=None) -> None:
     if getattr(report, "node_warning", None):
         console.print(f"[yellow]warning:[/] {escape(report.node_warning)}")
     elif len(getattr(report, "nodes", [])) > 1:
-        console.print(f"runs on {len(report.nodes)} nodes of one kind ({escape(str(report.nodes[0]['hardware']))}): "
-                      + ", ".join(f"{escape(str(n['node']))} ({n['runs']})" for n in report.nodes))
+        console.print(
+            f"runs on {len(report.nodes)} nodes of one kind ({escape(str(report.nodes[0]['hardware']))}): "
+            + ", ".join(f"{escape(str(n['node']))} ({n['runs']})" for n in report.nodes)
+        )
     speedup = f"speedup\n({direction.better} is better:\n{direction.ratio(report.baseline)})"
     table = Table(title="Per configuration (successful runs, in the metric's unit; speedups against the baseline)", show_lines=False)
-    for column in ("configuration", "n", "failed", "mean", "median", "min", "max", "variance", "RV", "stable", f"mean {speedup}",
-                   f"median {speedup}", "verdict"):
+    for column in (
+        "configuration",
+        "n",
+        "failed",
+        "mean",
+        "median",
+        "min",
+        "max",
+        "variance",
+        "RV",
+        "stable",
+        f"mean {speedup}",
+        f"median {speedup}",
+        "verdict",
+    ):
         table.add_column(column, justify="left" if column in ("configuration", "verdict") else "right")
     colours = {"faster": "green", "slower": "red", "more runs needed": "yellow"}
     for row in report.stats.to_dict(orient="records"):
@@ -124,31 +163,60 @@ def print_report(report: StudyReport, console=None) -> None:
         if isinstance(row.get("mean_verdict"), str) and row["mean_verdict"] == "more runs needed" and verdict != "baseline":
             verdict += " (mean: more runs needed)"
         colour = colours.get(str(row.get("verdict")), "")
-        table.add_row(row["config"], _fmt(row.get("n")), _fmt(row.get("failed")), _fmt(row.get("mean")), _fmt(row.get("median")),
-                      _fmt(row.get("min")), _fmt(row.get("max")), _fmt(row.get("variance")),
-                      "-" if row.get("rv") is None or (isinstance(row.get("rv"), float) and math.isnan(row["rv"])) else f"{row['rv']:.2%}",
-                      "-" if row.get("unstable") is None or row.get("unstable") != row.get("unstable") else ("no" if row["unstable"] else "yes"),
-                      _fmt(row.get("mean_speedup")), _fmt(row.get("median_speedup")),
-                      f"[{colour}]{verdict}[/]" if colour else verdict)
+        table.add_row(
+            row["config"],
+            _fmt(row.get("n")),
+            _fmt(row.get("failed")),
+            _fmt(row.get("mean")),
+            _fmt(row.get("median")),
+            _fmt(row.get("min")),
+            _fmt(row.get("max")),
+            _fmt(row.get("variance")),
+            "-" if row.get("rv") is None or (isinstance(row.get("rv"), float) and math.isnan(row["rv"])) else f"{row['rv']:.2%}",
+            "-" if row.get("unstable") is None or row.get("unstable") != row.get("unstable") else ("no" if row["unstable"] else "yes"),
+            _fmt(row.get("mean_speedup")),
+            _fmt(row.get("median_speedup")),
+            f"[{colour}]{verdict}[/]" if colour else verdict,
+        )
     console.print(table)
     if report.adaptive:
         console.print(adaptive_text(report.adaptive))
     if report.counters:
         console.print(counters_table(report))
     if report.overall:
-        overall = Table(title=f"Overall, across programs (as the seed tables: speedup of the total of the means and of the medians "
-                              f"against {report.baseline}; variances in the metric's unit squared)")
-        for column in ("placement", "programs", f"mean {speedup}", f"median {speedup}", f"geometric mean of mean {speedup}",
-                       "min variance", "max variance", "significantly faster"):
+        overall = Table(
+            title=f"Overall, across programs (as the seed tables: speedup of the total of the means and of the medians "
+            f"against {report.baseline}; variances in the metric's unit squared)"
+        )
+        for column in (
+            "placement",
+            "programs",
+            f"mean {speedup}",
+            f"median {speedup}",
+            f"geometric mean of mean {speedup}",
+            "min variance",
+            "max variance",
+            "significantly faster",
+        ):
             overall.add_column(column, justify="left" if column == "placement" else "right")
         for row in report.overall:
             low, high = row["share_faster_ci"] or (None, None)
             share = f"{row['n_faster']}/{row['n_programs']} ({row['share_faster']:.0%}, CI {_fmt(low, 2)}-{_fmt(high, 2)})"
-            overall.add_row(row["placement"], str(row["n_programs"]), _fmt(row["mean_speedup"]), _fmt(row["median_speedup"]),
-                            _fmt(row["geomean_speedup"]), _fmt(row["min_variance"]), _fmt(row["max_variance"]), share)
+            overall.add_row(
+                row["placement"],
+                str(row["n_programs"]),
+                _fmt(row["mean_speedup"]),
+                _fmt(row["median_speedup"]),
+                _fmt(row["geomean_speedup"]),
+                _fmt(row["min_variance"]),
+                _fmt(row["max_variance"]),
+                share,
+            )
         console.print(overall)
-    console.print(f"Speedup > 1: faster than the baseline. Verdicts: one-sided Mann-Whitney on the medians, and the one-sided t-test on the "
-                  f"means where valid (n > 30 or both samples normal by Shapiro-Wilk). {unstable_rule(direction)}")
+    console.print(
+        f"Speedup > 1: faster than the baseline. Verdicts: one-sided Mann-Whitney on the medians, and the one-sided t-test on the "
+        f"means where valid (n > 30 or both samples normal by Shapiro-Wilk). {unstable_rule(direction)}"
+    )
 
 
 def unstable_rule(direction) -> str:
@@ -161,16 +229,20 @@ def unstable_rule(direction) -> str:
 def assumed_text(direction) -> str:
     """What a report says of a study stored without its metric's direction, and how to state it."""
     other = "lower" if direction.better == "higher" else "higher"
-    return (f"This study was stored without its metric's direction (by a pinlab older than metric_better): {direction.better} is better "
-            f"is assumed for {direction.metric!r}, as pinlab assumed when it ran; if {other} is better, report it with --metric-better {other}")
+    return (
+        f"This study was stored without its metric's direction (by a pinlab older than metric_better): {direction.better} is better "
+        f"is assumed for {direction.metric!r}, as pinlab assumed when it ran; if {other} is better, report it with --metric-better {other}"
+    )
 
 
 def adaptive_text(adaptive: dict[str, Any]) -> str:
     """How many runs an adaptive study took, against a fixed number of runs per configuration."""
-    text = (f"Adaptive study (--runs auto, alpha {adaptive['alpha']}): {adaptive['measured']} measured runs over {adaptive['configs']} "
-            f"configurations ({adaptive['fewest']}-{adaptive['most']} each, between {adaptive['min_runs']} and {adaptive['max_runs']}); "
-            f"a fixed {adaptive['fixed_runs']} runs each would take {adaptive['fixed_total']} "
-            f"({adaptive['measured'] / adaptive['fixed_total']:.0%} of that).")
+    text = (
+        f"Adaptive study (--runs auto, alpha {adaptive['alpha']}): {adaptive['measured']} measured runs over {adaptive['configs']} "
+        f"configurations ({adaptive['fewest']}-{adaptive['most']} each, between {adaptive['min_runs']} and {adaptive['max_runs']}); "
+        f"a fixed {adaptive['fixed_runs']} runs each would take {adaptive['fixed_total']} "
+        f"({adaptive['measured'] / adaptive['fixed_total']:.0%} of that)."
+    )
     if adaptive["undecided"]:
         text += f" Not decided at --max-runs {adaptive['max_runs']}: {', '.join(adaptive['undecided'])}."
     else:

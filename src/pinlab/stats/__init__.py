@@ -11,6 +11,7 @@ degenerate ones (one run, all runs equal, every run tied) follow the rules writt
 - :func:`overall` — the seed tables: one row per placement over a suite of programs.
 - :func:`decided` — whether a comparison needs more runs (adaptive studies).
 """
+
 from __future__ import annotations
 
 from pinlab.stats._base import InvalidSample
@@ -33,7 +34,24 @@ from pinlab.stats.speedup import (
 from pinlab.stats.variability import AV_LIMIT_S, RV_LIMIT, Description, describe, median_ci_ranks
 
 __all__ = [
-    "AV_LIMIT_S", "BETTER", "FASTER", "HIGHER", "LARGE_SAMPLE", "LOWER", "MORE_RUNS", "NO_DIFFERENCE", "RV_LIMIT", "SLOWER",
-    "Comparison", "Description", "InvalidSample", "OverallRow",
-    "check_better", "compare", "decided", "describe", "median_ci_ranks", "overall",
+    "AV_LIMIT_S",
+    "BETTER",
+    "FASTER",
+    "HIGHER",
+    "LARGE_SAMPLE",
+    "LOWER",
+    "MORE_RUNS",
+    "NO_DIFFERENCE",
+    "RV_LIMIT",
+    "SLOWER",
+    "Comparison",
+    "Description",
+    "InvalidSample",
+    "OverallRow",
+    "check_better",
+    "compare",
+    "decided",
+    "describe",
+    "median_ci_ranks",
+    "overall",
 ]

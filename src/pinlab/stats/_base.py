@@ -5,6 +5,7 @@ bounds them to [``MIN_TIME``, ``MAX_TIME``] so that no square, sum or ratio of r
 to infinity or underflows to zero (a subnormal "sample" such as [5e-324, 1e-323] would otherwise
 have a variance of exactly 0 without being constant).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from pinlab.errors import UsageError
-
 
 #: The smallest and largest run time accepted (seconds, or whatever unit the caller uses):
 #: far beyond any real measure, and narrow enough that squares and ratios stay normal floats.

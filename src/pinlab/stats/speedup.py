@@ -15,6 +15,7 @@ every statistic is then computed on the values as they are, in their own unit, a
 round changes: speedups are candidate / baseline and "faster" means larger values. So a displayed
 speedup is always the ratio of the displayed means (or medians), whatever the metric.
 """
+
 from __future__ import annotations
 
 import math
@@ -198,7 +199,7 @@ def _flat_deviations(x: np.ndarray) -> bool:
     s = np.sort(x)
     if n % 2:
         return bool(s[0] == s[-1])
-    return bool(np.all(s[: n // 2] == s[0]) and np.all(s[n // 2:] == s[-1]))
+    return bool(np.all(s[: n // 2] == s[0]) and np.all(s[n // 2 :] == s[-1]))
 
 
 def _levene(b: np.ndarray, c: np.ndarray, const_b: bool, const_c: bool) -> tuple[float, str | None]:
@@ -217,16 +218,14 @@ def _levene(b: np.ndarray, c: np.ndarray, const_b: bool, const_c: bool) -> tuple
     if const_b and const_c:
         return 1.0, "variance test: both samples have zero variance (all runs equal), so equal variances (p = 1)"
     if _flat_deviations(b) and _flat_deviations(c):
-        return math.nan, ("variance test undefined: in both samples every run is as far from the "
-                          "median as the others (2 runs, or two tied halves)")
+        return math.nan, ("variance test undefined: in both samples every run is as far from the median as the others (2 runs, or two tied halves)")
     # the same call whichever sample is the baseline: swapping the samples swaps the verdicts exactly
     first, second = (b, c) if (b.size, b.tolist()) <= (c.size, c.tolist()) else (c, b)
     with quiet():
         return num(stats.levene(first, second).pvalue), None
 
 
-def _t_test(b: np.ndarray, c: np.ndarray, db: Description, dc: Description,
-            equal_var: bool) -> tuple[float, float, float, str | None]:
+def _t_test(b: np.ndarray, c: np.ndarray, db: Description, dc: Description, equal_var: bool) -> tuple[float, float, float, str | None]:
     """One-sided t-tests both ways: (t of baseline - candidate, p faster, p slower, note).
 
     - a sample with one run: undefined (NaN): a one-run sample has no variance, so Welch's
@@ -249,7 +248,8 @@ def _t_test(b: np.ndarray, c: np.ndarray, db: Description, dc: Description,
             return 0.0, 0.5, 0.5, "mean test: both samples constant at the same value: t = 0, p = 1/2 each way"
         up = db.mean > dc.mean
         return ((math.inf, 0.0, 1.0) if up else (-math.inf, 1.0, 0.0)) + (
-            "mean test: both samples constant at different values: the difference is certain (p = 0)",)
+            "mean test: both samples constant at different values: the difference is certain (p = 0)",
+        )
     if db.constant or dc.constant:
         nb, nc = b.size, c.size
         if equal_var:
@@ -295,8 +295,9 @@ def _normal_enough(p: float | None, skipped: str | None, alpha: float) -> bool:
     return (p is not None and p > alpha) or skipped == SHAPIRO_CONSTANT
 
 
-def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float = 0.05,
-            better: str = LOWER, seconds: bool | None = None) -> Comparison:
+def compare(
+    baseline: Sequence[float], candidate: Sequence[float], alpha: float = 0.05, better: str = LOWER, seconds: bool | None = None
+) -> Comparison:
     """Compare a candidate placement's run times with the baseline's (seconds, n >= 1 each).
 
     ``better="higher"`` compares a metric where larger values are better (MB/s): every test runs
@@ -381,8 +382,7 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float 
             validity = "one sample passes Shapiro-Wilk, the other has all runs equal (zero variance)"
     else:
         valid = False
-        validity = (f"needs more than {LARGE_SAMPLE} runs in each sample, or both samples "
-                    f"normal by Shapiro-Wilk (at least 3 runs each)")
+        validity = f"needs more than {LARGE_SAMPLE} runs in each sample, or both samples normal by Shapiro-Wilk (at least 3 runs each)"
 
     mean_verdict = _direction(mean_p_faster, mean_p_slower, alpha) if valid else MORE_RUNS
     median_verdict = _direction(median_p_faster, median_p_slower, alpha)
@@ -392,17 +392,33 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], alpha: float 
         verdict = NO_DIFFERENCE
 
     return Comparison(
-        alpha=alpha, better=better, baseline=db, candidate=dc,
-        mean_speedup=d_first.mean / d_second.mean, median_speedup=d_first.median / d_second.median,
-        baseline_shapiro_p=shapiro_b, candidate_shapiro_p=shapiro_c,
-        baseline_shapiro_skipped=skip_b, candidate_shapiro_skipped=skip_c,
-        variance_test=VARIANCE_TEST, variance_p=variance_p, variances_differ=variances_differ,
-        mean_test="student" if equal_var else "welch", t_statistic=t_statistic,
-        mean_p_faster=mean_p_faster, mean_p_slower=mean_p_slower,
-        mean_test_valid=valid, mean_validity=validity, mean_verdict=mean_verdict,
-        u_statistic=u_statistic, median_method=median_method,
-        median_p_faster=median_p_faster, median_p_slower=median_p_slower,
-        median_verdict=median_verdict, verdict=verdict, notes=tuple(notes),
+        alpha=alpha,
+        better=better,
+        baseline=db,
+        candidate=dc,
+        mean_speedup=d_first.mean / d_second.mean,
+        median_speedup=d_first.median / d_second.median,
+        baseline_shapiro_p=shapiro_b,
+        candidate_shapiro_p=shapiro_c,
+        baseline_shapiro_skipped=skip_b,
+        candidate_shapiro_skipped=skip_c,
+        variance_test=VARIANCE_TEST,
+        variance_p=variance_p,
+        variances_differ=variances_differ,
+        mean_test="student" if equal_var else "welch",
+        t_statistic=t_statistic,
+        mean_p_faster=mean_p_faster,
+        mean_p_slower=mean_p_slower,
+        mean_test_valid=valid,
+        mean_validity=validity,
+        mean_verdict=mean_verdict,
+        u_statistic=u_statistic,
+        median_method=median_method,
+        median_p_faster=median_p_faster,
+        median_p_slower=median_p_slower,
+        median_verdict=median_verdict,
+        verdict=verdict,
+        notes=tuple(notes),
     )
 
 
@@ -460,17 +476,26 @@ def overall(
         n = len(comps)
         k = verdicts.count(FASTER)
         ci = stats.binomtest(k, n).proportion_ci(confidence_level=1 - alpha, method="wilson")
-        rows.append(OverallRow(
-            placement=placement, baseline=baseline, alpha=alpha, better=better, n_programs=n,
-            programs=tuple(names), verdicts=verdicts,
-            mean_speedup=_total_ratio([x.baseline.mean for x in comps], [x.candidate.mean for x in comps], better),
-            median_speedup=_total_ratio([x.baseline.median for x in comps], [x.candidate.median for x in comps], better),
-            geomean_speedup=num(stats.gmean([x.mean_speedup for x in comps])),
-            min_variance=_extreme([x.candidate.variance for x in comps], min),
-            max_variance=_extreme([x.candidate.variance for x in comps], max),
-            baseline_min_variance=_extreme([x.baseline.variance for x in comps], min),
-            baseline_max_variance=_extreme([x.baseline.variance for x in comps], max),
-            n_faster=k, n_slower=verdicts.count(SLOWER), share_faster=k / n,
-            share_faster_ci=(num(ci.low), num(ci.high)),
-        ))
+        rows.append(
+            OverallRow(
+                placement=placement,
+                baseline=baseline,
+                alpha=alpha,
+                better=better,
+                n_programs=n,
+                programs=tuple(names),
+                verdicts=verdicts,
+                mean_speedup=_total_ratio([x.baseline.mean for x in comps], [x.candidate.mean for x in comps], better),
+                median_speedup=_total_ratio([x.baseline.median for x in comps], [x.candidate.median for x in comps], better),
+                geomean_speedup=num(stats.gmean([x.mean_speedup for x in comps])),
+                min_variance=_extreme([x.candidate.variance for x in comps], min),
+                max_variance=_extreme([x.candidate.variance for x in comps], max),
+                baseline_min_variance=_extreme([x.baseline.variance for x in comps], min),
+                baseline_max_variance=_extreme([x.baseline.variance for x in comps], max),
+                n_faster=k,
+                n_slower=verdicts.count(SLOWER),
+                share_faster=k / n,
+                share_faster_ci=(num(ci.low), num(ci.high)),
+            )
+        )
     return rows

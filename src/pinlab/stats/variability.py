@@ -1,4 +1,5 @@
 """One sample of run times: centre, spread, variability (AV, RV, unstable) and confidence intervals."""
+
 from __future__ import annotations
 
 import math
@@ -151,7 +152,21 @@ def describe(sample: Sequence[float], confidence: float = 0.95, seconds: bool = 
 
     median = num(np.median(x))
     return Description(
-        n=n, mean=mean, median=median, min=lo, max=hi, variance=variance, std=std, constant=constant,
-        av=av, rv=rv, unstable=is_unstable(av, rv, seconds), seconds=bool(seconds), confidence=confidence,
-        mean_ci=mean_ci, median_ci=med_ci, median_ci_ranks=ranks, median_ci_coverage=coverage,
+        n=n,
+        mean=mean,
+        median=median,
+        min=lo,
+        max=hi,
+        variance=variance,
+        std=std,
+        constant=constant,
+        av=av,
+        rv=rv,
+        unstable=is_unstable(av, rv, seconds),
+        seconds=bool(seconds),
+        confidence=confidence,
+        mean_ci=mean_ci,
+        median_ci=med_ci,
+        median_ci_ranks=ranks,
+        median_ci_coverage=coverage,
     )

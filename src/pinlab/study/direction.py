@@ -11,6 +11,7 @@ A study stores the direction in its parameters (``metric_better``). Studies stor
 existed have none: for them the known direction is used, and for a custom metric the direction
 pinlab then assumed (higher is better) is kept, and every report says it is an assumption.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,10 +23,10 @@ from pinlab.errors import UsageError
 from pinlab.stats import HIGHER, LOWER
 
 #: How the direction of a study's metric was found (:attr:`MetricDirection.source`).
-STATED = "stated"      # given with --metric-better, stored with the study
-KNOWN = "known"        # a metric pinlab knows (time, a built-in workload's figure)
-REPORTED = "report"    # not stored (an older study): stated with `pinlab report --metric-better`
-ASSUMED = "assumed"    # not stored, not known: what pinlab assumed before directions were stored
+STATED = "stated"  # given with --metric-better, stored with the study
+KNOWN = "known"  # a metric pinlab knows (time, a built-in workload's figure)
+REPORTED = "report"  # not stored (an older study): stated with `pinlab report --metric-better`
+ASSUMED = "assumed"  # not stored, not known: what pinlab assumed before directions were stored
 #: What pinlab assumed for every metric other than time before the direction was stored.
 LEGACY_ASSUMPTION = HIGHER
 BETTER_HELP = "lower (times, latencies) or higher (rates such as MB/s, operations per second)"
@@ -64,8 +65,7 @@ class MetricDirection:
         return f"{baseline} / placement" if self.better == LOWER else f"placement / {baseline}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "better": self.better, "source": self.source, "unit": self.unit,
-                "label": self.label()}
+        return {"metric": self.metric, "better": self.better, "source": self.source, "unit": self.unit, "label": self.label()}
 
 
 def _workload_programs(programs: Iterable[Sequence[Any]]) -> bool:
@@ -75,8 +75,8 @@ def _workload_programs(programs: Iterable[Sequence[Any]]) -> bool:
 
     programs = list(programs)
     return bool(programs) and all(
-        name in WORKLOADS and bool(argv) and os.path.basename(str(argv[0])) == WORKLOADS[name].executable
-        for name, argv in programs)
+        name in WORKLOADS and bool(argv) and os.path.basename(str(argv[0])) == WORKLOADS[name].executable for name, argv in programs
+    )
 
 
 def known_direction(metric: str, programs: Iterable[Sequence[Any]]) -> tuple[str, str] | None:
@@ -116,8 +116,10 @@ def check_better_option(metric: str, better: str | None, programs: Iterable[Sequ
     if known is not None and known[0] != better:
         if metric == "time":
             raise UsageError(f"{option} {better} contradicts --metric time (wall seconds: lower is better): leave {option} out")
-        raise UsageError(f"{option} {better} contradicts --metric {metric} ({metric[5:]} of the built-in workloads is in {known[1]}: "
-                         f"{known[0]} is better): give {option} {known[0]}")
+        raise UsageError(
+            f"{option} {better} contradicts --metric {metric} ({metric[5:]} of the built-in workloads is in {known[1]}: "
+            f"{known[0]} is better): give {option} {known[0]}"
+        )
     return better
 
 
@@ -136,8 +138,9 @@ def study_direction(parameters: dict[str, Any], stated: str | None = None) -> Me
     stored = parameters.get("metric_better")
     if stored is not None:
         if stated is not None and stated != stored:
-            raise UsageError(f"this study stores that {stored} is better for its metric {metric!r}: "
-                             f"leave --metric-better out (a stored study keeps its direction)")
+            raise UsageError(
+                f"this study stores that {stored} is better for its metric {metric!r}: leave --metric-better out (a stored study keeps its direction)"
+            )
         return MetricDirection(metric, stored, STATED, unit)
     if stated is not None:
         return MetricDirection(metric, check_better_option(metric, stated, programs), REPORTED, unit)

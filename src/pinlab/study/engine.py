@@ -5,6 +5,7 @@ the launcher of ``pinlab run`` with the controlled environment on (no ASLR, clea
 of constant size). ``random`` draws a new placement for every run, from the study's seed and
 the run's position, so a study is reproducible and the placement of each run is stored.
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,14 +14,14 @@ import os
 import random
 import re
 import shlex
-from dataclasses import dataclass, field
-from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.errors import UsageError
 from pinlab.placement.strategies import UNPINNED
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG, MAX_STUDY_RUNS, MAX_TIMEOUT_S
+from pinlab.study.machine import machine_description, node_identity, this_topology
 from pinlab.words import plural
 
 ORDERS = ("interleaved", "blocked", "shuffled")
@@ -32,6 +33,8 @@ class StudyInterrupted(Exception):
     def __init__(self, signum: int, stored: int, name: str) -> None:
         super().__init__(f"study {name} interrupted by signal {signum}; {stored} runs are stored; continue with --resume {name}")
         self.signum = signum
+
+
 METRIC_HELP = "time (wall seconds), json:KEY (a number in the program's JSON output, KEY dotted) or a regular expression with one group"
 
 
@@ -131,8 +134,12 @@ class StudyPlan:
         if self.max_failures < 1:
             raise UsageError(f"--max-failures must be at least 1 (got {self.max_failures})")
         if self.timeout is not None and not (math.isfinite(self.timeout) and 0 < self.timeout <= MAX_TIMEOUT_S):
-            raise UsageError(f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week) (got {self.timeout}); leave it out for no timeout")
-        if self.sample_ms != "auto" and not (isinstance(self.sample_ms, (int, float)) and math.isfinite(self.sample_ms) and 1 <= self.sample_ms <= 3_600_000):
+            raise UsageError(
+                f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week) (got {self.timeout}); leave it out for no timeout"
+            )
+        if self.sample_ms != "auto" and not (
+            isinstance(self.sample_ms, (int, float)) and math.isfinite(self.sample_ms) and 1 <= self.sample_ms <= 3_600_000
+        ):
             raise UsageError(f"--sample-ms must be auto or a number of milliseconds between 1 and 3600000 (got {self.sample_ms!r})")
         if not self.threads or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.threads):
             raise UsageError(f"--threads must be positive thread counts (got {self.threads})")
@@ -157,8 +164,10 @@ class StudyPlan:
         n_configs = len(self.configs())
         per_config = self.warmup + (self.max_runs if self.adaptive else self.runs)
         if n_configs * per_config > MAX_STUDY_RUNS:
-            raise UsageError(f"this study would schedule {n_configs * per_config:,} runs ({n_configs} configurations x {per_config}), "
-                             f"more than {MAX_STUDY_RUNS:,}: give fewer runs, placements or thread counts")
+            raise UsageError(
+                f"this study would schedule {n_configs * per_config:,} runs ({n_configs} configurations x {per_config}), "
+                f"more than {MAX_STUDY_RUNS:,}: give fewer runs, placements or thread counts"
+            )
         for program in self.programs:
             check_program(program)
         if fits:
@@ -184,8 +193,10 @@ class StudyPlan:
             self.graph = load_graph(self.graph)
         for threads in self.threads:
             if threads != self.graph.threads:
-                raise UsageError(f"graph {self.graph.source} was measured with {self.graph.threads} threads but the study asks for {threads}: "
-                                 f"{mapped[0]} places exactly the traced threads; give -n {self.graph.threads}")
+                raise UsageError(
+                    f"graph {self.graph.source} was measured with {self.graph.threads} threads but the study asks for {threads}: "
+                    f"{mapped[0]} places exactly the traced threads; give -n {self.graph.threads}"
+                )
 
     def _placement_options(self, strategy: str) -> dict[str, Any]:
         """The graph and --domains for a graph strategy, nothing for the others."""
@@ -197,7 +208,7 @@ class StudyPlan:
         """Every placement and co-runner configuration fits the machine (this one by default)."""
         from pinlab.placement import make_placement
 
-        topo = topology if topology is not None else _this_topology()
+        topo = topology if topology is not None else this_topology()
         placed_on = topo
         if self.cpu_kind is not None:  # refused in its own words when the kind is unknown or absent
             from pinlab.placement.kinds import restrict_to_kind
@@ -210,21 +221,34 @@ class StudyPlan:
                 try:
                     make_placement(placed_on, strategy=strategy, threads=threads, seed=0, **self._placement_options(strategy))
                 except UsageError as exc:  # its hints (--oversubscribe, --smt) are options of place and run, not of study
-                    raise UsageError(f"placement {strategy} with {threads} threads does not fit this machine: {str(exc).split('; use ')[0]}; "
-                                     "give fewer threads with -n, or leave this placement out") from None
+                    raise UsageError(
+                        f"placement {strategy} with {threads} threads does not fit this machine: {str(exc).split('; use ')[0]}; "
+                        "give fewer threads with -n, or leave this placement out"
+                    ) from None
         cpus = len(topo.allowed_cpus)
         for corun in self.coruns:
             count = corun_count(corun)
             if count > cpus:
-                raise UsageError(f"co-runners {corun} ask for {count} processes but this process may use only {cpus} CPUs "
-                                 f"(one co-runner per CPU): give at most {corun.split(':')[0]}:{cpus}")
+                raise UsageError(
+                    f"co-runners {corun} ask for {count} processes but this process may use only {cpus} CPUs "
+                    f"(one co-runner per CPU): give at most {corun.split(':')[0]}:{cpus}"
+                )
 
     def parameters(self) -> dict[str, Any]:
         """What defines the study (a resumed study must match it). Keys are only added for the
         features a study uses, so older studies keep matching their stored parameters."""
-        parameters = {"programs": [[p.name, p.argv] for p in self.programs], "strategies": self.strategies, "threads": self.threads,
-                      "runs": self.runs, "order": self.order, "warmup": self.warmup, "mem": self.mem, "coruns": self.coruns,
-                      "metric": self.metric, "timeout": self.timeout}
+        parameters = {
+            "programs": [[p.name, p.argv] for p in self.programs],
+            "strategies": self.strategies,
+            "threads": self.threads,
+            "runs": self.runs,
+            "order": self.order,
+            "warmup": self.warmup,
+            "mem": self.mem,
+            "coruns": self.coruns,
+            "metric": self.metric,
+            "timeout": self.timeout,
+        }
         if self.metric_better is not None:  # None only for a study stored before directions were stored
             parameters["metric_better"] = self.metric_better
         if self.counters:
@@ -241,8 +265,14 @@ class StudyPlan:
         return parameters
 
     def configs(self) -> list[dict[str, Any]]:
-        return [{"program": p.name, "argv": p.argv, "threads": n, "placement": s, "mem": m, "corun": c}
-                for p in self.programs for n in self.threads for s in self.strategies for m in self.mem for c in self.coruns]
+        return [
+            {"program": p.name, "argv": p.argv, "threads": n, "placement": s, "mem": m, "corun": c}
+            for p in self.programs
+            for n in self.threads
+            for s in self.strategies
+            for m in self.mem
+            for c in self.coruns
+        ]
 
 
 def parse_workload(text: str) -> Program:
@@ -256,8 +286,10 @@ def parse_workload(text: str) -> Program:
     head, _, options = text.partition(":")
     head = head.strip()
     if head not in WORKLOADS:
-        raise UsageError(f"unknown workload {head!r} in --workload {text!r}: choose one of {', '.join(WORKLOADS)} "
-                         "(see `pinlab workload list`), or give any other program after --")
+        raise UsageError(
+            f"unknown workload {head!r} in --workload {text!r}: choose one of {', '.join(WORKLOADS)} "
+            "(see `pinlab workload list`), or give any other program after --"
+        )
     try:
         words = shlex.split(options)
     except ValueError as exc:
@@ -299,7 +331,9 @@ def parse_coruns(text: str) -> str:
     for part in text.split("+"):
         kind, _, count = part.partition(":")
         if kind not in KINDS or not (count.isascii() and count.isdigit()) or int(count) < 1:
-            raise UsageError(f"malformed co-runner configuration {text!r}: use none or KIND:COUNT (KIND one of {', '.join(KINDS)}), e.g. cpu:1 or sleep:2+cpu:1")
+            raise UsageError(
+                f"malformed co-runner configuration {text!r}: use none or KIND:COUNT (KIND one of {', '.join(KINDS)}), e.g. cpu:1 or sleep:2+cpu:1"
+            )
     return text
 
 
@@ -375,74 +409,12 @@ def scheduled_runs(plan: StudyPlan, n_configs: int) -> int:
     return n_configs * (plan.warmup + (plan.max_runs if plan.adaptive else plan.runs))
 
 
-def machine_description() -> dict[str, Any]:
-    """Where the study ran: topology summary, kernel, CPU model, governor, tool version."""
-    import platform
-
-    from pinlab.measure.noise import governor
-
-    described: dict[str, Any] = {"hostname": platform.node(), "kernel": platform.release(), "machine": platform.machine()}
-    try:
-        from pinlab.topology import load_topology
-        from pinlab.topology.render import topology_to_json
-
-        topo = load_topology("this")
-        described["topology"] = topology_to_json(topo)["summary"]
-        described["cpu_model"] = next((p.infos.get("CPUModel") for p in topo.packages if p.infos.get("CPUModel")), None)
-        described["topology_xml"] = topo.xml
-    except UsageError as exc:
-        described["topology_error"] = str(exc)
-    described["governor"] = governor(__import__("pathlib").Path("/")).found
-    return described
-
-
-@functools.lru_cache(maxsize=1)
-def node_identity() -> dict[str, str]:
-    """The machine a run ran on, kept in every run's record: its host name and its hardware in
-    one line (CPU model, packages, cores, PUs, NUMA nodes, memory). Runs of one study spread over
-    a cluster's nodes are grouped by it, and nodes of different hardware are told apart."""
-    import platform
-
-    hardware = platform.machine()
-    try:
-        topo = _this_topology()
-        s = topo.summary()
-        model = next((p.infos.get("CPUModel") for p in topo.packages if p.infos.get("CPUModel")), None) or platform.machine()
-        memory = installed_memory() or sum(n.attributes.get("local_memory", 0) for n in topo.numa_nodes)
-        hardware = (f"{model}, {plural(s['packages'], 'package')}, {plural(s['cores'], 'core')}, {plural(s['pus'], 'PU')}, "
-                    f"{plural(s['numa_nodes'], 'NUMA node')}" + (f", {round(memory / 2**30)} GiB" if memory else ""))
-    except UsageError:
-        pass
-    return {"hostname": platform.node(), "hardware": hardware}
-
-
 @functools.lru_cache(maxsize=8)
 def _counters(names: tuple[str, ...]):
     """Which of the study's counters can be counted here (probed once per study)."""
     from pinlab.measure.counters import parse_events, probe
 
     return probe(parse_events(",".join(names)))
-
-
-@functools.lru_cache(maxsize=1)
-def installed_memory(root: Path = Path("/sys/devices/system/memory")) -> int | None:
-    """Bytes of memory online, counted in the kernel's memory blocks (None where it has none).
-    The hardware line names a node by it rather than by hwloc's figure (the nodes' MemTotal),
-    which moves on one machine: a VM's balloon and the kernel's own reservations change it, so
-    one host would look like several kinds of node."""
-    try:
-        block = int((root / "block_size_bytes").read_text().strip(), 16)
-        online = sum(1 for d in root.glob("memory[0-9]*") if (d / "state").read_text().strip() == "online")
-    except (OSError, ValueError):
-        return None
-    return block * online or None
-
-
-def _this_topology():
-    """This machine's topology, read once per study (hwloc takes tens of milliseconds)."""
-    from pinlab.topology import load_topology
-
-    return load_topology("this")
 
 
 #: Bytes of a failed run's stderr kept in the store.
@@ -483,8 +455,9 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
         from pinlab.placement import make_placement
 
         seed = run_seed(plan.seed, config["position"], index) if placement == "random" else None
-        planned = make_placement(_this_topology(), strategy=placement, threads=config["threads"], seed=seed, cpu_kind=plan.cpu_kind,
-                                 **plan._placement_options(placement))
+        planned = make_placement(
+            this_topology(), strategy=placement, threads=config["threads"], seed=seed, cpu_kind=plan.cpu_kind, **plan._placement_options(placement)
+        )
     spec = plan_spec(
         config["argv"],
         placement=planned,
@@ -539,11 +512,28 @@ def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_f
     """The plan of a stored study (for --resume)."""
     p = parameters
     adaptive = {k: p[k] for k in ("max_runs", "min_runs", "alpha", "baseline") if k in p}
-    return StudyPlan(name=name, programs=[Program(n, a) for n, a in p["programs"]], strategies=p["strategies"], threads=p["threads"],
-                     runs=p["runs"], order=p["order"], warmup=p["warmup"], mem=p["mem"], coruns=p["coruns"], metric=p["metric"],
-                     metric_better=p.get("metric_better"), timeout=p["timeout"], max_failures=max_failures, seed=seed, counters=p.get("counters", []),
-                     sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS), cpu_kind=p.get("cpu_kind"), graph=p.get("graph"),
-                     domains=p.get("domains"), **adaptive)  # studies from before --sample-ms sampled every 100 ms
+    return StudyPlan(
+        name=name,
+        programs=[Program(n, a) for n, a in p["programs"]],
+        strategies=p["strategies"],
+        threads=p["threads"],
+        runs=p["runs"],
+        order=p["order"],
+        warmup=p["warmup"],
+        mem=p["mem"],
+        coruns=p["coruns"],
+        metric=p["metric"],
+        metric_better=p.get("metric_better"),
+        timeout=p["timeout"],
+        max_failures=max_failures,
+        seed=seed,
+        counters=p.get("counters", []),
+        sample_ms=p.get("sample_ms", DEFAULT_SAMPLE_MS),
+        cpu_kind=p.get("cpu_kind"),
+        graph=p.get("graph"),
+        domains=p.get("domains"),
+        **adaptive,
+    )  # studies from before --sample-ms sampled every 100 ms
 
 
 def _values(runs: list[dict[str, Any]]) -> list[float]:
@@ -584,8 +574,7 @@ def undecided(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[st
         if stored[position] >= plan.max_runs or stored[base] >= plan.max_runs:
             continue
         try:
-            settled = decided(compare(values[base], values[position], alpha=plan.alpha, better=direction.better,
-                                      seconds=direction.seconds))
+            settled = decided(compare(values[base], values[position], alpha=plan.alpha, better=direction.better, seconds=direction.seconds))
         except InvalidSample:
             settled = False  # too few successful runs to compare yet
         if not settled:
@@ -617,8 +606,14 @@ def sample_period(plan: StudyPlan, config: dict[str, Any], runs: list[dict[str, 
     """
     if plan.sample_ms != "auto":
         return float(plan.sample_ms)
-    walls = [r["wall_seconds"] for r in runs if r["warmup"] and r["wall_seconds"] and r.get("program", config["program"]) == config["program"]
-             and r.get("argv", config["argv"]) == config["argv"]]
+    walls = [
+        r["wall_seconds"]
+        for r in runs
+        if r["warmup"]
+        and r["wall_seconds"]
+        and r.get("program", config["program"]) == config["program"]
+        and r.get("argv", config["argv"]) == config["argv"]
+    ]
     if not walls:
         return DEFAULT_SAMPLE_MS
     low, high = SAMPLE_MS_BOUNDS
@@ -668,8 +663,16 @@ def settings_warnings(configs: list[dict[str, Any]], env: Mapping[str, str]) -> 
     return [f"{'every configuration' if len(names) == len(configs) else ', '.join(names)}: {text}" for text, names in concerns.items()]
 
 
-def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max_failures: int = 10, progress: bool = True,
-              say: Callable[[str], None] | None = None, only: list[tuple[int, int, bool]] | None = None) -> dict[str, Any]:
+def run_study(
+    plan: StudyPlan | None,
+    db: str,
+    *,
+    resume: str | None = None,
+    max_failures: int = 10,
+    progress: bool = True,
+    say: Callable[[str], None] | None = None,
+    only: list[tuple[int, int, bool]] | None = None,
+) -> dict[str, Any]:
     """Run (or resume) a study, storing every run as soon as it ends; returns a short summary.
 
     The plan is validated first (:meth:`StudyPlan.validate`): nothing is stored or run for a plan
@@ -681,9 +684,9 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
     (configuration position, run index, warm-up?) in this order, the share of one node of a Slurm
     campaign (pinlab.study.slurm), instead of the plan's whole schedule.
     """
-    from pinlab import __version__
     from pinlab.measure.noise import WARNING, check
     from pinlab.study.store import Store, damaged_database
+    from pinlab.version import __version__
 
     if resume is None:
         if plan is None:
@@ -702,8 +705,9 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
             if store.study(plan.name) is not None:
                 raise UsageError(f"a study named {plan.name} already exists in {db}: choose another --name, or continue it with --resume {plan.name}")
             warnings = [f"{f.name}: {f.found}" for f in check() if f.status == WARNING]
-            study = store.create_study(plan.name, plan.parameters(), plan.configs(), plan.seed, machine_description(), __version__, warnings,
-                                       new=True)
+            study = store.create_study(
+                plan.name, plan.parameters(), plan.configs(), plan.seed, machine_description(), __version__, warnings, new=True
+            )
         configs = store.configs(study.id)
         stored = store.runs_frame(study.name)  # without the records
         done = {(r["config_id"], r["run_index"], r["warmup"]) for r in stored}
@@ -744,21 +748,27 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
             if fields["status"] != "ok" and config["id"] not in told:
                 first = not told
                 told.add(config["id"])
-                bar.say(f"pinlab: {'warm-up ' if w else ''}run {r + 1} of {config_name(config)} failed: {failure_reason(fields)}"
-                        + (" (the study goes on; the first failure of each configuration is shown)" if first else ""))
+                bar.say(
+                    f"pinlab: {'warm-up ' if w else ''}run {r + 1} of {config_name(config)} failed: {failure_reason(fields)}"
+                    + (" (the study goes on; the first failure of each configuration is shown)" if first else "")
+                )
             if fields["status"] != "ok" and not w:
                 failures += 1
                 if failures >= max_failures:
-                    raise UsageError(f"study {study.name} stopped after {plural(failures, 'failed run')} (last: {config['program']}, "
-                                     f"{failure_reason(fields)}); the runs are stored; fix the program and --resume {study.name}")
+                    raise UsageError(
+                        f"study {study.name} stopped after {plural(failures, 'failed run')} (last: {config['program']}, "
+                        f"{failure_reason(fields)}); the runs are stored; fix the program and --resume {study.name}"
+                    )
 
         try:
-            for c, r, w in (only if only is not None else schedule(plan, len(configs))):
+            for c, r, w in only if only is not None else schedule(plan, len(configs)):
                 if (configs[c]["id"], r, w) not in done:
                     one(c, r, w)
             round_number = 0
             while plan.adaptive and only is None:
-                batch = next_round(plan, configs, store.runs_frame(study.name), round_number)  # without the records: only status and metric are needed
+                batch = next_round(
+                    plan, configs, store.runs_frame(study.name), round_number
+                )  # without the records: only status and metric are needed
                 if not batch:
                     break
                 round_number += 1
@@ -769,8 +779,16 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
         store.finish(study.id)
         rows = store.runs_frame(study.name)
         measured = [r for r in rows if not r["warmup"]]
-        summary = {"study": study.name, "db": db, "runs": len(rows), "new_runs": new_runs, "failures": failures,
-                   "measured": len(measured), "configs": len(configs), "adaptive": plan.adaptive}
+        summary = {
+            "study": study.name,
+            "db": db,
+            "runs": len(rows),
+            "new_runs": new_runs,
+            "failures": failures,
+            "measured": len(measured),
+            "configs": len(configs),
+            "adaptive": plan.adaptive,
+        }
         succeeded = {r["config_id"] for r in measured if r["status"] == "ok"}
         empty = [c for c in configs if c["id"] not in succeeded]
         if empty:
@@ -778,8 +796,10 @@ def run_study(plan: StudyPlan | None, db: str, *, resume: str | None = None, max
             names = ", ".join(config_name(c) for c in empty[:3])
             more = f" and {len(empty) - 3} more" if len(empty) > 3 else ""
             reason = f" (first failure: {failure_reason(first)})" if first else ""
-            raise StudyFailed(f"study {study.name}: {plural(len(empty), 'configuration')} had no successful run: {names}{more}{reason}; "
-                              f"the {plural(len(rows), 'run')} are stored in {db}; fix the program and run a new study")
+            raise StudyFailed(
+                f"study {study.name}: {plural(len(empty), 'configuration')} had no successful run: {names}{more}{reason}; "
+                f"the {plural(len(rows), 'run')} are stored in {db}; fix the program and run a new study"
+            )
         return summary
 
 

@@ -20,6 +20,7 @@ tells each task's state from ``squeue``, ``sacct`` when Slurm keeps accounting, 
 own files; ``--resume NAME`` resubmits the tasks that failed (a resubmitted task keeps the runs
 it had stored and does the rest).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,31 @@ from pinlab.words import plural
 CAMPAIGN = "campaign.json"
 JOB_SCRIPT = "job.sh"
 #: File systems a cluster's nodes share; others are local to the machine that submits.
-SHARED_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cephfs", "ceph", "cifs", "smb3", "glusterfs", "fuse.glusterfs",
-                                "panfs", "pvfs2", "orangefs", "fuse.sshfs", "9p", "virtiofs", "wekafs", "fuse.weka", "afs", "fuse.juicefs"})
+SHARED_FILESYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "cephfs",
+        "ceph",
+        "cifs",
+        "smb3",
+        "glusterfs",
+        "fuse.glusterfs",
+        "panfs",
+        "pvfs2",
+        "orangefs",
+        "fuse.sshfs",
+        "9p",
+        "virtiofs",
+        "wekafs",
+        "fuse.weka",
+        "afs",
+        "fuse.juicefs",
+    }
+)
 _TIME = re.compile(r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)", re.I)
 
 
@@ -99,8 +123,9 @@ def split_runs(plan, n_configs: int, tasks: int) -> list[list[tuple[int, int, bo
         raise UsageError("--runs auto chooses each next run from the results so far: a Slurm campaign needs a fixed --runs")
     if tasks > plan.runs:
         raise UsageError(f"--nodes {tasks} is more than --runs {plan.runs}: some nodes would have no run; give at most {plan.runs} nodes")
-    shares: list[list[tuple[int, int, bool]]] = [[(c, k * plan.warmup + w, True) for w in range(plan.warmup) for c in range(n_configs)]
-                                                 for k in range(tasks)]
+    shares: list[list[tuple[int, int, bool]]] = [
+        [(c, k * plan.warmup + w, True) for w in range(plan.warmup) for c in range(n_configs)] for k in range(tasks)
+    ]
     for c, r, warmup in schedule(plan, n_configs):
         if not warmup:
             shares[r % tasks].append((c, r, False))
@@ -118,16 +143,24 @@ def _pinlab_command() -> str:
 
 def _check_path(campaign_dir: Path) -> None:
     if any(c in str(campaign_dir) for c in '"\n'):
-        raise UsageError(f"results directory {str(campaign_dir)!r} has a double quote or a newline in its path, which sbatch cannot take: choose another")
+        raise UsageError(
+            f"results directory {str(campaign_dir)!r} has a double quote or a newline in its path, which sbatch cannot take: choose another"
+        )
 
 
 def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions) -> str:
     d = shlex.quote(str(campaign_dir))
     _check_path(campaign_dir)
     job_name = re.sub(r"[^\w.-]", "_", f"pinlab-{name}")  # sbatch splits #SBATCH lines at blanks; only double quotes group
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --array=0-{tasks - 1}",
-             "#SBATCH --nodes=1", "#SBATCH --exclusive", f'#SBATCH --output="{campaign_dir}/task-%a.out"',
-             "#SBATCH --open-mode=append"]  # a resubmitted task adds to its output: the first attempt's end stays readable
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={job_name}",
+        f"#SBATCH --array=0-{tasks - 1}",
+        "#SBATCH --nodes=1",
+        "#SBATCH --exclusive",
+        f'#SBATCH --output="{campaign_dir}/task-%a.out"',
+        "#SBATCH --open-mode=append",
+    ]  # a resubmitted task adds to its output: the first attempt's end stays readable
     if options.partition:
         lines.append(f"#SBATCH --partition={options.partition}")
     if options.time:
@@ -135,9 +168,9 @@ def job_script(campaign_dir: Path, name: str, tasks: int, options: SlurmOptions)
     lines += [
         "# one task = one whole node; its runs go to task-$SLURM_ARRAY_TASK_ID.db, its exit status to .status",
         'echo "pinlab: task $SLURM_ARRAY_TASK_ID, Slurm job ${SLURM_JOB_ID:-?}, on $(hostname), starts at $(date -u +%Y-%m-%dT%H:%M:%SZ)"',
-        f"{shlex.quote(_pinlab_command())} study-task {d} \"$SLURM_ARRAY_TASK_ID\"",
+        f'{shlex.quote(_pinlab_command())} study-task {d} "$SLURM_ARRAY_TASK_ID"',
         "rc=$?",
-        f"echo $rc > {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp && mv {d}/task-\"$SLURM_ARRAY_TASK_ID\".status.tmp {d}/task-\"$SLURM_ARRAY_TASK_ID\".status",
+        f'echo $rc > {d}/task-"$SLURM_ARRAY_TASK_ID".status.tmp && mv {d}/task-"$SLURM_ARRAY_TASK_ID".status.tmp {d}/task-"$SLURM_ARRAY_TASK_ID".status',
         "exit $rc",
     ]
     return "\n".join(lines) + "\n"
@@ -180,9 +213,9 @@ def load_campaign(directory: str | Path) -> dict[str, Any]:
 def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Validate ``plan``, write the campaign into ``options.results``/NAME, submit its job array
     and create the study in ``db``, where ``--collect`` will bring its runs."""
-    from pinlab import __version__
-    from pinlab.study.engine import machine_description
+    from pinlab.study.machine import machine_description
     from pinlab.study.store import Store
+    from pinlab.version import __version__
 
     _sbatch_command()  # before anything slower: without Slurm's commands nothing else matters
     plan.validate(fits=False)  # each node checks that the placements fit it as its task starts
@@ -201,10 +234,27 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
         campaign_dir.mkdir(exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {campaign_dir}: {exc.strerror}") from None
-    parameters = {**plan.parameters(), "slurm": {"dir": str(campaign_dir), "nodes": options.nodes, "partition": options.partition,
-                                                 "time": options.time, "sbatch_args": list(options.sbatch_args)}}
-    campaign = {"pinlab_campaign": 1, "name": plan.name, "db": str(Path(db).resolve()), "parameters": parameters, "seed": plan.seed,
-                "max_failures": plan.max_failures, "tasks": [[list(run) for run in share] for share in shares], "jobs": {}, "submitted_at": time.time()}
+    parameters = {
+        **plan.parameters(),
+        "slurm": {
+            "dir": str(campaign_dir),
+            "nodes": options.nodes,
+            "partition": options.partition,
+            "time": options.time,
+            "sbatch_args": list(options.sbatch_args),
+        },
+    }
+    campaign = {
+        "pinlab_campaign": 1,
+        "name": plan.name,
+        "db": str(Path(db).resolve()),
+        "parameters": parameters,
+        "seed": plan.seed,
+        "max_failures": plan.max_failures,
+        "tasks": [[list(run) for run in share] for share in shares],
+        "jobs": {},
+        "submitted_at": time.time(),
+    }
     _write_json(campaign_dir / CAMPAIGN, campaign)
     script = campaign_dir / JOB_SCRIPT
     try:
@@ -224,10 +274,11 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
     with Store.open(db, create=True) as store:
         store.create_study(plan.name, parameters, configs, plan.seed, machine_description(), __version__, new=True)
     if local_fs:  # said once the campaign stands: a refused one is told in its one line alone
-        say(f"pinlab: warning: results directory {results} is on a {fstype} file system, which only this machine may see: "
-            "every node must see it at the same path (NFS, Lustre, GPFS, BeeGFS...)")
-    return {"study": plan.name, "job": job, "tasks": options.nodes, "dir": str(campaign_dir),
-            "runs": sum(len(s) for s in shares)}
+        say(
+            f"pinlab: warning: results directory {results} is on a {fstype} file system, which only this machine may see: "
+            "every node must see it at the same path (NFS, Lustre, GPFS, BeeGFS...)"
+        )
+    return {"study": plan.name, "job": job, "tasks": options.nodes, "dir": str(campaign_dir), "runs": sum(len(s) for s in shares)}
 
 
 def _check_db(db: str, name: str) -> None:
@@ -285,17 +336,21 @@ def run_task(directory: str, task: int) -> int:
     # a run the launcher takes it (StudyInterrupted after that run), between runs this handler does
     previous = {signum: signal.signal(signum, _stopped) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        summary = run_study(None if exists else plan, str(db), resume=name if exists else None, max_failures=campaign["max_failures"],
-                            progress=False, only=only)
+        summary = run_study(
+            None if exists else plan, str(db), resume=name if exists else None, max_failures=campaign["max_failures"], progress=False, only=only
+        )
     except StudyFailed as exc:  # the runs are stored: collect shows them with the rest
         print(f"pinlab: {exc}", file=sys.stderr)
         return 0
     except (StudyInterrupted, TaskStopped, KeyboardInterrupt) as exc:  # scancel, the time limit, a node going down
         signum = getattr(exc, "signum", signal.SIGINT)
         stored = _stored_runs(db, name)
-        print(f"pinlab: task {task} of study {name} stopped by signal {signum} (scancel, its time limit or its node going down); "
-              f"{plural(stored, 'run') if isinstance(stored, int) else 'its runs'} of its {len(only)} stored: resubmit it with "
-              f"`pinlab study --resume {name} --db {shlex.quote(campaign['db'])}` (it keeps them and does the rest)", file=sys.stderr)
+        print(
+            f"pinlab: task {task} of study {name} stopped by signal {signum} (scancel, its time limit or its node going down); "
+            f"{plural(stored, 'run') if isinstance(stored, int) else 'its runs'} of its {len(only)} stored: resubmit it with "
+            f"`pinlab study --resume {name} --db {shlex.quote(campaign['db'])}` (it keeps them and does the rest)",
+            file=sys.stderr,
+        )
         return 128 + signum
     finally:  # however the task ends, its file is left whole, without -wal/-shm beside it
         for signum, handler in previous.items():
@@ -304,8 +359,11 @@ def run_task(directory: str, task: int) -> int:
             leave_in_rollback_journal(db)
         except sqlite3.Error as exc:
             print(f"pinlab: warning: {db} stays in write-ahead-log mode ({exc}): collect it from a machine that sees its -wal file", file=sys.stderr)
-    print(f"pinlab: task {task} of study {name}: {plural(summary['runs'], 'run')} stored in {db} ({summary['new_runs']} new, "
-          f"{summary['failures']} failed)", file=sys.stderr)
+    print(
+        f"pinlab: task {task} of study {name}: {plural(summary['runs'], 'run')} stored in {db} ({summary['new_runs']} new, "
+        f"{summary['failures']} failed)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -374,8 +432,18 @@ def collect(db: str, name: str) -> dict[str, Any]:
         expected = sum(len(share) for share in campaign["tasks"])
         if not missing and not incomplete and not damaged and not waiting and study.finished_at is None:
             store.finish(study.id)
-    return {"study": name, "added": added, "already": already, "missing": missing, "incomplete": incomplete, "damaged": damaged, "waiting": waiting,
-            "collected": len(have), "expected": expected, "warnings": new_warnings}
+    return {
+        "study": name,
+        "added": added,
+        "already": already,
+        "missing": missing,
+        "incomplete": incomplete,
+        "damaged": damaged,
+        "waiting": waiting,
+        "collected": len(have),
+        "expected": expected,
+        "warnings": new_warnings,
+    }
 
 
 def _squeue(job_ids: list[str]) -> dict[str, str] | None:
@@ -439,8 +507,7 @@ def unreadable_reason(exc: Exception) -> str:
 
 
 def _move_aside(path: Path, name: str, db: str) -> str:
-    return (f"move {path} aside (its runs are then run again) and resubmit the task with "
-            f"`pinlab study --resume {name} --db {shlex.quote(db)}`")
+    return f"move {path} aside (its runs are then run again) and resubmit the task with `pinlab study --resume {name} --db {shlex.quote(db)}`"
 
 
 def task_states(db: str, name: str, count: bool = True, option: str = "--status") -> list[dict[str, Any]]:
@@ -478,8 +545,17 @@ def task_states(db: str, name: str, count: bool = True, option: str = "--status"
             state, detail = "unknown", "squeue cannot be asked: the task may still be queued or running"
         else:
             state, detail = "failed", f"ended without finishing (see {output})"
-        out.append({"task": task, "job": job, "state": state, "detail": detail, "runs": None if unreadable else stored, "expected": len(share),
-                    "unreadable": unreadable})
+        out.append(
+            {
+                "task": task,
+                "job": job,
+                "state": state,
+                "detail": detail,
+                "runs": None if unreadable else stored,
+                "expected": len(share),
+                "unreadable": unreadable,
+            }
+        )
     return out
 
 
@@ -492,8 +568,10 @@ def resubmit(db: str, name: str, say: Callable[[str], None] = print) -> dict[str
     unreadable = [t for t in states if t["state"] == "failed" and t["unreadable"]]
     if unreadable:  # resubmitted, the task would meet the same file and fail again
         listed = "; ".join(f"task {t['task']}: {t['unreadable']}" for t in unreadable)
-        raise UsageError(f"{plural(len(unreadable), 'task')} of {name} cannot read {'its' if len(unreadable) == 1 else 'their'} database ({listed}): "
-                         f"move {'it' if len(unreadable) == 1 else 'them'} aside (the runs are then run again) and --resume again; nothing resubmitted")
+        raise UsageError(
+            f"{plural(len(unreadable), 'task')} of {name} cannot read {'its' if len(unreadable) == 1 else 'their'} database ({listed}): "
+            f"move {'it' if len(unreadable) == 1 else 'them'} aside (the runs are then run again) and --resume again; nothing resubmitted"
+        )
     failed = [t["task"] for t in states if t["state"] == "failed"]
     if not failed:
         return {"study": name, "resubmitted": [], "job": None}

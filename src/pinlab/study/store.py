@@ -14,6 +14,7 @@ code keeps:
 
 Only the standard library is used (no ORM, no pandas; :func:`dataframe` imports pandas lazily).
 """
+
 from __future__ import annotations
 
 import json
@@ -97,15 +98,29 @@ _SCHEMA = (
 
 CONFIG_KEYS = ("program", "argv", "threads", "placement", "mem", "corun", "extra")
 _REAL_FIELDS = ("started_at", "wall_seconds", "user_seconds", "system_seconds", "metric")
-_INT_FIELDS = ("exit_status", "signal", "migrations", "voluntary_context_switches",
-               "involuntary_context_switches", "max_rss_kib")
+_INT_FIELDS = ("exit_status", "signal", "migrations", "voluntary_context_switches", "involuntary_context_switches", "max_rss_kib")
 _JSON_FIELDS = ("placement_cpus", "record")
 #: The keyword fields :meth:`Store.add_run` accepts (``status`` is required).
 RUN_FIELDS = ("status", *_REAL_FIELDS, *_INT_FIELDS, *_JSON_FIELDS, "stderr_tail")
 _RUN_COLUMNS = ("id", "config_id", "run_index", "warmup", "stored_at", *RUN_FIELDS)
 #: Columns of :meth:`Store.runs_frame` rows, in order (``record`` only when asked for).
-FRAME_COLUMNS = ("study", "config_id", "position", "program", "argv", "threads", "placement", "mem",
-                 "corun", "extra", "run_id", "run_index", "warmup", "stored_at", *RUN_FIELDS)
+FRAME_COLUMNS = (
+    "study",
+    "config_id",
+    "position",
+    "program",
+    "argv",
+    "threads",
+    "placement",
+    "mem",
+    "corun",
+    "extra",
+    "run_id",
+    "run_index",
+    "warmup",
+    "stored_at",
+    *RUN_FIELDS,
+)
 
 
 @dataclass(frozen=True)
@@ -204,10 +219,16 @@ def _error_name(error: sqlite3.Error) -> str:
     if name:
         return name.split("_")[0] + "_" + name.split("_")[1] if name.count("_") > 1 else name
     text = str(error).lower()
-    for needle, code in (("disk is full", "SQLITE_FULL"), ("locked", "SQLITE_BUSY"), ("disk i/o", "SQLITE_IOERR"),
-                         ("readonly", "SQLITE_READONLY"), ("read-only", "SQLITE_READONLY"),
-                         ("malformed", "SQLITE_CORRUPT"), ("not a database", "SQLITE_NOTADB"),
-                         ("unable to open", "SQLITE_CANTOPEN")):
+    for needle, code in (
+        ("disk is full", "SQLITE_FULL"),
+        ("locked", "SQLITE_BUSY"),
+        ("disk i/o", "SQLITE_IOERR"),
+        ("readonly", "SQLITE_READONLY"),
+        ("read-only", "SQLITE_READONLY"),
+        ("malformed", "SQLITE_CORRUPT"),
+        ("not a database", "SQLITE_NOTADB"),
+        ("unable to open", "SQLITE_CANTOPEN"),
+    ):
         if needle in text:
             return code
     return "SQLITE_ERROR"
@@ -227,8 +248,10 @@ def _now_iso() -> str:
 def damaged(path: str | os.PathLike, error: object) -> UsageError:
     """The one message for a damaged database: which file, and how to get back what it holds."""
     path = os.fspath(path)
-    return UsageError(f"the study database {path} is damaged ({error}); nothing was written to it: recover what it holds with "
-                      f"`sqlite3 {path} .recover | sqlite3 recovered.db` and use --db recovered.db")
+    return UsageError(
+        f"the study database {path} is damaged ({error}); nothing was written to it: recover what it holds with "
+        f"`sqlite3 {path} .recover | sqlite3 recovered.db` and use --db recovered.db"
+    )
 
 
 def leave_in_rollback_journal(path: str | os.PathLike) -> None:
@@ -347,17 +370,23 @@ class Store:
         if app_id == 0 and version == 0 and not names:
             return "new"
         if app_id != APPLICATION_ID:
-            raise UsageError(f"{path} is an SQLite database of another program, not a pinlab study database: give another --db path; the file was not changed")
+            raise UsageError(
+                f"{path} is an SQLite database of another program, not a pinlab study database: give another --db path; the file was not changed"
+            )
         if version > SCHEMA_VERSION:
             made_by = ""
             if "meta" in names:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'created_by'").fetchone()
                 made_by = f" (written by pinlab {row[0]})" if row else ""
-            raise UsageError(f"{path} has study schema {version}{made_by}, newer than this pinlab reads ({SCHEMA_VERSION}): upgrade pinlab to read it; the file was not changed")
+            raise UsageError(
+                f"{path} has study schema {version}{made_by}, newer than this pinlab reads ({SCHEMA_VERSION}): upgrade pinlab to read it; the file was not changed"
+            )
         missing = [table for table in _TABLES if table not in names]
         schema = conn.execute("SELECT value FROM meta WHERE key = 'pinlab_schema'").fetchone() if "meta" in names else None
         if version < 1 or missing or schema is None or schema[0] != str(version):
-            raise UsageError(f"{path} carries pinlab's mark but not its schema (version {version}, missing {', '.join(missing) or 'meta entries'}): it is damaged or not pinlab's; give another --db path")
+            raise UsageError(
+                f"{path} carries pinlab's mark but not its schema (version {version}, missing {', '.join(missing) or 'meta entries'}): it is damaged or not pinlab's; give another --db path"
+            )
         return "pinlab"
 
     @staticmethod
@@ -393,10 +422,12 @@ class Store:
                 return
             for statement in _SCHEMA:
                 conn.execute(statement)
-            from pinlab import __version__
+            from pinlab.version import __version__
 
-            conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
-                ("pinlab_schema", str(SCHEMA_VERSION)), ("created_by", __version__), ("created_at", _now_iso())])
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [("pinlab_schema", str(SCHEMA_VERSION)), ("created_by", __version__), ("created_at", _now_iso())],
+            )
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -459,7 +490,9 @@ class Store:
         if code == "SQLITE_IOERR":
             return UsageError(f"could not write {self.path} while {doing} ({error}: disk full, removed or failing?): fix the disk; {after}")
         if code in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-            return UsageError(f"{self.path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s while {doing}: is another pinlab study writing to it? wait for it; {after}")
+            return UsageError(
+                f"{self.path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s while {doing}: is another pinlab study writing to it? wait for it; {after}"
+            )
         if code in ("SQLITE_READONLY", "SQLITE_CANTOPEN"):
             return UsageError(f"cannot write {self.path} while {doing} ({error}): check the permissions of the file and its directory; {after}")
         if code in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
@@ -483,8 +516,17 @@ class Store:
 
     # ---------------------------------------------------------------- studies and configurations
 
-    def create_study(self, name: str, parameters: dict[str, Any], configs: list[dict[str, Any]], seed: int | None,
-                     machine: dict[str, Any], tool_version: str, warnings: Iterable[str] = (), new: bool = False) -> Study:
+    def create_study(
+        self,
+        name: str,
+        parameters: dict[str, Any],
+        configs: list[dict[str, Any]],
+        seed: int | None,
+        machine: dict[str, Any],
+        tool_version: str,
+        warnings: Iterable[str] = (),
+        new: bool = False,
+    ) -> Study:
         """Store a new study and its configurations (in ``configs`` order) in one transaction.
 
         A study of that name with the same parameters, configurations and seed is returned as it
@@ -509,29 +551,40 @@ class Store:
                 raise UsageError(f"a study named {name} already exists in {self.path}: choose another --name, or continue it with --resume {name}")
             if existing is None:
                 study_id = conn.execute(
-                    "INSERT INTO studies (name, parameters, seed, created_at, machine, tool_version, warnings)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (name, params_json, seed, time.time(), machine_json, tool_version, warnings_json)).lastrowid
+                    "INSERT INTO studies (name, parameters, seed, created_at, machine, tool_version, warnings) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, params_json, seed, time.time(), machine_json, tool_version, warnings_json),
+                ).lastrowid
                 conn.executemany(
                     "INSERT INTO configs (study_id, position, program, argv, threads, placement, mem, corun, extra)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [(study_id, *row) for row in rows])
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(study_id, *row) for row in rows],
+                )
             else:
                 study_id = existing[0]
-                stored = [tuple(row) for row in conn.execute(
-                    "SELECT position, program, argv, threads, placement, mem, corun, extra FROM configs"
-                    " WHERE study_id = ? ORDER BY position", (study_id,))]
+                stored = [
+                    tuple(row)
+                    for row in conn.execute(
+                        "SELECT position, program, argv, threads, placement, mem, corun, extra FROM configs WHERE study_id = ? ORDER BY position",
+                        (study_id,),
+                    )
+                ]
                 differs = []
                 if existing[1] != params_json:
                     old = json.loads(existing[1])
-                    keys = sorted(k for k in set(old) | set(parameters)
-                                  if canonical_json(old.get(k)) != canonical_json(parameters.get(k)) or (k in old) != (k in parameters))
+                    keys = sorted(
+                        k
+                        for k in set(old) | set(parameters)
+                        if canonical_json(old.get(k)) != canonical_json(parameters.get(k)) or (k in old) != (k in parameters)
+                    )
                     differs.append("parameters " + ", ".join(map(str, keys)))
                 if existing[2] != seed:
                     differs.append(f"seed {existing[2]} vs {seed}")
                 if stored != [tuple(row) for row in rows]:
                     differs.append(f"configurations ({len(stored)} stored, {len(rows)} given)")
                 if differs:
-                    raise UsageError(f"study {name} already exists with other parameters ({'; '.join(differs)}): choose another --name or --resume {name}")
+                    raise UsageError(
+                        f"study {name} already exists with other parameters ({'; '.join(differs)}): choose another --name or --resume {name}"
+                    )
         return self.study_by_id(study_id)
 
     @staticmethod
@@ -550,9 +603,16 @@ class Store:
         extra = config.get("extra") or {}
         if not isinstance(extra, dict):
             raise TypeError(f"configuration {position}: extra must be a dict")
-        return (position, _text(config.get("program"), f"configuration {position} program", nullable=False),
-                canonical_json(list(argv)), threads, _text(config.get("placement"), "placement"),
-                _text(config.get("mem"), "mem"), _text(config.get("corun"), "corun"), canonical_json(extra))
+        return (
+            position,
+            _text(config.get("program"), f"configuration {position} program", nullable=False),
+            canonical_json(list(argv)),
+            threads,
+            _text(config.get("placement"), "placement"),
+            _text(config.get("mem"), "mem"),
+            _text(config.get("corun"), "corun"),
+            canonical_json(extra),
+        )
 
     _STUDY_SQL = "SELECT id, name, parameters, seed, created_at, finished_at, machine, tool_version, warnings FROM studies"
 
@@ -560,8 +620,17 @@ class Store:
     def _study(row: tuple | None) -> Study | None:
         if row is None:
             return None
-        return Study(id=row[0], name=row[1], parameters=json.loads(row[2]), seed=row[3], created_at=row[4],
-                     finished_at=row[5], machine=json.loads(row[6]), tool_version=row[7], warnings=json.loads(row[8]))
+        return Study(
+            id=row[0],
+            name=row[1],
+            parameters=json.loads(row[2]),
+            seed=row[3],
+            created_at=row[4],
+            finished_at=row[5],
+            machine=json.loads(row[6]),
+            tool_version=row[7],
+            warnings=json.loads(row[8]),
+        )
 
     def study(self, name: str, must_exist: bool = False) -> Study | None:
         """The study called ``name``; None if there is none (UsageError with ``must_exist``)."""
@@ -584,10 +653,24 @@ class Store:
     def configs(self, study_id: int) -> list[dict[str, Any]]:
         """The study's configurations in order, as dicts: id, study_id, position and the keys given."""
         rows = self._conn.execute(
-            "SELECT id, study_id, position, program, argv, threads, placement, mem, corun, extra FROM configs"
-            " WHERE study_id = ? ORDER BY position", (study_id,)).fetchall()
-        return [{"id": r[0], "study_id": r[1], "position": r[2], "program": r[3], "argv": json.loads(r[4]),
-                 "threads": r[5], "placement": r[6], "mem": r[7], "corun": r[8], "extra": json.loads(r[9])} for r in rows]
+            "SELECT id, study_id, position, program, argv, threads, placement, mem, corun, extra FROM configs WHERE study_id = ? ORDER BY position",
+            (study_id,),
+        ).fetchall()
+        return [
+            {
+                "id": r[0],
+                "study_id": r[1],
+                "position": r[2],
+                "program": r[3],
+                "argv": json.loads(r[4]),
+                "threads": r[5],
+                "placement": r[6],
+                "mem": r[7],
+                "corun": r[8],
+                "extra": json.loads(r[9]),
+            }
+            for r in rows
+        ]
 
     def add_warnings(self, study_id: int, warnings: Iterable[str]) -> list[str]:
         """Add to the study's warnings those not there yet (a resumed session may find new ones);
@@ -642,8 +725,9 @@ class Store:
         values["record"] = None if record is None else canonical_json(record)
         values["stderr_tail"] = _text(fields.get("stderr_tail"), "stderr_tail")
 
-        found = self._conn.execute("SELECT s.name, c.position FROM configs c JOIN studies s ON s.id = c.study_id"
-                                   " WHERE c.id = ?", (config_id,)).fetchone()
+        found = self._conn.execute(
+            "SELECT s.name, c.position FROM configs c JOIN studies s ON s.id = c.study_id WHERE c.id = ?", (config_id,)
+        ).fetchone()
         if found is None:
             raise ValueError(f"no configuration with id {config_id} in {self.path}")
         study_name, position = found
@@ -655,7 +739,9 @@ class Store:
                 cursor = conn.execute(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", row)
             except sqlite3.IntegrityError as error:
                 if "UNIQUE" in str(error):
-                    raise DuplicateRun(f"{what} is already stored in {self.path}; it was kept unchanged: is another `pinlab study --resume {study_name}` running?") from None
+                    raise DuplicateRun(
+                        f"{what} is already stored in {self.path}; it was kept unchanged: is another `pinlab study --resume {study_name}` running?"
+                    ) from None
                 raise
             return cursor.lastrowid
 
@@ -666,7 +752,9 @@ class Store:
         """
         rows = self._conn.execute(
             "SELECT c.id, count(r.id) FROM configs c LEFT JOIN runs r ON r.config_id = c.id AND r.warmup = ?"
-            " WHERE c.study_id = ? GROUP BY c.id ORDER BY c.position", (int(warmup), study_id))
+            " WHERE c.study_id = ? GROUP BY c.id ORDER BY c.position",
+            (int(warmup), study_id),
+        )
         return {config_id: count for config_id, count in rows}
 
     @staticmethod
@@ -681,8 +769,7 @@ class Store:
         if warmup is not None:
             where += " AND r.warmup = ?"
             args += (int(warmup),)
-        sql = (f"SELECT {', '.join('r.' + c for c in _RUN_COLUMNS)} FROM runs r JOIN configs c ON c.id = r.config_id"
-               f" WHERE {where} ORDER BY r.id")
+        sql = f"SELECT {', '.join('r.' + c for c in _RUN_COLUMNS)} FROM runs r JOIN configs c ON c.id = r.config_id WHERE {where} ORDER BY r.id"
         return [self._run(row) for row in self._conn.execute(sql, args)]
 
     def runs(self, study_id: int, warmup: bool | None = None) -> list[dict[str, Any]]:
@@ -704,10 +791,12 @@ class Store:
         """
         study = self.study(study_name, must_exist=True)
         run_columns = [c for c in RUN_FIELDS if c != "record" or record]
-        sql = ("SELECT s.name, c.id, c.position, c.program, c.argv, c.threads, c.placement, c.mem, c.corun, c.extra,"
-               f" r.id, r.run_index, r.warmup, r.stored_at, {', '.join('r.' + c for c in run_columns)}"
-               " FROM runs r JOIN configs c ON c.id = r.config_id JOIN studies s ON s.id = c.study_id"
-               " WHERE s.id = ?")
+        sql = (
+            "SELECT s.name, c.id, c.position, c.program, c.argv, c.threads, c.placement, c.mem, c.corun, c.extra,"
+            f" r.id, r.run_index, r.warmup, r.stored_at, {', '.join('r.' + c for c in run_columns)}"
+            " FROM runs r JOIN configs c ON c.id = r.config_id JOIN studies s ON s.id = c.study_id"
+            " WHERE s.id = ?"
+        )
         args: tuple = (study.id,)
         if warmup is not None:
             sql += " AND r.warmup = ?"
@@ -744,5 +833,19 @@ def dataframe(rows: list[dict[str, Any]]):
     return pandas.DataFrame(rows, columns=columns)
 
 
-__all__ = ["damaged", "damaged_database", "APPLICATION_ID", "SCHEMA_VERSION", "RUN_STATUSES", "RUN_FIELDS", "CONFIG_KEYS", "FRAME_COLUMNS", "Store",
-           "Study", "DuplicateRun", "canonical_json", "fields_from_record", "dataframe"]
+__all__ = [
+    "damaged",
+    "damaged_database",
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "RUN_STATUSES",
+    "RUN_FIELDS",
+    "CONFIG_KEYS",
+    "FRAME_COLUMNS",
+    "Store",
+    "Study",
+    "DuplicateRun",
+    "canonical_json",
+    "fields_from_record",
+    "dataframe",
+]

@@ -1,8 +1,9 @@
 """The machine model: hwloc's object tree, loaded from this machine, a file, a synthetic string or a preset.
 
-Names are imported on first use, so that ``import pinlab.topology.cpuset`` (on the launch path)
+Names are imported on first use, so that ``import pinlab.cpuset`` (on the launch path)
 does not pull in the hwloc loader.
 """
+
 from __future__ import annotations
 
 from typing import Any

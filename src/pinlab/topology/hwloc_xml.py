@@ -5,12 +5,13 @@ all hwloc XML by the time they reach here. Only what placement needs is kept: th
 NUMA nodes as memory children, cache attributes, NUMA distances and CPU kinds. I/O objects
 (bridges, PCI and OS devices) and Misc objects are skipped.
 """
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from pinlab.cpuset import parse_hwloc_bitmap
 from pinlab.errors import UsageError
-from pinlab.topology.cpuset import parse_hwloc_bitmap
 from pinlab.topology.model import CpuKind, NumaDistances, Topology, TopoObject
 from pinlab.topology.user_distances import read_measured_memory
 
@@ -83,8 +84,10 @@ def _measured(root_el: ET.Element, root: TopoObject, source: str):
         return None, []
     unknown = sorted(set(latency.cpus) - root.cpus)
     if unknown:
-        raise UsageError(f"{source}: the measured CPU latency matrix names PUs {unknown} that the topology does not have; "
-                         "measure this machine again with `pinlab calibrate -o FILE.xml`")
+        raise UsageError(
+            f"{source}: the measured CPU latency matrix names PUs {unknown} that the topology does not have; "
+            "measure this machine again with `pinlab calibrate -o FILE.xml`"
+        )
     return latency, apply_measured_groups(root, latency)
 
 
@@ -216,14 +219,19 @@ def _distances(root_el: ET.Element, root: TopoObject) -> list[NumaDistances]:
         values = [n for part in el.findall("u64values") for n in _numbers(part)]
         name = el.get("name") or ("NUMABandwidth" if kind & KIND_MEANS_BANDWIDTH else "NUMALatency")
         if count == 0 or len(indexes) != count or len(values) != count * count:
-            raise UsageError(f"hwloc XML has a malformed NUMA distance matrix {name!r} ({count} nodes announced, "
-                             f"{len(indexes)} indexes, {len(values)} values for {count * count}); export it again with lstopo")
+            raise UsageError(
+                f"hwloc XML has a malformed NUMA distance matrix {name!r} ({count} nodes announced, "
+                f"{len(indexes)} indexes, {len(values)} values for {count * count}); export it again with lstopo"
+            )
         if el.get("indexing", "os") == "gp":  # by global persistent index: map to OS index
             if gp_to_os is None:
-                gp_to_os = {int(o.get("gp_index")): int(o.get("os_index", "0")) for o in root_el.iter("object")
-                            if o.get("type") == "NUMANode" and o.get("gp_index") is not None}
+                gp_to_os = {
+                    int(o.get("gp_index")): int(o.get("os_index", "0"))
+                    for o in root_el.iter("object")
+                    if o.get("type") == "NUMANode" and o.get("gp_index") is not None
+                }
             indexes = [gp_to_os.get(i, i) for i in indexes]
-        matrix = [values[i * count:(i + 1) * count] for i in range(count)]
+        matrix = [values[i * count : (i + 1) * count] for i in range(count)]
         found.append(NumaDistances(nodes=indexes, matrix=matrix, name=name, kind=kind))
     # The latency matrix is the one placement reads: the one hwloc calls NUMALatency, else any of latency kind.
     found.sort(key=lambda d: (d.name != "NUMALatency", not d.kind & KIND_MEANS_LATENCY))

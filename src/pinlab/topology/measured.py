@@ -22,6 +22,7 @@ The method:
    holds CPUs outside the group (a group that cuts through an object the tree has contradicts it:
    left out, with a note).
 """
+
 from __future__ import annotations
 
 from pinlab.topology.model import CpuLatency, Topology, TopoObject
@@ -120,8 +121,11 @@ def apply_measured_groups(root: TopoObject, latency: CpuLatency) -> list[str]:
             _insert_group(holder, members, next_depth, level)
             added.append(group)
         if added:
-            notes.append(f"measured grouping: added Group{next_depth} objects for CPUs "
-                         + " | ".join(_cpulist(g) for g in added) + f" (latency level {level + 1})")
+            notes.append(
+                f"measured grouping: added Group{next_depth} objects for CPUs "
+                + " | ".join(_cpulist(g) for g in added)
+                + f" (latency level {level + 1})"
+            )
             next_depth += 1
     _renumber_depths(root)
     return notes
@@ -129,8 +133,9 @@ def apply_measured_groups(root: TopoObject, latency: CpuLatency) -> list[str]:
 
 def _insert_group(holder: TopoObject, members: list[TopoObject], group_depth: int, level: int) -> None:
     position = holder.children.index(members[0])
-    group = TopoObject(type="Group", attributes={"group_depth": group_depth, "subtype": SUBTYPE}, infos={"PinlabMeasuredLevel": str(level + 1)},
-                       parent=holder)
+    group = TopoObject(
+        type="Group", attributes={"group_depth": group_depth, "subtype": SUBTYPE}, infos={"PinlabMeasuredLevel": str(level + 1)}, parent=holder
+    )
     group.children = members
     group.cpus = frozenset().union(*(m.cpus for m in members))
     group.nodes = frozenset().union(*(m.nodes for m in members))
@@ -151,7 +156,7 @@ def _renumber_depths(root: TopoObject) -> None:
 
 
 def _cpulist(cpus: frozenset[int]) -> str:
-    from pinlab.topology.cpuset import format_cpulist
+    from pinlab.cpuset import format_cpulist
 
     return format_cpulist(cpus)
 

@@ -9,6 +9,7 @@ NUMA nodes are *memory children*: they hang off the CPU object whose PUs are loc
 (hwloc 2's model), so the CPU tree stays a strict hierarchy while a NUMA node may sit above,
 at, or below the package level.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 
 #: Types whose objects carry an OS index that means something to the user.
 OS_NUMBERED = frozenset({"Machine", "Package", "Die", "NUMANode", "Core", "PU"})
-
 
 
 @dataclass(eq=False)

@@ -1,9 +1,10 @@
 """Show a topology: an indented text tree like lstopo's, and pinlab's stable JSON format."""
+
 from __future__ import annotations
 
 from typing import Any
 
-from pinlab.topology.cpuset import format_cpulist
+from pinlab.cpuset import format_cpulist
 from pinlab.topology.model import Topology, TopoObject
 
 JSON_FORMAT_VERSION = 1
@@ -132,12 +133,23 @@ def topology_to_json(topo: Topology) -> dict[str, Any]:
         "levels": topo.kinds(),
         "distances": None if topo.distances is None else _matrix_json(topo.distances),
         "distance_matrices": [_matrix_json(m) for m in topo.all_distances],
-        "cpu_latency": None if topo.cpu_latency is None else {
-            "name": topo.cpu_latency.name, "unit": "ns", "cpus": topo.cpu_latency.cpus, "matrix": topo.cpu_latency.matrix,
-            "notes": topo.measured_notes},
-        "measured_memory": None if topo.measured_memory is None else {
-            "nodes": topo.measured_memory.nodes, "initiators": [format_cpulist(i) for i in topo.measured_memory.initiators],
-            "bandwidth_mbps": topo.measured_memory.bandwidth_mbps, "latency_ns": topo.measured_memory.latency_ns},
+        "cpu_latency": None
+        if topo.cpu_latency is None
+        else {
+            "name": topo.cpu_latency.name,
+            "unit": "ns",
+            "cpus": topo.cpu_latency.cpus,
+            "matrix": topo.cpu_latency.matrix,
+            "notes": topo.measured_notes,
+        },
+        "measured_memory": None
+        if topo.measured_memory is None
+        else {
+            "nodes": topo.measured_memory.nodes,
+            "initiators": [format_cpulist(i) for i in topo.measured_memory.initiators],
+            "bandwidth_mbps": topo.measured_memory.bandwidth_mbps,
+            "latency_ns": topo.measured_memory.latency_ns,
+        },
         "cpu_kinds": [{"cpus": format_cpulist(k.cpus), "efficiency": k.efficiency, "infos": k.infos} for k in topo.cpu_kinds],
         "root": object_to_json(topo.root),
     }

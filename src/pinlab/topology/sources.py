@@ -4,6 +4,7 @@ Every source ends as hwloc XML handed to :func:`pinlab.topology.hwloc_xml.parse_
 ``lstopo-no-graphics`` exports this machine and expands synthetic strings, presets are XML
 files shipped in the package.
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,8 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
-from pinlab.topology.cpuset import parse_cpulist
 from pinlab.topology.hwloc_xml import parse_xml
 from pinlab.topology.model import Topology
 
@@ -33,9 +34,9 @@ def load_topology(source: str = "this") -> Topology:
     if source in ("this", ""):
         return load_this()
     if source.startswith("synthetic:"):
-        return load_synthetic(source[len("synthetic:"):])
+        return load_synthetic(source[len("synthetic:") :])
     if source.startswith("preset:"):
-        return load_preset(source[len("preset:"):])
+        return load_preset(source[len("preset:") :])
     if source in preset_names():
         return load_preset(source)
     path = Path(source)
@@ -128,8 +129,10 @@ def load_file(path: Path) -> Topology:
         except UsageError as exc:  # hwloc 3 reads no 1.x file: the conversion needs hwloc 2.x
             raise UsageError(f"{exc}; converting an hwloc 1.x file needs hwloc 2.x's lstopo-no-graphics") from None
     elif major not in SUPPORTED_XML_MAJORS:
-        raise UsageError(f"{path}: hwloc XML version {version.group(1)}, which pinlab cannot read (it reads versions 1.x, 2.x and 3.x); "
-                         "export it again with an hwloc that writes 2.x files (hwloc 3: `lstopo --export-xml-flags v2 --of xml FILE`)")
+        raise UsageError(
+            f"{path}: hwloc XML version {version.group(1)}, which pinlab cannot read (it reads versions 1.x, 2.x and 3.x); "
+            "export it again with an hwloc that writes 2.x files (hwloc 3: `lstopo --export-xml-flags v2 --of xml FILE`)"
+        )
     return parse_xml(text, source=str(path))
 
 
@@ -146,8 +149,10 @@ def _check_well_formed(text: str, path: Path) -> None:
     try:
         parser.Parse(text, True)
     except xml.parsers.expat.ExpatError as exc:
-        raise UsageError(f"{path}: not valid XML ({xml.parsers.expat.ErrorString(exc.code)}: line {exc.lineno}, column {exc.offset}); "
-                         "the file may be cut short or damaged: export it again with `lstopo-no-graphics --of xml FILE`") from None
+        raise UsageError(
+            f"{path}: not valid XML ({xml.parsers.expat.ErrorString(exc.code)}: line {exc.lineno}, column {exc.offset}); "
+            "the file may be cut short or damaged: export it again with `lstopo-no-graphics --of xml FILE`"
+        ) from None
 
 
 def _preset_dir() -> Path:

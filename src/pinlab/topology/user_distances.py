@@ -15,13 +15,14 @@
 A file written so is still an ordinary hwloc file: ``lstopo -i FILE.xml`` reads it and keeps all
 of it when it exports it again, and every pinlab command given ``--topology FILE.xml`` finds them.
 """
+
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
 
+from pinlab.cpuset import format_hwloc_bitmap, parse_hwloc_bitmap
 from pinlab.errors import UsageError
-from pinlab.topology.cpuset import format_hwloc_bitmap, parse_hwloc_bitmap
 from pinlab.topology.model import CpuLatency, MeasuredMemory
 
 KIND_FROM_USER, KIND_MEANS_LATENCY = 2, 4
@@ -41,7 +42,7 @@ def _element(obj_type: str, name: str, kind: int, indexes: list[int], values: li
     lines = [f'  <distances2 type="{obj_type}" nbobjs="{len(indexes)}" kind="{kind}" name="{name}" indexing="os">']
     for tag, numbers in (("indexes", indexes), ("u64values", values)):
         for start in range(0, len(numbers), _PER_ELEMENT):
-            text = "".join(f"{n} " for n in numbers[start:start + _PER_ELEMENT])
+            text = "".join(f"{n} " for n in numbers[start : start + _PER_ELEMENT])
             lines.append(f'    <{tag} length="{len(text)}">{text}</{tag}>')
     lines.append("  </distances2>")
     return "\n".join(lines) + "\n"
@@ -56,15 +57,19 @@ def memory_elements(xml_root: ET.Element, memory: MeasuredMemory) -> str:
     """The two ``<memattr>`` elements of ``memory``; targets named by their gp_index in ``xml_root``."""
     gp_of_node = {int(o.get("os_index", "-1")): o.get("gp_index") for o in xml_root.iter("object") if o.get("type") == "NUMANode"}
     parts = []
-    for name, flags, rows, scale in ((READ_BANDWIDTH, MEMATTR_HIGHER_FIRST | MEMATTR_NEED_INITIATOR, memory.bandwidth_mbps, 1),
-                                     (MEMORY_LATENCY, MEMATTR_LOWER_FIRST | MEMATTR_NEED_INITIATOR, memory.latency_ns, PICOSECONDS_PER_NS)):
+    for name, flags, rows, scale in (
+        (READ_BANDWIDTH, MEMATTR_HIGHER_FIRST | MEMATTR_NEED_INITIATOR, memory.bandwidth_mbps, 1),
+        (MEMORY_LATENCY, MEMATTR_LOWER_FIRST | MEMATTR_NEED_INITIATOR, memory.latency_ns, PICOSECONDS_PER_NS),
+    ):
         parts.append(f'  <memattr name="{name}" flags="{flags}">')
         for initiator, row in zip(memory.initiators, rows):
             for node, value in zip(memory.nodes, row):
                 if value <= 0 or gp_of_node.get(node) is None:
                     continue  # not measured (no CPU to read from), or a node hwloc's file does not number
-                parts.append(f'    <memattr_value target_obj_type="NUMANode" target_obj_gp_index="{gp_of_node[node]}" '
-                             f'value="{round(value * scale)}" initiator_cpuset="{format_hwloc_bitmap(initiator)}"/>')
+                parts.append(
+                    f'    <memattr_value target_obj_type="NUMANode" target_obj_gp_index="{gp_of_node[node]}" '
+                    f'value="{round(value * scale)}" initiator_cpuset="{format_hwloc_bitmap(initiator)}"/>'
+                )
         parts.append("  </memattr>")
     return "\n".join(parts) + "\n"
 
@@ -85,16 +90,21 @@ def read_measured_memory(root_el: ET.Element, source: str) -> MeasuredMemory | N
                 initiator = parse_hwloc_bitmap(bitmap)
                 value = int(el.get("value", ""))
             except (KeyError, ValueError, TypeError):
-                raise UsageError(f"{source}: malformed measured memory attribute {name!r}; measure it again with `pinlab calibrate -o FILE.xml`") from None
+                raise UsageError(
+                    f"{source}: malformed measured memory attribute {name!r}; measure it again with `pinlab calibrate -o FILE.xml`"
+                ) from None
             values[name][(initiator, node)] = value / (PICOSECONDS_PER_NS if name == MEMORY_LATENCY else 1)
     keys = set(values[READ_BANDWIDTH]) | set(values[MEMORY_LATENCY])
     if not keys:
         return None
     nodes = sorted({node for _, node in keys})
     initiators = sorted({initiator for initiator, _ in keys}, key=lambda cpus: min(cpus, default=-1))
-    return MeasuredMemory(nodes=nodes, initiators=initiators,
-                          bandwidth_mbps=[[values[READ_BANDWIDTH].get((i, n), 0.0) for n in nodes] for i in initiators],
-                          latency_ns=[[values[MEMORY_LATENCY].get((i, n), 0.0) for n in nodes] for i in initiators])
+    return MeasuredMemory(
+        nodes=nodes,
+        initiators=initiators,
+        bandwidth_mbps=[[values[READ_BANDWIDTH].get((i, n), 0.0) for n in nodes] for i in initiators],
+        latency_ns=[[values[MEMORY_LATENCY].get((i, n), 0.0) for n in nodes] for i in initiators],
+    )
 
 
 def with_measurements(xml: str, elements: str) -> str:
@@ -118,8 +128,10 @@ def read_cpu_latency(root_el: ET.Element, source: str) -> CpuLatency | None:
         except ValueError:
             count, indexes, values = -1, [], []
         if count < 2 or len(indexes) != count or len(values) != count * count or len(set(indexes)) != count:
-            raise UsageError(f"{source}: malformed measured CPU latency matrix ({count} PUs announced, {len(indexes)} indexes, "
-                             f"{len(values)} values); measure it again with `pinlab calibrate -o FILE.xml`")
+            raise UsageError(
+                f"{source}: malformed measured CPU latency matrix ({count} PUs announced, {len(indexes)} indexes, "
+                f"{len(values)} values); measure it again with `pinlab calibrate -o FILE.xml`"
+            )
         matrix = [[values[i * count + j] / PICOSECONDS_PER_NS for j in range(count)] for i in range(count)]
         return CpuLatency(cpus=indexes, matrix=matrix)
     return None

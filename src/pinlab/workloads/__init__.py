@@ -4,6 +4,7 @@ Each is a separate executable (``pinlab workload path NAME``) so that it can als
 any other tool (taskset, likwid-pin, perf). Each validates its own results, exits 1 when they
 are wrong and 2 on bad input, and prints one JSON object with ``--json``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,15 +21,60 @@ class Workload:
     example: str
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload("stream", "pinlab-stream", "memory-bound", "STREAM's copy, scale, add and triad kernels, parallel first-touch initialisation; best/avg/min/max MB/s per kernel", "pinlab workload run stream -n 4 -- --size 20M --ntimes 10"),
-    Workload("nested-stream", "pinlab-nested-stream", "memory-bound, nested", "one OpenMP team per NUMA node (or --teams), each on vectors its own threads initialised; triad MB/s per team", "pinlab workload run nested-stream -n 8 -- --teams 2"),
-    Workload("twisted-stream", "pinlab-twisted-stream", "memory-bound, phased", "two phases: in phase 2 each team works on the next team's vectors; triad MB/s per phase and team", "pinlab workload run twisted-stream -n 8 -- --teams 2"),
-    Workload("imbalanced-stream", "pinlab-imbalanced-stream", "memory-bound, imbalanced", "teams with different amounts of work (15,15,30,1 triad repetitions), two threads per core; time per team and overall", "pinlab workload run imbalanced-stream -- --teams 4"),
-    Workload("mb", "pinlab-mb", "cache-bound", "the mb_N_M micro-benchmark (tab[i*M+k]++ over N rows of M int64, repeated); --sweep runs the family at a constant working set per thread", "pinlab workload run mb -n 2 -- --sweep --reps 100"),
-    Workload("primes", "pinlab-primes", "CPU-bound", "counts primes below --limit by trial division (dynamic schedule), checked against a sieve", "pinlab workload run primes -n 2 -- --limit 2000000"),
-    Workload("pairs", "pinlab-pairs", "sharing in known groups", "threads 2k and 2k+1 (or groups of --groups) share one array, nothing else is shared: a ground truth for affinity graphs", "pinlab workload run pairs -n 4 -- --groups 2"),
-)}
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "stream",
+            "pinlab-stream",
+            "memory-bound",
+            "STREAM's copy, scale, add and triad kernels, parallel first-touch initialisation; best/avg/min/max MB/s per kernel",
+            "pinlab workload run stream -n 4 -- --size 20M --ntimes 10",
+        ),
+        Workload(
+            "nested-stream",
+            "pinlab-nested-stream",
+            "memory-bound, nested",
+            "one OpenMP team per NUMA node (or --teams), each on vectors its own threads initialised; triad MB/s per team",
+            "pinlab workload run nested-stream -n 8 -- --teams 2",
+        ),
+        Workload(
+            "twisted-stream",
+            "pinlab-twisted-stream",
+            "memory-bound, phased",
+            "two phases: in phase 2 each team works on the next team's vectors; triad MB/s per phase and team",
+            "pinlab workload run twisted-stream -n 8 -- --teams 2",
+        ),
+        Workload(
+            "imbalanced-stream",
+            "pinlab-imbalanced-stream",
+            "memory-bound, imbalanced",
+            "teams with different amounts of work (15,15,30,1 triad repetitions), two threads per core; time per team and overall",
+            "pinlab workload run imbalanced-stream -- --teams 4",
+        ),
+        Workload(
+            "mb",
+            "pinlab-mb",
+            "cache-bound",
+            "the mb_N_M micro-benchmark (tab[i*M+k]++ over N rows of M int64, repeated); --sweep runs the family at a constant working set per thread",
+            "pinlab workload run mb -n 2 -- --sweep --reps 100",
+        ),
+        Workload(
+            "primes",
+            "pinlab-primes",
+            "CPU-bound",
+            "counts primes below --limit by trial division (dynamic schedule), checked against a sieve",
+            "pinlab workload run primes -n 2 -- --limit 2000000",
+        ),
+        Workload(
+            "pairs",
+            "pinlab-pairs",
+            "sharing in known groups",
+            "threads 2k and 2k+1 (or groups of --groups) share one array, nothing else is shared: a ground truth for affinity graphs",
+            "pinlab workload run pairs -n 4 -- --groups 2",
+        ),
+    )
+}
 
 
 def workload(name: str) -> Workload:

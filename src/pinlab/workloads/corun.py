@@ -7,6 +7,7 @@ they run in their own process group (a Ctrl-C meant for the measured program doe
 them), ask the kernel for SIGTERM when their parent dies (PR_SET_PDEATHSIG), and stop cleanly
 on SIGTERM/SIGINT.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,8 @@ import select
 import signal
 import time
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
-from pinlab.topology.cpuset import format_cpulist, parse_cpulist
 
 KINDS = ("cpu", "sleep", "memory")
 
@@ -23,8 +24,16 @@ KINDS = ("cpu", "sleep", "memory")
 class CoRunners:
     """A group of co-runner processes; use as a context manager, or start() / stop()."""
 
-    def __init__(self, kind: str, count: int, cpus: list[int] | str | None = None, *, period_us: int | None = None,
-                 duty: int | None = None, size: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        count: int,
+        cpus: list[int] | str | None = None,
+        *,
+        period_us: int | None = None,
+        duty: int | None = None,
+        size: str | None = None,
+    ) -> None:
         if kind not in KINDS:
             raise UsageError(f"unknown co-runner kind {kind!r}: choose one of {', '.join(KINDS)}")
         if count < 1:
@@ -71,8 +80,7 @@ class CoRunners:
         try:
             for i in range(self.count):
                 cpu = self.cpus[i % len(self.cpus)]
-                pid = spawn(exe, [exe, self.kind, "--quiet", *self.options], env, cpus=frozenset({cpu}), sigmask=set(),
-                            stdin=null, new_group=True)
+                pid = spawn(exe, [exe, self.kind, "--quiet", *self.options], env, cpus=frozenset({cpu}), sigmask=set(), stdin=null, new_group=True)
                 self.pids.append(pid)
                 self._running.add(pid)
         finally:

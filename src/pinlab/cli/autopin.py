@@ -1,0 +1,154 @@
+"""pinlab autopin: probe placements while a program runs and keep the best."""
+
+from __future__ import annotations
+
+import click
+
+from pinlab.cli.common import graph_option, started
+from pinlab.errors import UsageError
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@click.option(
+    "--threads",
+    "-n",
+    type=int,
+    help="Worker threads (default: -c's length, OMP_NUM_THREADS, or one per allowed core; with --pid the workers running).",
+)
+@click.option(
+    "--candidates",
+    "-c",
+    default="auto",
+    show_default=True,
+    help='auto (from the topology) or the paper\'s style: "0,1;0,2;..." (thread i on the i-th CPU listed).',
+)
+@click.option("--strategies", help="Candidates from placement strategies instead: compact,scatter,...")
+@click.option(
+    "--graph",
+    "graph_file",
+    type=click.Path(dir_okay=False),
+    help="Affinity graph (pinlab trace) for graph strategies in --strategies (lpgp, treematch...).",
+)
+@click.option("--max-candidates", type=int, default=8, show_default=True, help="At most this many automatic candidates.")
+@click.option("--cpu-kind", help="Hybrid processors: automatic candidates on this kind of core only.")
+@click.option(
+    "--metric", "-m", help="instructions (default where counted), cycles, any perf event, heartbeat, stdout:REGEX, task-clock. See --list-metrics."
+)
+@click.option("--list-metrics", is_flag=True, help="List the metrics this machine offers and exit.")
+@click.option("-i", "--init", "init", type=float, help="Seconds the program initialises before probing [default: w].")
+@click.option("-w", "--warmup", type=float, help="Seconds of warm-up after each re-pin [default: t/2].")
+@click.option("-t", "--interval", type=float, default=30.0, show_default=True, help="Seconds each candidate is measured (and between rate reports).")
+@click.option("--windows", type=int, default=5, show_default=True, help="Sub-windows per probe: the samples of the statistical verdict.")
+@click.option("--rounds", default="1", show_default=True, help="Times each candidate is measured, or auto: again only those not settled.")
+@click.option("--max-rounds", type=int, default=5, show_default=True, help="With --rounds auto: at most this many rounds.")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Risk of the one-sided test of the best against the runner-up.")
+@click.option(
+    "--tolerance", type=float, default=0.01, show_default=True, help="Candidates within this fraction of the best's rate (surely) are equivalent."
+)
+@click.option(
+    "--migrate-pages",
+    type=click.Choice(["off", "process", "attached", "accessed"]),
+    default="off",
+    show_default=True,
+    help="After a re-pin, move the program's pages to the new candidate's NUMA nodes (process), each thread's attached data "
+    "(libpinlab-mem) to its new node (attached), or the pages each thread mostly accessed (accessed: the page tracer runs alongside).",
+)
+@click.option("--monitor", is_flag=True, help="After the choice keep measuring, and probe again when the rate drops for good.")
+@click.option(
+    "--threshold", type=float, help="With --monitor: a drop of more than this percent below the rate kept since the choice...  [default: 10]"
+)
+@click.option("--patience", type=int, help="...for this many intervals in a row starts a new search.  [default: 3]")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Write the events to FILE.jsonl (see pinlab autopin-report).")
+@click.option(
+    "--pid",
+    type=int,
+    help="Probe a program already running (never killed; Ctrl-C leaves it on the best pinning so far, on its own masks if none was measured).",
+)
+@click.option("--restore", is_flag=True, help="With --pid: on Ctrl-C give the threads their masks back.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.argument("program", nargs=-1, type=click.UNPROCESSED)
+def autopin(
+    threads,
+    candidates,
+    strategies,
+    graph_file,
+    max_candidates,
+    cpu_kind,
+    metric,
+    list_metrics,
+    init,
+    warmup,
+    interval,
+    windows,
+    rounds,
+    max_rounds,
+    alpha,
+    tolerance,
+    migrate_pages,
+    monitor,
+    threshold,
+    patience,
+    log_path,
+    pid,
+    restore,
+    quiet,
+    program,
+) -> int:
+    """Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]
+
+    The threads start on the first candidate; after -i seconds each candidate is measured for
+    -t seconds (after -w seconds of warm-up), the best is kept and its rate printed every -t
+    seconds. Exits with the program's status (as pinlab run), 2 for bad options; with --pid,
+    0 when the program ends or on Ctrl-C.
+    """
+    from pinlab.autopin.options import AutopinOptions
+
+    if list_metrics:
+        from pinlab.autopin.metrics import list_metrics as available
+
+        for name, description, usable in available():
+            click.echo(f"{name:28} {'yes' if usable else 'no ':3} {description}")
+        return 0
+    if pid is not None and program:
+        raise UsageError("give a program to start or --pid PID of one running, not both")
+    if pid is None and not program:
+        raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...], or --pid PID")
+    if restore and pid is None:
+        raise UsageError("--restore applies to --pid (a program autopin started ends with it)")
+    options = AutopinOptions(
+        threads=threads,
+        candidates=candidates,
+        strategies=strategies,
+        max_candidates=max_candidates,
+        cpu_kind=cpu_kind,
+        metric=metric,
+        init=init,
+        warmup=warmup,
+        interval=interval,
+        windows=windows,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        alpha=alpha,
+        tolerance=tolerance,
+        migrate_pages=migrate_pages,
+        monitor=monitor,
+        threshold=threshold,
+        patience=patience,
+        log=log_path,
+        restore=restore,
+        graph=graph_option(graph_file, False),
+    )
+    say = (lambda line: None) if quiet else (lambda line: click.echo(f"autopin: {line}", err=True))
+    if pid is not None:
+        from pinlab.autopin.session import autopin_attached
+
+        autopin_attached(pid, options, say=say)
+        return 0
+    from pinlab.autopin.session import autopin_program
+
+    outcome = started(lambda: autopin_program(list(program), options, say=say))
+    if isinstance(outcome, int):
+        return outcome
+    for warning in outcome.record.warnings:
+        click.echo(f"pinlab: warning: {warning}", err=True)
+    return outcome.exit_status

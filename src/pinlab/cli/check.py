@@ -1,0 +1,36 @@
+"""pinlab check: what this machine lets pinlab do."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pinlab.words import plural
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def check(as_json: bool) -> None:
+    """Tell what on this machine will add noise or bias to measurements, and how to change it."""
+    from pinlab.measure.noise import WARNING
+    from pinlab.measure.noise import check as run_checks
+
+    findings = run_checks()
+    if as_json:
+        import json
+
+        click.echo(json.dumps([f.to_dict() for f in findings], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="pinlab check: what will add noise or bias to measurements here", show_lines=True)
+    for column in ("check", "status", "found", "what it means", "how to change it"):
+        table.add_column(column, overflow="fold")
+    colours = {"ok": "green", "info": "cyan", "warning": "yellow"}
+    for f in findings:
+        table.add_row(f.name, f"[{colours[f.status]}]{f.status}[/]", f.found, f.meaning, f.fix)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped: do not wrap at 80
+    warnings = sum(1 for f in findings if f.status == WARNING)
+    click.echo(f"{plural(warnings, 'warning')}." if warnings else "No warnings.")

@@ -1,0 +1,91 @@
+"""What several commands share: option help texts, the graph option, output checks."""
+
+from __future__ import annotations
+
+import click
+
+from pinlab.errors import UsageError
+
+#: The graph strategies in -s's help (pinlab.placement.strategies.GRAPH_STRATEGIES; a test keeps them equal).
+GRAPH_STRATEGY_HELP = "; with --graph FILE: lp-compact, lp-scatter, gp, lpgp, gplp, treematch"
+
+TOPOLOGY_HELP = "this (default), a path to an hwloc XML file, synthetic:<hwloc synthetic string>, or a preset name"
+
+
+def this_topology():
+    from pinlab.topology import load_topology
+
+    return load_topology("this")
+
+
+def graph_option(path, strict: bool, fits: dict | None = None):
+    """--graph FILE loaded and checked (notices on stderr), or None.
+
+    ``fits`` (topology, strategy, threads, smt, domains; topology a callable) refuses a graph of
+    the wrong size from its thread count, before its weights are read."""
+    if path is None:
+        if strict:
+            raise UsageError("--strict checks the graph of --graph FILE: give one or leave --strict out")
+        return None
+    from pinlab.graph import load_graph
+    from pinlab.placement.tree import graph_fits
+
+    def expect(n: int) -> None:
+        if fits is not None:
+            strategy = (fits["strategy"] or "").strip().lower()
+            topo = fits["topology"]() if strategy or fits["threads"] is not None else None
+            graph_fits(topo, strategy, n, threads=fits["threads"], smt=fits["smt"], domains=fits["domains"], source=path)
+
+    from pinlab.graph.progress import terminal_progress
+
+    return load_graph(
+        path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True), expect=expect, progress=terminal_progress()
+    )
+
+
+def check_output_directory(directory: str, option: str) -> None:
+    """Fail now, in one line, if files cannot be written into ``directory`` (made if missing).
+
+    Directories made for the check are removed again: the report makes them when it writes, and
+    a report that fails before then (a damaged database, an unknown study) leaves nothing behind.
+    """
+    import os
+    import tempfile
+
+    made = []
+    try:
+        path = os.path.abspath(directory)
+        missing = []
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for path in reversed(missing):
+            os.mkdir(path)
+            made.append(path)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".pinlab-check-"):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"cannot write {option} {directory}: a part of that path is a file, not a directory; give a directory path") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {option} {directory}: {exc.strerror or exc}; give a directory you can write to") from None
+    finally:
+        for path in reversed(made):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+def started(start):
+    """``start()``'s result; a program that is not found or cannot be executed is said in one line
+    and becomes the exit status env(1) uses (127, 126)."""
+    from pinlab.launch import ProgramNotExecutable, ProgramNotFound
+
+    try:
+        return start()
+    except ProgramNotFound as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 127
+    except ProgramNotExecutable as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 126

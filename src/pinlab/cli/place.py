@@ -1,0 +1,190 @@
+"""pinlab place: compute a placement and print it in the chosen format (and its picture, its cost, or a split among MPI ranks)."""
+
+from __future__ import annotations
+
+import click
+
+from pinlab.cli.common import GRAPH_STRATEGY_HELP, TOPOLOGY_HELP, graph_option
+from pinlab.errors import UsageError
+from pinlab.words import plural
+
+
+@click.command()
+@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none, intra-socket, inter-socket" + GRAPH_STRATEGY_HELP)
+@click.option("--threads", "-n", type=int, help="Number of threads (thread 0 is the main thread).")
+@click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S1:0-3, M0:0-1@M1:0-1, E:N:4:1:2).")
+@click.option("--topology", "-t", "source", default="this", show_default=True, help=TOPOLOGY_HELP)
+@click.option("--seed", type=int, help="Seed for the random strategy (default: a fresh one, printed in the JSON).")
+@click.option("--smt", is_flag=True, help="Allow hardware-thread siblings (default: one thread per physical core).")
+@click.option("--oversubscribe", is_flag=True, help="Wrap round-robin when there are more threads than CPUs.")
+@click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
+@click.option("--format", "-f", "fmt", default="list", show_default=True, help="list, json, omp, kmp, numactl, taskset, likwid, slurm")
+@click.option("--picture", type=click.Path(dir_okay=False, writable=True), help="Also draw the placement to FILE.svg or FILE.png.")
+# -- graph strategies --
+@click.option(
+    "--graph",
+    "graph_file",
+    type=click.Path(dir_okay=False),
+    help="Affinity graph (pinlab trace) for lp-compact, lp-scatter, gp, lpgp, gplp, treematch; also prints placement costs.",
+)
+@click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
+@click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...).")
+@click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
+@click.option("--ranks", type=int, help="Preview the node split among R MPI ranks (with -s/-n: each rank's threads inside its part).")
+@click.option("--gpus", is_flag=False, flag_value="all", help="With --ranks: ranks next to the GPUs (all, or a list: cuda0,cuda1 / rsmi2 / bus ids).")
+@click.option(
+    "--rank",
+    "rank",
+    default="auto",
+    show_default=True,
+    help="On this machine, in an MPI rank context (auto: srun/mpirun's environment; off; or LOCAL/COUNT): the placement inside the rank's part of the node.",
+)
+def place(
+    strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict, ranks, gpus, rank
+) -> None:
+    """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
+    from pinlab.placement import make_placement
+    from pinlab.placement.exports import FORMATS, export
+    from pinlab.topology import load_topology
+
+    if ranks is not None and rank.strip().lower() not in ("auto", "off"):
+        raise UsageError(f"--ranks {ranks} previews the split among all the ranks and --rank {rank} places one rank: give one of them")
+    if ranks is not None or gpus is not None:
+        _place_ranks(
+            source,
+            ranks,
+            gpus,
+            fmt,
+            picture,
+            dict(
+                strategy=strategy,
+                threads=threads,
+                cpus=cpus,
+                smt=smt,
+                oversubscribe=oversubscribe,
+                seed=seed,
+                cpu_kind=cpu_kind,
+                graph=graph_option(graph_file, strict),
+                domains=domains,
+                level=level,
+            ),
+        )
+        return
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if picture:
+        from pathlib import Path
+
+        if not picture.lower().endswith((".svg", ".png")):
+            raise UsageError(f"picture file {picture!r} must end in .svg or .png")
+        if not Path(picture).resolve().parent.is_dir():
+            raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
+    topo = _rank_domain(rank) if source.strip() in ("this", "") else None
+    topo = topo or load_topology(source)
+    graph = graph_option(graph_file, strict, dict(topology=lambda: topo, strategy=strategy, threads=threads, smt=smt, domains=domains))
+    placement = make_placement(
+        topo,
+        strategy=strategy,
+        threads=threads,
+        cpus=cpus,
+        smt=smt,
+        oversubscribe=oversubscribe,
+        seed=seed,
+        cpu_kind=cpu_kind,
+        graph=graph,
+        domains=domains,
+        level=level,
+    )
+    if graph is not None:
+        _place_costs(placement, graph, fmt)
+    else:
+        if placement.cpus is None and fmt == "list":
+            from pinlab.cpuset import format_cpulist
+
+            balancing = ", with the kernel's automatic NUMA balancing switched on for the run" if placement.strategy == "autonuma" else ""
+            click.echo(
+                f"{placement.strategy}: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs "
+                f"{format_cpulist(topo.allowed_cpus)}{balancing}",
+                err=True,
+            )
+        text = export(placement, fmt)
+        if text:
+            click.echo(text)
+    if picture:
+        from pinlab.placement.picture import draw
+
+        draw(placement, picture)
+
+
+def _rank_domain(rank: str):
+    """pinlab place on this machine in a rank context: this machine with only the rank's domain
+    allowed (said on stderr), or None outside any."""
+    from pinlab.ranks.launch import this_rank
+
+    plan = this_rank(rank, None)
+    if plan is None:
+        return None
+    click.echo(f"pinlab: {plan.summary()}", err=True)
+    return plan.topology
+
+
+def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
+    """pinlab place --ranks R [--gpus]: the node's split, and each rank's placement with -s/-c."""
+    from pathlib import Path
+
+    from pinlab.ranks.launch import domain_placement, domain_topology, node_split
+    from pinlab.topology import load_topology
+    from pinlab.topology.sources import load_node
+
+    if ranks is None:
+        raise UsageError("--gpus shares the node's GPUs among ranks: give the number of ranks with --ranks R")
+    if fmt not in ("list", "json"):
+        raise UsageError(f"--ranks prints a table (-f list) or JSON (-f json), not {fmt!r}")
+    if picture:
+        from pinlab.placement.picture import _check_target
+
+        _check_target(Path(picture))
+    topo = load_node() if source in ("this", "") else load_topology(source)
+    split, notices = node_split(topo, ranks, gpus)
+    for notice in notices:
+        click.echo(f"pinlab: notice: {notice}", err=True)
+    placements = None
+    if options["strategy"] is not None or options["cpus"] is not None:
+        placements = [domain_placement(domain_topology(topo, d), d, ranks, options) for d in split.domains]
+    if picture:
+        from pinlab.placement.picture import draw_ranks
+
+        draw_ranks(split, picture, placements)
+    if fmt == "json":
+        import json
+
+        data = split.to_json()
+        if placements:
+            for d, p in zip(data["domains"], placements):
+                d["placement"] = p.to_json()
+        click.echo(json.dumps(data, indent=2))
+        return
+    from pinlab.ranks.show import rank_table
+
+    click.echo(rank_table(split, placements))
+
+
+def _place_costs(placement, graph, fmt) -> None:
+    """pinlab place --graph: the placement, then its cost beside compact/scatter/random (JSON: a "cost" object)."""
+    from pinlab.placement.cost import compare, format_comparison
+    from pinlab.placement.exports import export
+
+    graph.check_threads(placement.threads)
+    if placement.cpus is None:
+        raise UsageError("strategy none leaves placement to the OS: it has no cost; choose a strategy or -c CPUS")
+    result = compare(placement, graph)
+    if fmt == "json":
+        import json
+
+        data = placement.to_json()
+        data["cost"] = {"graph": graph.source, **result}
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(export(placement, fmt))
+    # The table goes to stderr so that the placement on stdout stays usable by scripts.
+    click.echo(format_comparison(result), err=True)

@@ -1,0 +1,114 @@
+"""pinlab workload and pinlab corun: the bundled programs and co-runners."""
+
+from __future__ import annotations
+
+import click
+
+from pinlab.errors import UsageError
+from pinlab.words import plural
+
+
+@click.group()
+def workload() -> None:
+    """Built-in workloads: STREAM family, mb, primes, pairs."""
+
+
+@workload.command("list")
+def workload_list() -> None:
+    """List the built-in workloads."""
+    from pinlab.workloads import WORKLOADS
+
+    for w in WORKLOADS.values():
+        click.echo(f"{w.name:18} {w.kind:26} {w.summary}")
+
+
+@workload.command("path")
+@click.argument("name")
+def workload_path_command(name: str) -> None:
+    """Print the executable of workload NAME (to run it under taskset, likwid-pin, perf...)."""
+    from pinlab.workloads import workload_path
+
+    click.echo(workload_path(name))
+
+
+@workload.command("heartbeat-header")
+@click.option("--include-dir", is_flag=True, help="Print the directory to give cc -I instead of the header's path.")
+def workload_heartbeat_header(include_dir: bool) -> None:
+    """Print the path of pinlab_heartbeat.h, the C header by which a program reports its work to autopin."""
+    from pinlab.native import include_dir as headers
+
+    directory = headers()
+    click.echo(directory if include_dir else directory / "pinlab_heartbeat.h")
+
+
+@workload.command("run")
+@click.argument("name")
+@click.option("--threads", "-n", type=int, help="Number of OpenMP threads.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object with the results.")
+@click.option("--strategy", "-s", help="Run pinned with this strategy (through pinlab run).")
+@click.option("--cpus", "-c", help="Run pinned on these CPUs (through pinlab run).")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
+    """Run workload NAME; its own options go after --, e.g. pinlab workload run stream -n 2 -- --size 10M"""
+    from pinlab.workloads import workload_argv
+
+    argv = workload_argv(name, threads, args, json=as_json)
+    from pinlab.launch import plan_spec
+    from pinlab.launch.runner import run as launch
+
+    if strategy is not None and threads is None:
+        raise UsageError(f"running {name} with strategy {strategy} needs a thread count: add -n THREADS")
+    # Through the launcher even unpinned: signals forwarded, exit status 128+N, nothing orphaned.
+    record = launch(plan_spec(argv, strategy=strategy, threads=threads, cpus=cpus, sample_ms=None))
+    for warning in record.warnings:
+        click.echo(f"pinlab: warning: {warning}", err=True)
+    return record.exit_status
+
+
+@click.command(context_settings={"show_default": True})
+@click.argument("kind")
+@click.option("--count", "-n", type=int, default=1, help="Number of co-runner processes.")
+@click.option("--cpus", "-c", help="CPUs to load, one co-runner per CPU in turn (default: all allowed).")
+@click.option("--period-us", type=int, help="sleep kind: period of busy + sleep, 10 to 10000 us (default 1000).")
+@click.option("--duty", type=int, help="sleep kind: percent of each period spent busy (default 50).")
+@click.option("--size", help="memory kind: buffer size (default 4x the last-level cache).")
+@click.option("--duration", type=float, help="Stop after this many seconds (default: run until Ctrl-C or SIGTERM).")
+def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
+    """Run co-runners of KIND (cpu, sleep, memory) until stopped, to load CPUs during a measurement."""
+    import signal
+    import time
+
+    from pinlab.workloads.corun import CoRunners
+
+    if duration is not None and not 0 < duration < 1e9:
+        raise UsageError(f"--duration must be a positive number of seconds (got {duration})")
+    if count > 4096:
+        raise UsageError(f"--count {count} is more co-runners than any machine needs (4096 at most)")
+    runners = CoRunners(kind, count, cpus, period_us=period_us, duty=duty, size=size)
+    stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    waited = stopping | {signal.SIGCHLD}  # a co-runner that ends by itself has failed: stop and say so
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    try:
+        with runners:
+            cpus_used = sorted({runners.cpus[i % len(runners.cpus)] for i in range(count)})
+            click.echo(
+                f"pinlab: {plural(count, f'{kind} co-runner')} on {'CPU' if len(cpus_used) == 1 else 'CPUs'} "
+                f"{','.join(map(str, cpus_used))}, {'pid' if count == 1 else 'pids'} {' '.join(map(str, runners.pids))}",
+                err=True,
+            )
+            deadline = None if duration is None else time.monotonic() + duration
+            while runners.failure() is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                info = signal.sigwaitinfo(waited) if left is None else signal.sigtimedwait(waited, left)
+                if info is not None and info.si_signo in stopping:
+                    break
+        failure = runners.failure()  # after the stop: a co-runner that refused its options as it was stopped failed too
+        status = runners.exit_status()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if failure:
+        click.echo(f"pinlab: error: co-runner {failure}; see its message above", err=True)
+        return status
+    return 0

@@ -1,0 +1,90 @@
+"""The static checks make test runs (docs/development/architecture.md) pass on the tree and fail on
+a violation planted in a copy of it: an upward import, a circle between modules, an unused
+import, a badly formatted line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        pytest.skip(f"{name} is not installed in this environment (make install installs it)")
+    return str(path)
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    """src/pinlab's Python files, copied: what import-linter analyses when PYTHONPATH points there."""
+    shutil.copytree(REPO / "src" / "pinlab", tmp_path / "src" / "pinlab", ignore=shutil.ignore_patterns("*.so", "*.xml", "__pycache__"))
+    return tmp_path / "src"
+
+
+def _lint_imports(src: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    return subprocess.run(
+        [_tool("lint-imports"), "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=src.parent,
+        timeout=600,
+    )
+
+
+def _plant(module: Path, line: str) -> None:
+    text = module.read_text()
+    head, sep, rest = text.partition("from __future__ import annotations\n")
+    module.write_text(head + sep + line + "\n" + rest if sep else line + "\n" + text)
+
+
+def test_the_layers_hold(package_copy):
+    result = _lint_imports(package_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout
+
+
+def test_an_upward_import_breaks_the_layers(package_copy):
+    _plant(package_copy / "pinlab" / "topology" / "model.py", "import pinlab.study.store  # planted")
+    result = _lint_imports(package_copy)
+    assert result.returncode != 0
+    assert "pinlab.topology is not allowed to import pinlab.study" in result.stdout, result.stdout
+
+
+def test_an_import_between_siblings_of_one_layer_breaks_the_layers(package_copy):
+    _plant(package_copy / "pinlab" / "live" / "pin.py", "import pinlab.launch.runner  # planted")
+    result = _lint_imports(package_copy)
+    assert result.returncode != 0
+    assert "pinlab.live is not allowed to import pinlab.launch" in result.stdout, result.stdout
+
+
+def test_a_circle_inside_a_package_breaks_the_acyclic_contract(package_copy):
+    _plant(package_copy / "pinlab" / "placement" / "units.py", "import pinlab.placement.registry  # planted")
+    result = _lint_imports(package_copy)
+    assert result.returncode != 0
+    assert "No cycles are allowed in pinlab.placement" in result.stdout, result.stdout
+
+
+def test_ruff_passes_on_the_tree_and_refuses_an_unused_import_and_a_bad_format(tmp_path):
+    ruff = _tool("ruff")
+    clean = subprocess.run([ruff, "check", "src", "tests", "bench", "tools"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    formatted = subprocess.run([ruff, "format", "--check", "src", "tests", "bench", "tools"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    planted = tmp_path / "planted.py"
+    planted.write_text("import os\n\n\ndef f(a,b):\n    return a+b\n")
+    check = subprocess.run([ruff, "check", str(planted)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert check.returncode != 0 and "F401" in check.stdout, check.stdout
+    fmt = subprocess.run([ruff, "format", "--check", str(planted)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert fmt.returncode != 0 and "Would reformat" in fmt.stdout + fmt.stderr, fmt.stdout + fmt.stderr

@@ -3,7 +3,8 @@
 The convention (docs/development/testing.md says it for writers):
 
 * An example is a fenced block whose info string is ``console``. Its lines that start with
-  ``$ `` are commands; a command whose line ends with `` \\`` goes on over the next lines. The
+  ``$ `` are commands; a command whose line ends with `` \\`` goes on over the next lines, as does
+  one followed by lines starting with ``> `` (the shell's continuation prompt). The
   lines after a command, up to the next command, are the output it is shown to print (standard
   output and standard error together). A command shown without output has its output unchecked.
 * In shown output, a line that is exactly ``...`` stands for any number of lines (none
@@ -92,6 +93,8 @@ class Block:
                 if background:
                     command = command.rstrip()[:-2].rstrip()
                 commands.append(Command(command, number, background=background))
+            elif text.startswith("> ") and commands and not commands[-1].expected:
+                commands[-1].text += "\n" + text[2:]   # the shell's continuation prompt: the command goes on
             elif commands:
                 commands[-1].expected.append(text)
             elif text.strip():

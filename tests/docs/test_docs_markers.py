@@ -49,13 +49,14 @@ def test_the_parser(tmp_path: Path):
     page = tmp_path / "page.md"
     page.write_text(
         "<!-- not-run: needs a GPU; covered by tests/x.py -->\n\n```console\n$ gpu\n```\n\n"
-        "<!-- exit-status: 2 -->\n```console\n$ echo a \\\n  b\na b\n$ cat > f <<'EOF'\nx\nEOF\n$ sleep 9 &\n$ false\n```\n"
+        "<!-- exit-status: 2 -->\n```console\n$ echo a \\\n  b\na b\n$ echo \"x\n> y\"\nx\ny\n$ cat > f <<'EOF'\nx\nEOF\n$ sleep 9 &\n$ false\n```\n"
         "```text\n$ not a command\n```\n")
     first, second, third = blocks(page)
     assert first.not_run == "needs a GPU; covered by tests/x.py" and second.not_run is None
     assert second.exit_status == 2 and first.exit_status == 0 and third.info == "text"
-    echo, cat, sleep, false = second.commands()
+    echo, quoted, cat, sleep, false = second.commands()
     assert echo.text == "echo a \\\n  b" and echo.expected == ["a b"]
+    assert quoted.text == 'echo "x\ny"' and quoted.expected == ["x", "y"]
     assert cat.text == "cat > f <<'EOF'\nx\nEOF" and cat.expected == []
     assert sleep.background and sleep.text == "sleep 9" and not false.background
     assert isinstance(first, Block)

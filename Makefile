@@ -7,7 +7,7 @@ STAMP := $(VENV)/.pinlab-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native -type f -not -name '*.pyc' 2>/dev/null)
 DEMO_DIR ?= demo-output
 
-.PHONY: install system-packages test check test-busy demo bench clean
+.PHONY: install system-packages test check test-busy demo bench clean docs
 
 install: system-packages $(STAMP)
 
@@ -22,7 +22,7 @@ $(PY):
 
 $(STAMP): $(PY) $(SOURCES)
 	$(PY) -m pip install -q "scikit-build-core>=0.8" "cmake>=3.18" ninja
-	$(PY) -m pip install -q --no-build-isolation ".[test]"
+	$(PY) -m pip install -q --no-build-isolation ".[test,docs]"
 	@touch $(STAMP)
 
 test: install check
@@ -83,6 +83,10 @@ bench: install
 	$(PY) bench/bench_trace.py
 	$(PY) bench/bench_calibrate.py
 	$(PY) bench/bench_memory.py
+
+# The manual (docs/, MkDocs Material) into site/; --strict: a broken link or anchor fails the build.
+docs: install
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) build $(DEMO_DIR)

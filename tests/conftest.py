@@ -16,8 +16,10 @@ PINLAB = Path(sys.executable).parent / "pinlab"
 
 
 def run_pinlab(*args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None) -> subprocess.CompletedProcess:
-    """Run the installed pinlab command as a user would; output as text."""
-    return subprocess.run([*(prefix or []), str(PINLAB), *args], capture_output=True, text=True, env=env, timeout=120)
+    """Run the installed pinlab command as a user would; output as text. The timeout only catches a
+    hang: starting pinlab alone took up to a minute on a machine busy with co-runners and the
+    emulated NUMA machine, and autopin runs probe for tens of seconds more."""
+    return subprocess.run([*(prefix or []), str(PINLAB), *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 @pytest.fixture

@@ -612,7 +612,8 @@ def test_a_second_autopin_on_a_program_is_refused_and_a_killed_one_blocks_nothin
 
 def test_a_program_autopin_started_cannot_be_probed_by_another(spinner):
     first = subprocess.Popen(
-        [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "60", "-q", "--", spinner, "--threads", "1", "--seconds", "60"],
+        # the program outlives any start of the second autopin on a busy machine: it ends at the SIGINT below
+        [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "600", "-q", "--", spinner, "--threads", "1", "--seconds", "600"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -990,7 +991,7 @@ def test_progress_lines_that_cannot_be_written_do_not_stop_the_program():
             stdout=subprocess.PIPE,
             stderr=full,
             text=True,
-            timeout=120,
+            timeout=600,
         )
     assert result.returncode == 3 and result.stdout == "done\n"
 

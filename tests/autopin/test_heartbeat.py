@@ -130,7 +130,7 @@ def test_without_a_usable_file_beats_do_nothing(beating, tmp_path):
 def _run_workload(name: str, args: list[str], path: str) -> dict[int, int]:
     exe = run_pinlab("workload", "path", name).stdout.strip()
     env = {**os.environ, "PINLAB_HEARTBEAT": path}
-    subprocess.run([exe, *args], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run([exe, *args], env=env, check=True, capture_output=True, timeout=600)
     with heartbeat.Heartbeat(path, create=False) as reader:
         counts = reader.read()
         assert reader.total() == sum(counts.values())

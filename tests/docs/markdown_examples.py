@@ -22,6 +22,7 @@ The convention (docs/development/testing.md says it for writers):
 Fenced blocks of other kinds (``text`` synopses, ``c``, ``python``, file contents) are not
 commands and are not run.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,8 @@ NOT_RUN = re.compile(r"^(?P<reason>.+?);\s*covered by\s+(?P<test>tests/\S+?\.py)
 
 @dataclass
 class Command:
-    text: str                    # as written, continuation lines joined by newlines
-    line: int                    # line number of the "$ " line in its file
+    text: str  # as written, continuation lines joined by newlines
+    line: int  # line number of the "$ " line in its file
     expected: list[str] = field(default_factory=list)
     background: bool = False
 
@@ -49,7 +50,7 @@ class Command:
 @dataclass
 class Block:
     path: Path
-    line: int                    # line number of the opening fence
+    line: int  # line number of the opening fence
     info: str
     body: list[str]
     markers: list[tuple[str, str, int]] = field(default_factory=list)  # (kind, body, line)
@@ -84,7 +85,7 @@ class Block:
                     _, more = next(lines)
                     command += "\n" + more
                 heredoc = HEREDOC.search(command)
-                if heredoc:   # the document's lines up to its terminator belong to the command
+                if heredoc:  # the document's lines up to its terminator belong to the command
                     for _, more in lines:
                         command += "\n" + more
                         if more.strip() == heredoc["word"]:
@@ -94,7 +95,7 @@ class Block:
                     command = command.rstrip()[:-2].rstrip()
                 commands.append(Command(command, number, background=background))
             elif text.startswith("> ") and commands and not commands[-1].expected:
-                commands[-1].text += "\n" + text[2:]   # the shell's continuation prompt: the command goes on
+                commands[-1].text += "\n" + text[2:]  # the shell's continuation prompt: the command goes on
             elif commands:
                 commands[-1].expected.append(text)
             elif text.strip():
@@ -126,7 +127,7 @@ def blocks(path: Path) -> list[Block]:
         if marker:
             pending.append((marker["kind"], marker["body"], i + 1))
         elif line.strip():
-            pending = []   # a marker belongs to the block right below it (blank lines allowed)
+            pending = []  # a marker belongs to the block right below it (blank lines allowed)
         i += 1
     return found
 

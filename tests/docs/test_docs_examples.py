@@ -4,6 +4,7 @@ The examples of one page run in order in one fresh directory (a page may write a
 later example reads), each command in its own bash, with the installed `pinlab` first on PATH,
 as after `pip install`. The convention is in markdown_examples.py and docs/development/testing.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ import pytest
 from tests.docs.markdown_examples import ROOT, console_blocks, output_matches
 
 BIN = Path(sys.executable).parent
-TIMEOUT = 600   # per command: far beyond any example's time on a loaded machine
+TIMEOUT = 600  # per command: far beyond any example's time on a loaded machine
 
 RUNNABLE: dict[Path, list] = {}
 for _block in console_blocks():
@@ -29,8 +30,8 @@ def example_env(home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
-        COLUMNS="100",           # rich tables: the width the pages show
-        PYTHONUNBUFFERED="1",    # stdout and stderr interleave as on a terminal
+        COLUMNS="100",  # rich tables: the width the pages show
+        PYTHONUNBUFFERED="1",  # stdout and stderr interleave as on a terminal
         NO_COLOR="1",
         PYTHONIOENCODING="utf-8",
     )
@@ -64,17 +65,35 @@ def test_the_examples_of_the_page_run_as_written(page: Path, tmp_path: Path):
                 where = f"{page.relative_to(ROOT)}:{command.line}"
                 script = "set -o pipefail\n" + command.text
                 if command.background:
-                    background.append(subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, start_new_session=True,
-                                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    background.append(
+                        subprocess.Popen(
+                            ["bash", "-c", script],
+                            cwd=tmp_path,
+                            env=env,
+                            start_new_session=True,
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
                     continue
-                done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT, start_new_session=True)
+                done = subprocess.run(
+                    ["bash", "-c", script],
+                    cwd=tmp_path,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    timeout=TIMEOUT,
+                    start_new_session=True,
+                )
                 output = done.stdout.decode("utf-8", "replace")
                 wanted = block.exit_status if n == len(commands) - 1 else 0
                 assert done.returncode == wanted, f"{where}: `{command.text}` exited with {done.returncode}, not {wanted}:\n{output}"
                 if command.expected:
                     assert output_matches(command.expected, output.splitlines()), (
-                        f"{where}: `{command.text}` printed\n{output}\n--- but the page shows ---\n" + "\n".join(command.expected))
+                        f"{where}: `{command.text}` printed\n{output}\n--- but the page shows ---\n" + "\n".join(command.expected)
+                    )
     finally:
         for process in background:
             stop(process)

@@ -1,4 +1,5 @@
 """The example convention itself: the matcher, and the markers of examples that are not run."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,9 +22,13 @@ def test_every_not_run_marker_names_a_reason_and_an_existing_test():
 
 
 def test_markers_only_stand_above_console_blocks():
-    stray = [f"{b.where}: a {kind} marker above a {b.info or 'plain'} block"
-             for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-             for b in blocks(path) for kind, _, _ in b.markers if b.info != "console"]
+    stray = [
+        f"{b.where}: a {kind} marker above a {b.info or 'plain'} block"
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+        for b in blocks(path)
+        for kind, _, _ in b.markers
+        if b.info != "console"
+    ]
     assert not stray, "\n".join(stray)
 
 
@@ -50,7 +55,8 @@ def test_the_parser(tmp_path: Path):
     page.write_text(
         "<!-- not-run: needs a GPU; covered by tests/x.py -->\n\n```console\n$ gpu\n```\n\n"
         "<!-- exit-status: 2 -->\n```console\n$ echo a \\\n  b\na b\n$ echo \"x\n> y\"\nx\ny\n$ cat > f <<'EOF'\nx\nEOF\n$ sleep 9 &\n$ false\n```\n"
-        "```text\n$ not a command\n```\n")
+        "```text\n$ not a command\n```\n"
+    )
     first, second, third = blocks(page)
     assert first.not_run == "needs a GPU; covered by tests/x.py" and second.not_run is None
     assert second.exit_status == 2 and first.exit_status == 0 and third.info == "text"

@@ -1,5 +1,6 @@
 """Every module, object and source path the manual and the README name exists: moving code
 without updating the pages that point at it fails here."""
+
 from __future__ import annotations
 
 import importlib

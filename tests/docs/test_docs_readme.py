@@ -1,4 +1,5 @@
 """The README: short, the two commands for a fresh machine first, and links into the manual that resolve."""
+
 from __future__ import annotations
 
 import re

@@ -318,7 +318,7 @@ def test_a_large_load_shows_progress_where_stderr_is_a_terminal(tmp_path):
             if not piece:
                 break
             out += piece
-        assert proc.wait(timeout=120) == 0, out
+        assert proc.wait(timeout=600) == 0, out
     finally:
         os.close(master)
     text = out.decode("utf-8", "replace")

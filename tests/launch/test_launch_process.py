@@ -100,7 +100,7 @@ def test_sigterm_to_pinlab_ends_the_program_and_pinlab_with_143():
     # pinlab blocks the signals it waits for before it starts anything: once the program's process
     # exists, SIGTERM is pinlab's to handle (a fixed wait could end, on a busy machine, while
     # Python is still importing, and the signal's default action would end it instead)
-    assert _wait_until(lambda: len(_descendants(proc.pid)) >= 1, timeout=120)
+    assert _wait_until(lambda: len(_descendants(proc.pid)) >= 1, timeout=600)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
 

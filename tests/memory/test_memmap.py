@@ -124,7 +124,7 @@ def test_watch_follows_the_process_until_it_ends():
     lines = [watcher.stdout.readline(), watcher.stdout.readline()]
     proc.stdin.close()
     proc.wait()
-    out, err = watcher.communicate(timeout=120)
+    out, err = watcher.communicate(timeout=600)
     result = subprocess.CompletedProcess(watcher.args, watcher.returncode, "".join(lines) + out, err)
     assert result.returncode == 0, result.stderr
     looks = [json.loads(line) for line in result.stdout.splitlines()]

@@ -20,7 +20,7 @@ def touch_check(tmp_path_factory):
 
 
 def run(program, case):
-    done = subprocess.run([str(program), case], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([str(program), case], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     [result] = mem_expect.parse(done.stdout)
     return result

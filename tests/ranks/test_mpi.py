@@ -32,7 +32,7 @@ def mpirun(*args: str, ranks: int = RANKS, env_extra: dict | None = None) -> sub
     # --bind-to none: Open MPI's own binding would be replaced by pinlab's anyway (tested below
     # with --bind-to core); as root, Open MPI wants to be told it may run.
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **(env_extra or {})}
-    return subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks), *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks), *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 def rows(text: str) -> list[dict]:

@@ -50,7 +50,7 @@ def _layout(page, width: int, tmp_path) -> tuple[dict, str]:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     found = re.search(r'data-layout="([^"]*)"', proc.stdout)
     assert found, f"chromium did not load the page (status {proc.returncode}): {proc.stderr[-2000:]}"

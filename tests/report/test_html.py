@@ -304,7 +304,7 @@ def test_page_renders_in_a_real_browser(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert shot.is_file(), f"chromium wrote no screenshot (status {proc.returncode}): {proc.stderr[-2000:]}"
     img = _read_png(shot.read_bytes())
@@ -343,7 +343,7 @@ def _loaded_widths(page: Path, tmp_path: Path) -> list[int]:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     found = re.search(r'data-widths="([-0-9,]*)"', proc.stdout)
     assert found, f"chromium did not load the page (status {proc.returncode}): {proc.stderr[-2000:]}"

@@ -265,7 +265,7 @@ def _layout(page: Path, width: int, tmp_path: Path) -> dict:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     found = re.search(r'data-layout="([^"]*)"', proc.stdout)
     assert found, f"chromium did not lay the page out (status {proc.returncode}): {proc.stderr[-2000:]}"

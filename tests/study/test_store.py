@@ -635,7 +635,7 @@ FILE_LIMIT_CHILD = textwrap.dedent("""
 def test_a_write_that_the_file_system_refuses_is_a_usage_error(tmp_path):
     db = tmp_path / "study.db"
     result = subprocess.run(
-        [sys.executable, "-c", FILE_LIMIT_CHILD, str(db), str(Path(__file__).parent)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", FILE_LIMIT_CHILD, str(db), str(Path(__file__).parent)], capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr
     count, message = result.stdout.splitlines()

@@ -123,7 +123,7 @@ def program(tmp_path_factory) -> str:
 
 
 def untraced(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, timeout=120)
+    return subprocess.run(argv, capture_output=True, timeout=600)
 
 
 def traced(argv: list[str], threads: int = 1, **options):
@@ -209,7 +209,7 @@ def test_writing_a_large_buffer_prints_it_all(program, tmp_path, mode):
     import sys
 
     with open(out, "wb") as sink:
-        done = subprocess.run([sys.executable, "-c", script], stdout=sink, timeout=120)
+        done = subprocess.run([sys.executable, "-c", script], stdout=sink, timeout=600)
     assert done.returncode == 0
     assert out.read_bytes() == pattern()
 

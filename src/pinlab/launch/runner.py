@@ -89,16 +89,16 @@ class Controller(Protocol):
     ``--balance`` moves threads and data between nodes, the sampled tracer reads counters.
 
     The runner is handed one (``LaunchSpec.controller``) and knows nothing else of it. Called on
-    pinlab's waiting thread: :meth:`environment` just before the program starts (it returns the
+    pinlab's waiting thread: :meth:`before_start` just before the program starts (it returns the
     program's environment with what the controller needs there, and may add warnings), then
     :meth:`started` once the program runs (its pid and the event ring the preload library writes,
     None when unpinned), :meth:`step` whenever ``time.monotonic()`` reaches :meth:`wake_at`, and
-    :meth:`finish` once the run has ended, however it ended (it writes its part of the record and
+    :meth:`after_run` once the run has ended, however it ended (it writes its part of the record and
     releases what it holds). Signals stay pinlab's: a Ctrl-C ends the program and the wait as in
     any run. :class:`ControllerBase` gives the hooks a controller does not need.
     """
 
-    def environment(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]: ...
+    def before_start(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]: ...
 
     def started(self, pid: int, events: str | None) -> None: ...
 
@@ -106,13 +106,13 @@ class Controller(Protocol):
 
     def step(self) -> None: ...
 
-    def finish(self, record: RunRecord) -> None: ...
+    def after_run(self, record: RunRecord) -> None: ...
 
 
 class ControllerBase:
     """A :class:`Controller` that needs nothing in the environment, never wakes and writes nothing."""
 
-    def environment(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]:
+    def before_start(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]:
         return env
 
     def started(self, pid: int, events: str | None) -> None:
@@ -124,7 +124,7 @@ class ControllerBase:
     def step(self) -> None:
         pass
 
-    def finish(self, record: RunRecord) -> None:
+    def after_run(self, record: RunRecord) -> None:
         pass
 
 
@@ -410,7 +410,7 @@ def run(spec: LaunchSpec) -> RunRecord:
     try:
         env = build_environment(spec, events, blocker, record.warnings)
         if controller is not None:
-            env = controller.environment(env, program, blocker, record.warnings)
+            env = controller.before_start(env, program, blocker, record.warnings)
         from pinlab.memory.autonuma import balancing
 
         with balancing(spec.numa_balancing) as state, _interleave_weights(spec.mem):
@@ -420,7 +420,7 @@ def run(spec: LaunchSpec) -> RunRecord:
             return _run_and_wait(spec, program, env, mask, record, events)
     finally:
         if controller is not None:
-            controller.finish(record)
+            controller.after_run(record)
         if events:
             from pinlab.measure import shared_files
 

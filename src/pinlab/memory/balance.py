@@ -329,7 +329,7 @@ class BalanceController:
         self.tracker: Any = None  # a pinlab.memory.accessed.PageTracker (data="accessed")
         self.balancer: Balancer | None = None
 
-    def environment(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]:
+    def before_start(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]:
         from pinlab.memory.attached import AttachTable
 
         self.table = AttachTable()
@@ -357,7 +357,7 @@ class BalanceController:
         if self.balancer is not None:
             self.balancer.step()
 
-    def finish(self, record) -> None:
+    def after_run(self, record) -> None:
         """The steals into ``record.balance`` (and a warning when there was one node), then the
         table and tracer closed."""
         try:

@@ -141,32 +141,32 @@ def hybrid_alder_lake() -> ET.Element:
 
 PRESETS = {
     "clovertown": dict(
-        description="Core2 workstation (seed 000, autopin's Clovertown): 2 x Xeon E5345, 2 L2 pairs per socket; socket 0 holds CPUs 0,2,4,6 (L2 pairs {0,2},{4,6}), socket 1 holds 1,3,5,7",
+        description="Core2 workstation (Mazouz et al. 2011, autopin's Clovertown): 2 x Xeon E5345, 2 L2 pairs per socket; socket 0 holds CPUs 0,2,4,6 (L2 pairs {0,2},{4,6}), socket 1 holds 1,3,5,7",
         cpu_model="Intel(R) Xeon(R) CPU E5345 @ 2.33GHz",
         synthetic="[numa(memory=4GiB)] pack:2 l2:2(size=4MiB) core:2 l1d:1(size=32KiB) pu:1(indexes={})",
         # socket s, L2 pair c, core k -> CPU 4c + 2k + s
         indexes=([2, 2, 2, 1], lambda c: 4 * c[1] + 2 * c[2] + c[0]),
     ),
     "nehalem-ep": dict(
-        description="Nehalem server (seed 000): 2 x Xeon X5570, 4 cores and an 8 MiB L3 per socket, one NUMA node per socket",
+        description="Nehalem server (Mazouz et al. 2011): 2 x Xeon X5570, 4 cores and an 8 MiB L3 per socket, one NUMA node per socket",
         cpu_model="Intel(R) Xeon(R) CPU X5570 @ 2.93GHz",
         synthetic="pack:2 [numa(memory=12GiB)] l3:1(size=8MiB) l2:4(size=256KiB) l1d:1(size=32KiB) core:1 pu:1",
         distances=[[10, 21], [21, 10]],
     ),
     "dunnington-96": dict(
-        description="IBM x3950 M2 ccNUMA (seed 000): 4 NUMA nodes x 4 Xeon X7460 sockets x 6 cores, 3 MiB L2 per core pair, 16 MiB L3 per socket",
+        description="IBM x3950 M2 ccNUMA (Mazouz et al. 2011): 4 NUMA nodes x 4 Xeon X7460 sockets x 6 cores, 3 MiB L2 per core pair, 16 MiB L3 per socket",
         cpu_model="Intel(R) Xeon(R) CPU X7460 @ 2.66GHz",
         synthetic="group:4 [numa(memory=47GiB)] pack:4 l3:1(size=16MiB) l2:3(size=3MiB) core:2 l1d:1(size=32KiB) pu:1",
         distances=[[10 if a == b else 20 for b in range(4)] for a in range(4)],
     ),
     "opteron-4x4": dict(
-        description="Quad-socket quad-core Opteron 8347HE (seed 002, ForestGOMP): 4 NUMA nodes, 2 MiB L3 per socket, HyperTransport square (1 hop 16, 2 hops 22)",
+        description="Quad-socket quad-core Opteron 8347HE (Broquedis et al. 2010, ForestGOMP): 4 NUMA nodes, 2 MiB L3 per socket, HyperTransport square (1 hop 16, 2 hops 22)",
         cpu_model="Quad-Core AMD Opteron(tm) Processor 8347 HE",
         synthetic="pack:4 [numa(memory=8GiB)] l3:1(size=2MiB) l2:4(size=512KiB) l1d:1(size=64KiB) core:1 pu:1",
         distances=[[10, 16, 16, 22], [16, 10, 22, 16], [16, 22, 10, 16], [22, 16, 16, 10]],
     ),
     "x7560-4x8": dict(
-        description="Dell R910 (seed 001, Intel NUMA): 4 x Xeon X7560, 8 cores x 2 threads and a 24 MiB L3 per socket; Linux numbers CPU c on socket c mod 4, SMT siblings 32 apart",
+        description="Dell R910 (Ribeiro et al. 2012, Intel NUMA): 4 x Xeon X7560, 8 cores x 2 threads and a 24 MiB L3 per socket; Linux numbers CPU c on socket c mod 4, SMT siblings 32 apart",
         cpu_model="Intel(R) Xeon(R) CPU X7560 @ 2.27GHz",
         synthetic="pack:4 [numa(memory=16GiB)] l3:1(size=24MiB) l2:8(size=256KiB) l1d:1(size=32KiB) core:1 pu:2(indexes={})",
         # socket s, core k, thread t -> CPU 32t + 4k + s

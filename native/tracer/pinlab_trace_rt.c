@@ -5,7 +5,7 @@
  * __tsan_* function before every load, store and atomic operation of its own code. This library
  * defines those functions instead of ThreadSanitizer's runtime: each access adds one to the
  * calling thread's count for the cache line (address / 64) it touches, and nothing else. The
- * counts are the input of the affinity graph (seed 000: the accesses to lines that two threads
+ * counts are the input of the affinity graph ([mazouz2011hpcs]: the accesses to lines that two threads
  * both touched); no race detection, no shadow memory.
  *
  * What the program computes never changes: plain accesses are performed by the program itself

@@ -1,5 +1,5 @@
 /*
- * pinlab-corun: one co-runner process (seed 004's co-running noise). pinlab starts several, each
+ * pinlab-corun: one co-runner process ([mazouz2011variability]'s co-running noise). pinlab starts several, each
  * pinned to a CPU, while it measures a program.
  *
  *   cpu     a busy loop

@@ -11,7 +11,7 @@
  * the first touch and in every triad). --place-teams puts team t's threads, two per CPU, on the
  * CPUs of node t mod N that the process may use (the seed's layout, without a placement tool).
  *
- * --policy (seed 002, section 5.5: work stealing with and without the data): first-touch (default)
+ * --policy ([broquedis2010forestgomp], section 5.5: work stealing with and without the data): first-touch (default)
  * steals nothing; with the others, a team that finishes steals half of the threads of the running
  * team with the most repetitions left (at most one per CPU its own threads used), which move to
  * those CPUs as their next repetition starts: move-threads moves the threads only (their data stays

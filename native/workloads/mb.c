@@ -1,5 +1,5 @@
 /*
- * pinlab-mb: the mb_N_M micro-benchmark of seed 004 (co-running processes and cache sharing).
+ * pinlab-mb: the mb_N_M micro-benchmark of [mazouz2011variability] (co-running processes and cache sharing).
  *
  * tab holds N*M int64. A parallel loop over the N rows; for each row, R repetitions of an
  * increment of its M elements:
@@ -20,7 +20,7 @@
 
 enum { OPT_N = PL_OPT_FIRST_PRIVATE, OPT_M, OPT_REPS, OPT_SWEEP, OPT_WS };
 
-#define DEFAULT_WS_BYTES (1536 * 1024) /* 1.5 MiB, as in seed 004: M = 196608 for N = threads */
+#define DEFAULT_WS_BYTES (1536 * 1024) /* 1.5 MiB, as in [mazouz2011variability]: M = 196608 for N = threads */
 #define MAX_RUNS 128
 
 typedef struct {

@@ -8,10 +8,10 @@
  * separated by a barrier of all teams. Per phase and team: best and average triad MB/s (first
  * repetition not counted), and the sum of the team bests.
  *
- * --remote 2 (seed 002, section 5.4.2): in phase 2 team t writes a and reads b of team t+1 but
+ * --remote 2 ([broquedis2010forestgomp], section 5.4.2): in phase 2 team t writes a and reads b of team t+1 but
  * reads its own c, so two of its three vectors are remote and one is local.
  *
- * --policy (seed 002, sections 5.4.1-5.4.2: moving threads, data, or both): first-touch leaves
+ * --policy ([broquedis2010forestgomp], sections 5.4.1-5.4.2: moving threads, data, or both): first-touch leaves
  * phase 2 remote; next-touch marks, as phase 2 starts, every vector that its phase-2 team does not
  * own to move page by page to the node of the team that touches it (pinlab's memory API);
  * move-threads moves the threads of team t, as phase 2 starts, to the CPUs team t+1 ran on in

@@ -69,3 +69,17 @@ def test_the_check_sees_a_module_that_moved():
     assert names(SOURCE_PATH, "see `src/pinlab/graph/trace/` and native/preload/x.c.") == {"src/pinlab/graph/trace/", "native/preload/x.c"}
     assert names(PACKAGE_PATH, "(see `pinlab/graph/trace/pages.py`)") == {"graph/trace/pages.py"}
     assert not (REPO / "src" / "pinlab" / "graph" / "trace" / "pages.py").exists()
+
+
+CITATION = re.compile(r"\[([a-z]+\d{4}[a-z]*)\]")
+
+
+def test_every_citation_in_the_code_is_in_the_bibliography():
+    anchors = set(re.findall(r'<a id="([\w-]+)"></a>', (REPO / "docs" / "reference" / "bibliography.md").read_text()))
+    cited = {}
+    for path in [*(REPO / "src").rglob("*.py"), *(REPO / "native").rglob("*.[ch]")]:
+        for key in CITATION.findall(path.read_text()):
+            cited.setdefault(key, str(path.relative_to(REPO)))
+    assert len(cited) >= 5, cited  # the five source papers at least
+    assert not {k: v for k, v in cited.items() if k not in anchors}, "cited in the code but not in docs/reference/bibliography.md"
+    assert CITATION.findall("ForestGOMP [broquedis2010forestgomp], sections 4.1.2") == ["broquedis2010forestgomp"]

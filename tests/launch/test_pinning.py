@@ -17,6 +17,7 @@ import pytest
 
 import pinlab
 from pinlab.cpuset import format_cpulist, parse_cpulist
+from pinlab.errors import UsageError
 from pinlab.native import native_path
 from pinlab.words import plural
 from tests.conftest import run_pinlab
@@ -395,6 +396,8 @@ def test_python_api_returns_the_record(tmp_path):
     assert compact.plan["strategy"] == "compact" and compact.exit_status == 0
     with pytest.raises(pinlab.launch.ProgramNotFound):
         pinlab.run(["no-such-program-xyz"])
+    with pytest.raises(UsageError, match=r"pinlab.run: unknown option quiet; the options are those of plan_spec: .*sample_ms"):
+        pinlab.run(["true"], "0", quiet=True)  # a command-line option the Python API has no use for: refused before anything runs
 
 
 def test_launch_path_does_not_import_heavy_modules():

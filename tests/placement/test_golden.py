@@ -32,7 +32,7 @@ def test_clovertown_inter_and_intra_socket():
 
 
 def test_x7560_intra_and_inter_socket_are_the_nas_study_pinnings():
-    # seed 001, section 4.1: --physcpubind=0,4,8,12 (intra) and 0,1,2,3 (inter) on the Intel NUMA machine
+    # [ribeiro2012], section 4.1: --physcpubind=0,4,8,12 (intra) and 0,1,2,3 (inter) on the Intel NUMA machine
     assert cpus("x7560-4x8", "intra-socket", 4) == [0, 4, 8, 12]
     assert cpus("x7560-4x8", "inter-socket", 4) == [0, 1, 2, 3]
 

@@ -94,7 +94,7 @@ def test_thirty_five_runs_against_numpy_formulas():
     assert d.median_ci_coverage == pytest.approx(ref.median_coverage(n, j), abs=1e-12)
 
 
-# AV > 1 s or RV > 1 % (seed 004); a value exactly at a threshold is stable
+# AV > 1 s or RV > 1 % ([mazouz2011variability]); a value exactly at a threshold is stable
 @pytest.mark.parametrize(
     ("sample", "av", "rv", "unstable"),
     [

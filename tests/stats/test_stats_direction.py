@@ -1,7 +1,7 @@
 """A metric where higher is better (MB/s): every statistic on the values as they are, turned round.
 
 Before, such metrics were compared through 1/value, so the speedups and t-tests could not be
-recomputed from the means shown; and seed 004's "AV > 1 s" was applied to MB/s.
+recomputed from the means shown; and [mazouz2011variability]'s "AV > 1 s" was applied to MB/s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The probing controller: the autopin algorithm (seed 003, section 3) as a sequence of timed steps.
+"""The probing controller: the autopin algorithm ([klug2008autopin], section 3) as a sequence of timed steps.
 
 The algorithm is written as one generator (:meth:`Autopin._procedure`) that yields the monotonic
 time at which it wants to go on; whoever waits for the program (``pinlab run``'s wait loop in

@@ -18,7 +18,7 @@ DEFAULT_PATIENCE = 3  # intervals, with --monitor
 
 @dataclass
 class AutopinOptions:
-    """autopin's parameters (seed 003, section 3: i, w, t) and pinlab's additions.
+    """autopin's parameters ([klug2008autopin], section 3: i, w, t) and pinlab's additions.
 
     ``rounds`` is a number of rounds (each candidate measured that many times, the paper's is 1)
     or ``"auto"``: after the first round only the candidates not yet settled (see

@@ -10,7 +10,7 @@ from pinlab.words import plural
 
 
 @click.command()
-@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none, intra-socket, inter-socket" + GRAPH_STRATEGY_HELP)
+@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none|os, intra-socket, inter-socket, autonuma" + GRAPH_STRATEGY_HELP)
 @click.option("--threads", "-n", type=int, help="Number of threads (thread 0 is the main thread).")
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S1:0-3, M0:0-1@M1:0-1, E:N:4:1:2).")
 @click.option("--topology", "-t", "source", default="this", show_default=True, help=TOPOLOGY_HELP)

@@ -9,7 +9,11 @@ from pinlab.errors import UsageError
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
-@click.option("--strategy", "-s", help="compact, scatter, random, none, intra-socket, inter-socket" + GRAPH_STRATEGY_HELP + " (see pinlab place)")
+@click.option(
+    "--strategy",
+    "-s",
+    help="compact|close, scatter|spread, random, none|os, intra-socket, inter-socket, autonuma" + GRAPH_STRATEGY_HELP + " (see pinlab place)",
+)
 @click.option("--threads", "-n", type=int, help="Number of threads of the plan (also OMP_NUM_THREADS when unset).")
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3).")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A placement written by `pinlab place -f json`.")
@@ -17,7 +21,10 @@ from pinlab.errors import UsageError
 @click.option("--oversubscribe", is_flag=True, help="Allow more threads than CPUs in the plan (round-robin).")
 @click.option("--seed", type=int, help="Seed for the random strategy.")
 @click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
-@click.option("--mem", help="Memory policy: first-touch, local, bind:NODES, interleave:NODES|all, preferred:NODE, follow.")
+@click.option(
+    "--mem",
+    help="Memory policy: first-touch, local, bind:NODES, interleave:NODES|all, weighted-interleave:NODES[@WEIGHTS], preferred:NODE, follow; domain with --rank.",
+)
 @click.option(
     "--overflow", type=click.Choice(["wrap", "unpinned", "error"]), default="wrap", show_default=True, help="Workers past the end of the plan."
 )

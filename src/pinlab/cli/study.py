@@ -13,7 +13,13 @@ from pinlab.words import plural
 @click.command()
 @click.option("--name", help="Name of the study (default: study-<date-time>).")
 @click.option("--db", default="pinlab.db", show_default=True, help="SQLite file the runs are stored in.")
-@click.option("--strategies", "-s", default="none,compact,scatter", show_default=True, help="Placements to compare; none is the baseline.")
+@click.option(
+    "--strategies",
+    "-s",
+    default="none,compact,scatter",
+    show_default=True,
+    help="Placements to compare, comma-separated (the strategies of pinlab run -s); none is the baseline.",
+)
 @click.option("--threads", "-n", default=None, help="Thread counts, e.g. 1,2 (default: the number of CPUs this process may use).")
 @click.option(
     "--runs",
@@ -51,7 +57,9 @@ from pinlab.words import plural
 )
 @click.option("--max-failures", type=int, default=10, show_default=True, help="Stop after this many failed runs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random placements and of the shuffled order.")
-@click.option("--workload", "-w", "workloads", multiple=True, help="A built-in workload with its options, e.g. stream:--size 10M (repeatable).")
+@click.option(
+    "--workload", "-w", "workloads", multiple=True, help="A built-in workload with its options, quoted as one word: 'stream:--size 10M' (repeatable)."
+)
 @click.option("--resume", help="Continue the study NAME where it stopped.")
 @click.option(
     "--graph",

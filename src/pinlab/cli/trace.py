@@ -28,7 +28,9 @@ from pinlab.cli.common import started
 @click.option("--original", metavar="PROGRAM", help="exact: the program built without pinlab cc, run with the same arguments for the slowdown.")
 @click.option("--period-ms", type=int, help="pages: milliseconds between protection rounds [default: 10].")
 @click.option("--min-bytes", type=int, help="pages: only mappings at least this large are watched [default: 65536].")
-@click.option("--heap", is_flag=True, help="pages: watch malloc's main heap too (small blocks; see the README for the risk).")
+@click.option(
+    "--heap", is_flag=True, help="pages: watch malloc's main heap too (small blocks; the manual's guide to placing by sharing says what it risks)."
+)
 @click.option("--sample-period", type=int, help="sampled: one data-address sample every this many loads/stores [default: 1000].")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)

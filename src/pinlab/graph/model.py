@@ -1,4 +1,4 @@
-"""The affinity graph: how much each pair of threads shares (seed 000, section 3.2).
+"""The affinity graph: how much each pair of threads shares ([mazouz2011hpcs], section 3.2).
 
 Nodes are the program's threads in creation order (0 = the main thread, as in a placement);
 ``weights[i][j]`` is the gain of putting threads i and j close together: for a traced program,

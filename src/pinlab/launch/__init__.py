@@ -7,6 +7,7 @@ matplotlib.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Sequence
@@ -264,6 +265,13 @@ def run(
         kwargs["cpus"] = list(placement)
     else:
         kwargs["placement"] = placement
+    known = set(inspect.signature(plan_spec).parameters) - {"argv", "threads", "mem", "placement"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UsageError(
+            f"pinlab.run: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+            f"the options are those of plan_spec: {', '.join(sorted(known))}"
+        )
     return launch(plan_spec(argv, threads=threads, mem=mem, **kwargs, **options))
 
 

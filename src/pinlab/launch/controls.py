@@ -1,4 +1,4 @@
-"""A controlled environment for measurements, as the variability study (seed 004) demands:
+"""A controlled environment for measurements, as the variability study ([mazouz2011variability]) demands:
 no address-space randomisation, an environment of constant size, and a chosen page size.
 """
 

@@ -255,7 +255,7 @@ def thp(root: Path) -> Finding:
         "transparent huge pages",
         INFO,
         mode,
-        "page size changes cache and TLB behaviour (seed 004)",
+        "page size changes cache and TLB behaviour ([mazouz2011variability])",
         "pinlab run --thp never|always fixes it per program, so page size can be a study factor",
     )
 

@@ -1,6 +1,6 @@
 """``pinlab run --balance``: an idle NUMA node steals threads, and their data, from a busy one.
 
-The work-stealing of ForestGOMP's *Memory* scheduler (seed 002, sections 4.1.2 and 5.5), done
+The work-stealing of ForestGOMP's *Memory* scheduler ([broquedis2010forestgomp], sections 4.1.2 and 5.5), done
 from outside the program. pinlab watches the pinned threads of the running program (the time
 each one ran or waited for a CPU, from /proc's schedstat, every ``interval`` seconds). A node is
 *idle* when its threads together wanted less than a quarter of a CPU over two looks in a row

@@ -1,4 +1,4 @@
-"""Placement from an affinity graph: the strategies of seed 000 (section 3.2) and treematch.
+"""Placement from an affinity graph: the strategies of [mazouz2011hpcs] (section 3.2) and treematch.
 
 Every strategy is a pure function (topology, graph, threads, options) -> CPUs, thread i on
 ``cpus[i]``. Units are cores (their first allowed PU) by default, PUs with ``smt``.

@@ -251,7 +251,7 @@ def adaptive_text(adaptive: dict[str, Any]) -> str:
 
 
 def counters_table(report: StudyReport):
-    """Each counter's mean per run and its ratio to the baseline (seed 001, Figures 3-5)."""
+    """Each counter's mean per run and its ratio to the baseline ([ribeiro2012], Figures 3-5)."""
     from rich.table import Table
 
     table = Table(title=f"Performance counters: mean per run, and relative to {report.baseline} (above 1 = more events than the OS placement)")

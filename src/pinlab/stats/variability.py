@@ -11,7 +11,7 @@ from scipy import stats
 
 from pinlab.stats._base import Record, all_equal, as_sample, check_level, num
 
-#: A program has non-negligible variability when AV > 1 s or RV > 1 % (seed 004, section 2.4).
+#: A program has non-negligible variability when AV > 1 s or RV > 1 % ([mazouz2011variability], section 2.4).
 #: The absolute threshold is in seconds: it applies only to samples of times (``seconds=True``).
 AV_LIMIT_S = 1.0
 RV_LIMIT = 0.01
@@ -29,7 +29,7 @@ class Description(Record):
     it says nothing of the spread). ``mean`` lies within [min, max] (rounding never pushes it out:
     a constant sample's mean is its value exactly).
     ``av`` = max - min (in the sample's unit) and ``rv`` = (max - min) / max are the absolute and
-    relative variability of seed 004; ``unstable`` is ``av > 1 s or rv > 1 %`` for times
+    relative variability of [mazouz2011variability]; ``unstable`` is ``av > 1 s or rv > 1 %`` for times
     (``seconds``), ``rv > 1 %`` alone otherwise: an absolute threshold in seconds means nothing
     for MB/s, and RV is unit-free (the RV of a rate equals the RV of the times 1/rate).
     ``mean_ci`` is the Student-t interval of the mean at ``confidence`` (None when n < 2; the

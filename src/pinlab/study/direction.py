@@ -44,7 +44,7 @@ class MetricDirection:
 
     @property
     def seconds(self) -> bool:
-        """Whether the values are seconds: only then does seed 004's "AV > 1 s" apply."""
+        """Whether the values are seconds: only then does [mazouz2011variability]'s "AV > 1 s" apply."""
         return self.unit == "s"
 
     @property

@@ -3,11 +3,11 @@
 A method (``exact``, ``sampled``, ``pages``) runs the program once under its tracer and
 collects, for each thread (by creation index: 0 = main thread, as in a placement), how many
 accesses it made to each memory unit (a cache line or a page, by its number = address // unit
-size). :func:`graph_from_counts` turns those counts into the affinity graph of seed 000:
+size). :func:`graph_from_counts` turns those counts into the affinity graph of [mazouz2011hpcs]:
 
     weight(i, j) = sum over the units u touched by both i and j of min(count_i(u), count_j(u))
 
-seed 000's "number of common accesses to common cache lines, accessed by both threads", read as
+[mazouz2011hpcs]'s "number of common accesses to common cache lines, accessed by both threads", read as
 the accesses the two threads have in common on each line: the smaller of the two counts. (The
 sum of both counts would make a thread that reads another's data once, to initialise or check
 it, look almost as close to it as the threads that work on that data all along: on the pairs

@@ -1,4 +1,4 @@
-"""Co-runners: processes that load chosen CPUs while a measured program runs (seed 004's noise).
+"""Co-runners: processes that load chosen CPUs while a measured program runs ([mazouz2011variability]'s noise).
 
 Kinds: ``cpu`` (busy loop), ``sleep`` (busy for part of each period, then asleep; periods of
 10 us to 10 ms), ``memory`` (streams through a buffer larger than the last-level cache).

@@ -102,7 +102,7 @@ def test_a_study_stores_its_graph_and_maps_it_again_on_resume(tmp_path):
     with Store.open(db, readonly=True) as store:
         study = store.study("g")
         stored = study.parameters["graph"]
-        runs = store.runs_frame("g")
+        runs = store.run_rows("g")
     assert stored["threads"] == n and stored["weights"][0][1] == 100
     mapped = [r for r in runs if r["placement"] == "lpgp"]
     assert len(mapped) == 2 and all(r["status"] == "ok" and len(r["placement_cpus"]) == n for r in mapped)

@@ -139,7 +139,7 @@ def test_round_trip_of_every_field(tmp_path):
         row = store.connection.execute("SELECT parameters, machine FROM studies").fetchone()
         assert row == (canonical_json(PARAMS), canonical_json(MACHINE))
         assert row[0] == json.dumps(PARAMS, sort_keys=True, separators=(",", ":"))
-        frame = store.runs_frame("étude ✓", record=True)
+        frame = store.run_rows("étude ✓", record=True)
         assert len(frame) == 10
         for row in frame:
             if not row["warmup"]:
@@ -155,7 +155,7 @@ def test_round_trip_of_every_field(tmp_path):
                 config["corun"],
                 config["extra"],
             )
-        assert "record" not in store.runs_frame("étude ✓")[0]
+        assert "record" not in store.run_rows("étude ✓")[0]
 
     check(store)
     store.close()
@@ -359,7 +359,7 @@ def test_study_lookup_and_finish(tmp_path):
     with pytest.raises(UsageError, match=r"no study named nope in .* \(studies there: s1\)"):
         store.study("nope", must_exist=True)
     with pytest.raises(UsageError, match="no study named nope"):
-        store.runs_frame("nope")
+        store.run_rows("nope")
     finished = store.finish(study.id)
     assert store.study("s1").finished_at == finished and store.study("s1").finished
 
@@ -460,7 +460,7 @@ def test_fields_from_a_run_record_and_dataframe(tmp_path):
     (run,) = store.runs(study.id)
     assert run["record"] == record and run["placement_cpus"] == [0, 2] and run["migrations"] == 1
     assert (run["wall_seconds"], run["user_seconds"], run["max_rss_kib"], run["metric"]) == (2.0, 3.5, 4096, 99.5)
-    frame = dataframe(store.runs_frame("s1"))
+    frame = dataframe(store.run_rows("s1"))
     assert list(frame["metric"]) == [99.5] and list(frame["placement"]) == ["compact"] and "record" not in frame
     assert list(dataframe([]).columns)[:3] == ["study", "config_id", "position"]
 
@@ -687,7 +687,7 @@ def test_reader_in_another_process_never_sees_a_partial_state(tmp_path):
             with reader.snapshot():
                 runs = reader.runs(study.id)
                 done = reader.completed(study.id)
-                frame = reader.runs_frame("killed")
+                frame = reader.run_rows("killed")
             assert len(runs) == len(frame) == sum(done.values()) >= seen
             for config_id, count in done.items():
                 assert sorted(r["run_index"] for r in runs if r["config_id"] == config_id) == list(range(count))

@@ -74,7 +74,7 @@ def load_runs(db: str, name: str | None = None, record: bool = True):
             study = store.study(name)
             if study is None:
                 raise UsageError(f"no study named {name!r} in {db} (studies there: {', '.join(s.name for s in studies)})")
-        rows = store.runs_frame(study.name, warmup=False, record=record)
+        rows = store.run_rows(study.name, warmup=False, record=record)
     frame = pandas.DataFrame(rows)
     if frame.empty:
         raise UsageError(f"study {study.name} has no measured run yet: continue it with `pinlab study --db {db} --resume {study.name}`")

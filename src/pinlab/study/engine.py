@@ -709,7 +709,7 @@ def run_study(
                 plan.name, plan.parameters(), plan.configs(), plan.seed, machine_description(), __version__, warnings, new=True
             )
         configs = store.configs(study.id)
-        stored = store.runs_frame(study.name)  # without the records
+        stored = store.run_rows(study.name)  # without the records
         done = {(r["config_id"], r["run_index"], r["warmup"]) for r in stored}
         failures = sum(1 for r in stored if r["status"] != "ok" and not r["warmup"])
         told = {r["config_id"] for r in stored if r["status"] != "ok"}  # failures already told in an earlier session
@@ -739,7 +739,7 @@ def run_study(
             except KeyboardInterrupt:
                 fields = {"interrupted": 2}
             if "interrupted" in fields:  # the program was stopped with the study: not a run to keep
-                raise StudyInterrupted(fields["interrupted"], len(store.runs_frame(study.name)), study.name)
+                raise StudyInterrupted(fields["interrupted"], len(store.run_rows(study.name)), study.name)
             store.add_run(config["id"], r, w, **fields)
             new_runs += 1
             bar.advance()
@@ -766,9 +766,7 @@ def run_study(
                     one(c, r, w)
             round_number = 0
             while plan.adaptive and only is None:
-                batch = next_round(
-                    plan, configs, store.runs_frame(study.name), round_number
-                )  # without the records: only status and metric are needed
+                batch = next_round(plan, configs, store.run_rows(study.name), round_number)  # without the records: only status and metric are needed
                 if not batch:
                     break
                 round_number += 1
@@ -777,7 +775,7 @@ def run_study(
         finally:
             bar.close()
         store.finish(study.id)
-        rows = store.runs_frame(study.name)
+        rows = store.run_rows(study.name)
         measured = [r for r in rows if not r["warmup"]]
         summary = {
             "study": study.name,

@@ -397,7 +397,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
     node_warnings: list[str] = []  # each task's checks of its node (ASLR, a VM, busy CPUs...), said of that node
     with Store.open(db, create=False) as store:
         config_id = {c["position"]: c["id"] for c in store.configs(study.id)}
-        have = {(r["config_id"], r["run_index"], r["warmup"]) for r in store.runs_frame(name)}
+        have = {(r["config_id"], r["run_index"], r["warmup"]) for r in store.run_rows(name)}
         for task, share in enumerate(campaign["tasks"]):
             path = directory / f"task-{task}.db"
             if task in waiting:
@@ -410,7 +410,7 @@ def collect(db: str, name: str) -> dict[str, Any]:
                     if source.study(name) is None:
                         missing.append(task)
                         continue
-                    rows = source.runs_frame(name, record=True)
+                    rows = source.run_rows(name, record=True)
                     task_study = source.study(name)
             except (UsageError, sqlite3.Error) as exc:  # a damaged task file: the others are merged all the same
                 damaged[task] = unreadable_reason(exc)
@@ -492,7 +492,7 @@ def _stored_runs(path: Path, name: str) -> int | str:
         return 0
     try:
         with Store.open(path, create=False, readonly=True) as source:
-            return len(source.runs_frame(name)) if source.study(name) else 0
+            return len(source.run_rows(name)) if source.study(name) else 0
     except (UsageError, sqlite3.Error) as exc:
         return unreadable_reason(exc)
 

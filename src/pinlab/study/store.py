@@ -103,7 +103,7 @@ _JSON_FIELDS = ("placement_cpus", "record")
 #: The keyword fields :meth:`Store.add_run` accepts (``status`` is required).
 RUN_FIELDS = ("status", *_REAL_FIELDS, *_INT_FIELDS, *_JSON_FIELDS, "stderr_tail")
 _RUN_COLUMNS = ("id", "config_id", "run_index", "warmup", "stored_at", *RUN_FIELDS)
-#: Columns of :meth:`Store.runs_frame` rows, in order (``record`` only when asked for).
+#: Columns of :meth:`Store.run_rows` rows, in order (``record`` only when asked for).
 FRAME_COLUMNS = (
     "study",
     "config_id",
@@ -783,7 +783,7 @@ class Store:
         """The study's failed and timed-out runs (warm-ups included), in the order they were stored."""
         return self._runs("c.study_id = ? AND r.status <> 'ok'", (study_id,), None)
 
-    def runs_frame(self, study_name: str, warmup: bool | None = None, record: bool = False) -> list[dict[str, Any]]:
+    def run_rows(self, study_name: str, warmup: bool | None = None, record: bool = False) -> list[dict[str, Any]]:
         """Flat rows (configuration columns + run columns, :data:`FRAME_COLUMNS`), one per run, from one query.
 
         Ready for ``pandas.DataFrame(rows)`` (see :func:`dataframe`). The full ``record`` is left out
@@ -826,7 +826,7 @@ def fields_from_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def dataframe(rows: list[dict[str, Any]]):
-    """A pandas DataFrame of :meth:`Store.runs_frame` rows (pandas imported only here)."""
+    """A pandas DataFrame of :meth:`Store.run_rows` rows (pandas imported only here)."""
     import pandas
 
     columns = [c for c in FRAME_COLUMNS if c != "record" or any("record" in row for row in rows)]

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from pinlab.errors import UsageError
-from pinlab.outputs import check_writable
+from pinlab.outputs import check_writable, check_writable_directory
 from tests.conftest import run_pinlab
 
 
@@ -60,3 +60,13 @@ def test_graph_strategy_options_are_checked_by_name_and_counted_in_words(graph_f
     assert domains.returncode == 2 and "this machine has 2 sockets (or NUMA nodes)" in domains.stderr
     one = run_pinlab("place", "-t", "alderlake-i9", "-s", "lpgp", "--graph", str(graph_file), "-n", "2", "--domains", "0")
     assert one.returncode == 2 and "this machine has 1 socket (or NUMA nodes)" in one.stderr
+
+
+def test_an_output_directory_is_checked_made_for_the_check_and_removed_again(tmp_path):
+    deep = tmp_path / "a" / "b" / "c"
+    check_writable_directory(str(deep), "--html")
+    assert not (tmp_path / "a").exists(), "directories made only for the check are removed again"
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(UsageError, match=r"cannot write --csv .*plain/out: a part of that path is a file, not a directory"):
+        check_writable_directory(str(tmp_path / "plain" / "out"), "--csv")
+    assert (tmp_path / "plain").read_text() == "x" and list(tmp_path.iterdir()) == [tmp_path / "plain"]

@@ -3,9 +3,7 @@
 A page of docs/commands/ holds `<!-- pinlab-help: NAME -->` (NAME: `run`, `graph`, `workload
 run`...); the hook replaces it with the help `pinlab NAME --help` prints, and, for a group, the
 help of each of its commands, so that the manual and the help cannot disagree. The click group is
-found from `pinlab.cli:main`, the console script's entry point, and nothing else: either `main`
-is the group itself, or it is the function that calls it, and the group is the one in `main`'s
-module that no other group contains.
+`pinlab.cli.cli`, the group the console script's `main` runs (its commands load on first use).
 """
 from __future__ import annotations
 
@@ -18,17 +16,9 @@ WIDTH = 78   # the width click gives help in any terminal of 80 columns or more
 
 
 def root_group() -> click.Group:
-    from pinlab.cli import main
+    from pinlab.cli import cli
 
-    if isinstance(main, click.Group):
-        return main
-    names = getattr(main, "__globals__", {})
-    groups = [g for g in names.values() if isinstance(g, click.Group)]
-    contained = {id(c) for g in groups for c in g.commands.values()}
-    roots = [g for g in groups if id(g) not in contained]
-    if len(roots) != 1:
-        raise RuntimeError(f"cannot tell pinlab's click group from pinlab.cli:main ({len(roots)} candidates)")
-    return roots[0]
+    return cli
 
 
 def context_of(path: str) -> tuple[click.Command, click.Context]:

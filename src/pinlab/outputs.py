@@ -7,6 +7,7 @@ not find out at the end that its output cannot be written: ``/proc`` and read-on
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -30,3 +31,33 @@ def check_writable(path: str | Path, what: str) -> None:
             pass
     except OSError as exc:
         raise UsageError(f"cannot write {what} {str(target)!r}: {exc.strerror or exc}; give a path in a directory you can write to") from None
+
+
+def check_writable_directory(directory: str, option: str) -> None:
+    """Fail now, in one line, if files cannot be written into ``directory`` (made if missing).
+
+    Directories made for the check are removed again: the report makes them when it writes, and
+    a report that fails before then (a damaged database, an unknown study) leaves nothing behind.
+    """
+    made = []
+    try:
+        path = os.path.abspath(directory)
+        missing = []
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for path in reversed(missing):
+            os.mkdir(path)
+            made.append(path)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".pinlab-check-"):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"cannot write {option} {directory}: a part of that path is a file, not a directory; give a directory path") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {option} {directory}: {exc.strerror or exc}; give a directory you can write to") from None
+    finally:
+        for path in reversed(made):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass

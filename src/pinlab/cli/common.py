@@ -43,39 +43,6 @@ def graph_option(path, strict: bool, fits: dict | None = None):
     )
 
 
-def check_output_directory(directory: str, option: str) -> None:
-    """Fail now, in one line, if files cannot be written into ``directory`` (made if missing).
-
-    Directories made for the check are removed again: the report makes them when it writes, and
-    a report that fails before then (a damaged database, an unknown study) leaves nothing behind.
-    """
-    import os
-    import tempfile
-
-    made = []
-    try:
-        path = os.path.abspath(directory)
-        missing = []
-        while not os.path.lexists(path):
-            missing.append(path)
-            path = os.path.dirname(path)
-        for path in reversed(missing):
-            os.mkdir(path)
-            made.append(path)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".pinlab-check-"):
-            pass
-    except (FileExistsError, NotADirectoryError):
-        raise UsageError(f"cannot write {option} {directory}: a part of that path is a file, not a directory; give a directory path") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {option} {directory}: {exc.strerror or exc}; give a directory you can write to") from None
-    finally:
-        for path in reversed(made):
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-
-
 def started(start):
     """``start()``'s result; a program that is not found or cannot be executed is said in one line
     and becomes the exit status env(1) uses (127, 126)."""

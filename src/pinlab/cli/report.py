@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pinlab.cli.common import check_output_directory
 from pinlab.errors import UsageError
+from pinlab.outputs import check_writable_directory
 
 
 @click.command()
@@ -29,7 +29,7 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better,
         raise UsageError(f"no study database at {db!r}: run `pinlab study --db {db} ...` first")
     for option, directory in (("--csv", csv_dir), ("--html", html_dir)):
         if directory:
-            check_output_directory(directory, option)
+            check_writable_directory(directory, option)
     rep = study_report(db, name, baseline=baseline, alpha=alpha, metric_better=metric_better)
     if as_json:
         click.echo(dump_json(rep))
@@ -61,7 +61,7 @@ def autopin_report(log_path, html_dir, picture) -> None:
     from pinlab.report.autopin_tables import print_autopin_report
 
     if html_dir:
-        check_output_directory(html_dir, "--html")
+        check_writable_directory(html_dir, "--html")
     if picture and not picture.lower().endswith((".svg", ".png")):
         raise UsageError(f"picture file {picture!r} must end in .svg or .png")
     log = read_log(log_path)

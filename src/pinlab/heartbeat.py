@@ -22,6 +22,10 @@ import struct
 import time
 
 from pinlab.errors import UsageError
+from pinlab.measure import shared_files
+from pinlab.measure.linux import environ_path
+from pinlab.measure.shared_files import shared_directory
+from pinlab.native import native_path
 
 ENV = "PINLAB_HEARTBEAT"
 MAGIC = b"PINLABHB"
@@ -74,13 +78,10 @@ def create(directory: str | None = None, slots: int = DEFAULT_SLOTS) -> str:
 
     The caller passes its path to the program as ``PINLAB_HEARTBEAT`` and :func:`remove` s it after.
     """
-    from pinlab.measure.shared_files import shared_directory
-
     _check_slots(slots)
     directory = os.path.abspath(directory) if directory else shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create a heartbeat file in {directory}: not a writable directory")
-    from pinlab.measure import shared_files
 
     try:
         path, fd = shared_files.create(directory, "heartbeat")
@@ -93,15 +94,11 @@ def create(directory: str | None = None, slots: int = DEFAULT_SLOTS) -> str:
 
 def remove(path: str | None) -> None:
     """Delete a heartbeat file; one already gone is fine."""
-    from pinlab.measure import shared_files
-
     shared_files.release(path)
 
 
 def path_of_process(pid: int) -> str | None:
     """The ``PINLAB_HEARTBEAT`` a running process was started with (absolute), or None."""
-    from pinlab.measure.linux import environ_path
-
     return environ_path(pid, ENV)
 
 
@@ -177,8 +174,6 @@ def beat(units: int = 1) -> None:
     if units < 0:
         raise UsageError(f"a heartbeat counts units of work done: {units} is negative")
     if _beat is None:
-        from pinlab.native import native_path
-
         function = ctypes.PyDLL(str(native_path("libpinlab-heartbeat.so"))).pinlab_heartbeat_beat
         function.argtypes = [ctypes.c_uint64]
         function.restype = None

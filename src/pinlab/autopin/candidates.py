@@ -22,8 +22,9 @@ from pinlab.autopin.shape import shape
 from pinlab.autopin.symmetry import away_from, signature
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
-from pinlab.placement import strategies
-from pinlab.placement.expressions import is_cpulist
+from pinlab.placement import make_placement, strategies
+from pinlab.placement.expressions import is_cpulist, resolve
+from pinlab.placement.kinds import restrict_to_kind
 from pinlab.topology.model import Topology
 
 __all__ = ["Candidate", "auto_candidates", "parse_candidates", "signature", "strategy_candidates"]
@@ -65,8 +66,6 @@ def auto_candidates(
     if max_candidates < 1:
         raise UsageError(f"--max-candidates must be at least 1 (got {max_candidates})")
     if cpu_kind is not None:
-        from pinlab.placement.kinds import restrict_to_kind
-
         topo = restrict_to_kind(topo, cpu_kind)
     by_core, by_pu = Explorer(topo, smt=False), Explorer(topo, smt=True)
     _check_room(topo, threads, by_core.capacity, by_pu.capacity, smt)
@@ -217,8 +216,6 @@ def _one_candidate(part: str, k: int, text: str, where: Topology | Collection[in
         raise UsageError(f"malformed candidates {text!r}: candidate {k} is empty; write one CPU list per candidate separated by ';', e.g. 0,1;0,2")
     try:
         if isinstance(where, Topology):
-            from pinlab.placement.expressions import resolve
-
             cpus = resolve(where, part)
         else:
             cpus = parse_cpulist(part, what=f"candidate {k}")
@@ -247,8 +244,6 @@ def strategy_candidates(
     """One candidate per named strategy (``compact``, ``scatter``, ``inter-socket``, and with
     ``graph`` the graph strategies ``lpgp``, ``treematch``...), in the order given; strategies that
     place the threads identically are probed once, under both names."""
-    from pinlab.placement import make_placement
-
     wanted = [word.strip() for name in names for word in name.split(",") if word.strip()]
     if not wanted:
         raise UsageError("no strategies given: name some, e.g. --strategies compact,scatter")

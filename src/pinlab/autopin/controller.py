@@ -40,10 +40,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from pinlab import live
 from pinlab.autopin.decide import Judgement, judge
+from pinlab.autopin.metrics import rates
 from pinlab.autopin.options import AutopinOptions
 from pinlab.cpuset import format_cpulist
 from pinlab.launch.runner import ControllerBase
+from pinlab.measure import linux
+from pinlab.memory.attached import read_attachments
+from pinlab.memory.migrate import ProcessEnded, migrate_pages, move_page_list, move_pages
 
 Say = Callable[[str], None]
 
@@ -268,8 +273,6 @@ class Autopin(ControllerBase):
         self.window = None
 
     def _finish_window(self, window: Window, partial: bool = False) -> None:
-        from pinlab.autopin.metrics import rates
-
         readings = window.readings
         if len(readings) < 2:
             return
@@ -341,8 +344,6 @@ class Autopin(ControllerBase):
 
     def _keep(self) -> Iterator[float]:
         """Stay on the choice; every interval, the rate; with --monitor, re-probe on a lasting drop."""
-        from pinlab.autopin.metrics import rates
-
         opts = self.options
         low = 0
         recent: deque[float] = deque(maxlen=opts.monitor_patience)  # the last intervals' rates, for a lasting rise
@@ -380,14 +381,10 @@ class Autopin(ControllerBase):
     # ------------------------------------------------------------------ threads and pages
 
     def _threads(self) -> list[Any]:
-        from pinlab import live
-
         return live.process_threads(self.pid, events=self._events_path) if self._events_path else live.process_threads(self.pid)
 
     def _workers(self) -> list[Any]:
         """The workers now, in creation order, each with its slot (its position without a ring)."""
-        from pinlab import live
-
         found = live.workers(self._threads())
         size = len(self.candidates[0].cpus)
         if len(found) > size and not self._told_wrap:
@@ -399,8 +396,6 @@ class Autopin(ControllerBase):
         return thread.slot if thread.slot is not None else position
 
     def _repin(self, candidate: int) -> None:
-        from pinlab import live
-
         cpus = self.candidates[candidate].cpus
         previous = self.current
         if self.live_plan is not None:
@@ -423,8 +418,6 @@ class Autopin(ControllerBase):
 
     def _conform(self, workers: list[Any]) -> None:
         """Re-pin workers found off the current candidate (created under the previous plan)."""
-        from pinlab import live
-
         if self.current is None:
             return
         cpus = self.candidates[self.current].cpus
@@ -439,8 +432,6 @@ class Autopin(ControllerBase):
     def _node_of_cpu(self, cpu: int) -> int:
         """The NUMA node of ``cpu`` (the machine's node map, read once)."""
         if self._node_of is None:
-            from pinlab.measure import linux
-
             self._node_of = {c: node for node, cpus in linux.numa_nodes().items() for c in cpus}
         return self._node_of.get(cpu, 0)
 
@@ -448,9 +439,6 @@ class Autopin(ControllerBase):
         return {self._node_of_cpu(cpu) for cpu in self.candidates[candidate].cpus}
 
     def _migrate(self, candidate: int) -> None:
-        from pinlab import live
-        from pinlab.memory.migrate import migrate_pages
-
         new = self._nodes(candidate)
         before = live.pages_per_node(self.pid)
         old = {n for n, pages in before.items() if pages and n not in new}
@@ -477,9 +465,6 @@ class Autopin(ControllerBase):
 
     def _move_attached(self, cpu_of: dict[int, int]) -> None:
         """Each re-pinned worker's attached regions (libpinlab-mem) to its new CPU's node."""
-        from pinlab.memory.attached import read_attachments
-        from pinlab.memory.migrate import ProcessEnded, move_pages
-
         if self.attachments is None:
             return
         began = self.clock()
@@ -508,8 +493,6 @@ class Autopin(ControllerBase):
     def _move_accessed(self, cpu_of: dict[int, int]) -> None:
         """The pages each re-pinned worker touched first in most of the page tracer's rounds, to
         its new CPU's node."""
-        from pinlab.memory.migrate import ProcessEnded, move_page_list
-
         if self.tracker is None:
             return
         began = self.clock()

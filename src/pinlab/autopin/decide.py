@@ -21,6 +21,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pinlab.stats import FASTER, compare
+from pinlab.stats.variability import t_quantile
+
 #: Sample values must be positive for pinlab.stats; a window where the program did no work at all
 #: (a rate of exactly 0) counts as this tiny rate instead.
 _FLOOR = 1e-90
@@ -63,7 +66,6 @@ def within(best: Sequence[float], other: Sequence[float], alpha: float, toleranc
     """Two one-sided tests: is |mean(best) - mean(other)| surely below tolerance x mean(best)?"""
     if len(best) < 2 or len(other) < 2 or tolerance <= 0:
         return False
-    from pinlab.stats.variability import t_quantile
 
     mb, mo = _mean(best), _mean(other)
     vb = sum((x - mb) ** 2 for x in best) / (len(best) - 1)
@@ -111,7 +113,6 @@ def judge(
         if no_work_why and _mean(measured[best]) == 0:
             verdict += f"; no work was measured: {no_work_why}"
         return Judgement(best, None, None, None, False, verdict=verdict)
-    from pinlab.stats import FASTER, compare
 
     factor = correction(len(samples), looks)
     result = Judgement(best, ranked[1], None, None, False)

@@ -15,6 +15,8 @@ import os
 import struct
 from collections.abc import Sequence
 
+from pinlab.measure import shared_files
+
 MAGIC = b"PINLABP1"
 _HEADER = struct.Struct("=8sQII")
 
@@ -23,8 +25,6 @@ class LivePlan:
     """A live plan file for one program: create it, :meth:`write` each new candidate, :meth:`close`."""
 
     def __init__(self, cpus: Sequence[int], directory: str) -> None:
-        from pinlab.measure import shared_files
-
         self.ncpus = len(cpus)
         self.generation = 0
         self.path, fd = shared_files.create(directory, "plan")  # held until close(): removed at the next start if pinlab is killed
@@ -50,7 +50,5 @@ class LivePlan:
         return list(struct.unpack_from(f"={self.ncpus}i", self._map, _HEADER.size))
 
     def close(self) -> None:
-        from pinlab.measure import shared_files
-
         self._map.close()
         shared_files.release(self.path)

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 from pinlab.errors import UsageError
+from pinlab.heartbeat import Heartbeat
 from pinlab.measure import counters
 from pinlab.measure.counters import Event
 
@@ -179,8 +180,6 @@ class HeartbeatMetric(Metric):
     name, unit, per_thread = "heartbeat", "beats", True
 
     def __init__(self, path: str, notice: str | None = None) -> None:
-        from pinlab.heartbeat import Heartbeat
-
         self.path = path
         self._heartbeat = Heartbeat(path)
         self.notice = notice or "metric: heartbeat (the program reports its work through PINLAB_HEARTBEAT)"

@@ -16,9 +16,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pinlab import heartbeat, live
+from pinlab.autopin import candidates as made
+from pinlab.autopin.claim import claim
 from pinlab.autopin.controller import Autopin, Say, _stderr
+from pinlab.autopin.decide import correction, smallest_p
+from pinlab.autopin.liveplan import LivePlan
+from pinlab.autopin.metrics import choose_metric
 from pinlab.autopin.options import AutopinOptions
 from pinlab.errors import UsageError
+from pinlab.graph import load_graph
+from pinlab.heartbeat import Heartbeat, path_of_process
+from pinlab.launch import plan_spec
+from pinlab.launch.runner import FORWARDED
+from pinlab.launch.runner import run as launch
+from pinlab.measure.shared_files import shared_directory
+from pinlab.memory.accessed import PageTracker
+from pinlab.memory.attached import AttachTable, table_of_process
+from pinlab.topology import load_topology
 
 
 @dataclass
@@ -41,14 +56,10 @@ def default_threads(topo: Any) -> int:
 
 def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> list[Any]:
     """The candidates as the options ask: auto, explicit (the paper's "0,1;0,2") or strategies."""
-    from pinlab.autopin import candidates as made
-
     if options.strategies:
         names = [n.strip() for n in options.strategies.split(",") if n.strip()]
         graph = options.graph
         if isinstance(graph, (str, os.PathLike)):
-            from pinlab.graph import load_graph
-
             graph = load_graph(graph)
         default = graph.threads if graph is not None else default_threads(topo)
         return made.strategy_candidates(topo, names, threads or default, cpu_kind=options.cpu_kind, graph=graph)
@@ -60,8 +71,6 @@ def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> 
 def check_power(options: AutopinOptions, candidates: Sequence[Any]) -> None:
     """Refuse probing that can never reach a verdict: with n sub-window rates per candidate the
     smallest p-value is 1 / C(2n, n), which must beat ``alpha`` after the Bonferroni correction."""
-    from pinlab.autopin.decide import correction, smallest_p
-
     if len(candidates) < 2:
         return
     looks = options.round_limit if options.adaptive else 1
@@ -94,7 +103,6 @@ def _heartbeat_seen(path: str | None) -> bool:
     """Whether any thread of the program has beaten (claimed a slot of the heartbeat file)."""
     if not path or not os.path.exists(path):
         return False
-    from pinlab.heartbeat import Heartbeat
 
     try:
         with Heartbeat(path, create=False) as reader:
@@ -110,8 +118,6 @@ class _Launched(Autopin):
     held: Any = None  # the claim on the program (pinlab.autopin.claim)
 
     def started(self, pid: int, events: str | None = None) -> None:
-        from pinlab.autopin.claim import claim
-
         if self.pipe_write_end is not None:
             os.close(self.pipe_write_end)
             self.pipe_write_end = None
@@ -138,19 +144,10 @@ def autopin_program(
     launch_options: dict[str, Any] | None = None,
 ) -> Outcome:
     """Start the program on the first candidate and probe the others while it runs."""
-    from pinlab import heartbeat
-    from pinlab.autopin.liveplan import LivePlan
-    from pinlab.autopin.metrics import choose_metric
-    from pinlab.launch import plan_spec
-    from pinlab.launch.runner import run as launch
-    from pinlab.measure.shared_files import shared_directory
-
     if not argv:
         raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]")
     check_log(options.log)
     if topology is None:
-        from pinlab.topology import load_topology
-
         topology = load_topology("this")
     candidates = make_candidates(options, options.threads, topology)
     check_power(options, candidates)
@@ -178,13 +175,9 @@ def autopin_program(
     try:
         env["PINLAB_LIVE_PLAN"] = live_plan.path
         if options.migrate_pages == "attached":
-            from pinlab.memory.attached import AttachTable
-
             table = AttachTable()
             env.update(table.env())
         elif options.migrate_pages == "accessed":
-            from pinlab.memory.accessed import PageTracker
-
             tracker = PageTracker()
             env = tracker.env(env)
         spec = plan_spec(list(argv), cpus=list(candidates[0].cpus), threads=threads, env=env, sample_ms=sample_ms, **(launch_options or {}))
@@ -206,7 +199,6 @@ def autopin_program(
             controller.pipe_write_end = write_end
             # The copying thread must never take the signals pinlab forwards to the program (a
             # Ctrl-C landing there would end pinlab): it starts with them blocked, and keeps that.
-            from pinlab.launch.runner import FORWARDED
 
             old_mask = signals.pthread_sigmask(signals.SIG_BLOCK, FORWARDED)
             try:
@@ -243,15 +235,9 @@ def autopin_attached(
     On Ctrl-C (KeyboardInterrupt) the workers stay on the best candidate measured so far, or get
     their masks back with ``options.restore`` or when no candidate was measured yet. ``stop`` (tests) ends the session when it returns True.
     """
-    from pinlab import live
-    from pinlab.autopin.claim import claim
-    from pinlab.autopin.metrics import choose_metric
-
     check_log(options.log)
     live.check_process(pid)
     if topology is None:
-        from pinlab.topology import load_topology
-
         topology = load_topology("this")
     # Explicit candidates give the thread count themselves; the others take the workers running now.
     explicit = options.candidates not in (None, "auto") and not options.strategies
@@ -264,7 +250,6 @@ def autopin_attached(
             f"process {pid} has {running} worker threads but the candidates {len(candidates[0].cpus)} CPUs: "
             f"list {running} CPUs per candidate, or give -n {len(candidates[0].cpus)} to let the workers share them round-robin"
         )
-    from pinlab.heartbeat import path_of_process
 
     heartbeat_path = path_of_process(pid)
     if options.metric and options.metric.startswith("stdout:"):
@@ -282,8 +267,6 @@ def autopin_attached(
             "the program, not with --pid; use --migrate-pages process"
         )
     if options.migrate_pages == "attached":
-        from pinlab.memory.attached import table_of_process
-
         attachments = table_of_process(pid)
         if attachments is None:
             raise UsageError(
@@ -334,8 +317,6 @@ def autopin_attached(
 
 def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
     """Stopped before the program ended: restore the masks, or stay on the best pinning so far."""
-    from pinlab import live
-
     if not live.alive(pid):
         return False
     # Stopped before any candidate was measured: the one being probed is no better known than the

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from pinlab.autopin.metrics import list_metrics as available
+from pinlab.autopin.options import AutopinOptions
+from pinlab.autopin.session import autopin_attached, autopin_program
 from pinlab.cli.common import graph_option, started
 from pinlab.errors import UsageError
 
@@ -101,11 +104,7 @@ def autopin(
     seconds. Exits with the program's status (as pinlab run), 2 for bad options; with --pid,
     0 when the program ends or on Ctrl-C.
     """
-    from pinlab.autopin.options import AutopinOptions
-
     if list_metrics:
-        from pinlab.autopin.metrics import list_metrics as available
-
         for name, description, usable in available():
             click.echo(f"{name:28} {'yes' if usable else 'no ':3} {description}")
         return 0
@@ -140,11 +139,8 @@ def autopin(
     )
     say = (lambda line: None) if quiet else (lambda line: click.echo(f"autopin: {line}", err=True))
     if pid is not None:
-        from pinlab.autopin.session import autopin_attached
-
         autopin_attached(pid, options, say=say)
         return 0
-    from pinlab.autopin.session import autopin_program
 
     outcome = started(lambda: autopin_program(list(program), options, say=say))
     if isinstance(outcome, int):

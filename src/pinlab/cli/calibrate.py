@@ -7,6 +7,11 @@ import sys
 import click
 
 from pinlab.errors import UsageError
+from pinlab.outputs import check_writable
+from pinlab.topology import load_topology
+from pinlab.topology.calibrate import calibrate as measure
+from pinlab.topology.calibrate import calibrated_xml
+from pinlab.topology.calibrate_show import LATENCY_TITLE, MEMORY_TITLE, check_picture_path, draw, latency_table, legend, memory_table
 from pinlab.words import plural
 
 
@@ -27,14 +32,7 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
 
     from rich.console import Console
 
-    from pinlab.topology import load_topology
-    from pinlab.topology.calibrate import calibrate as measure
-    from pinlab.topology.calibrate import calibrated_xml
-    from pinlab.topology.calibrate_show import LATENCY_TITLE, MEMORY_TITLE, check_picture_path, draw, latency_table, legend, memory_table
-
     if output is not None:
-        from pinlab.outputs import check_writable
-
         if not output.lower().endswith(".xml"):
             raise UsageError(f"-o {output!r}: the calibrated topology is hwloc XML; give a file name ending in .xml")
         check_writable(output, "the calibrated topology")

@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from pinlab.measure.noise import WARNING
+from pinlab.measure.noise import check as run_checks
 from pinlab.words import plural
 
 
@@ -13,9 +15,6 @@ from pinlab.words import plural
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 def check(as_json: bool) -> None:
     """Tell what on this machine will add noise or bias to measurements, and how to change it."""
-    from pinlab.measure.noise import WARNING
-    from pinlab.measure.noise import check as run_checks
-
     findings = run_checks()
     if as_json:
         import json

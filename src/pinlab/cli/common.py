@@ -5,6 +5,11 @@ from __future__ import annotations
 import click
 
 from pinlab.errors import UsageError
+from pinlab.graph import load_graph
+from pinlab.graph.progress import terminal_progress
+from pinlab.launch import ProgramNotExecutable, ProgramNotFound
+from pinlab.placement.tree import graph_fits
+from pinlab.topology import load_topology
 
 #: The graph strategies in -s's help (pinlab.placement.strategies.GRAPH_STRATEGIES; a test keeps them equal).
 GRAPH_STRATEGY_HELP = "; with --graph FILE: lp-compact, lp-scatter, gp, lpgp, gplp, treematch"
@@ -13,8 +18,6 @@ TOPOLOGY_HELP = "this (default), a path to an hwloc XML file, synthetic:<hwloc s
 
 
 def this_topology():
-    from pinlab.topology import load_topology
-
     return load_topology("this")
 
 
@@ -27,16 +30,12 @@ def graph_option(path, strict: bool, fits: dict | None = None):
         if strict:
             raise UsageError("--strict checks the graph of --graph FILE: give one or leave --strict out")
         return None
-    from pinlab.graph import load_graph
-    from pinlab.placement.tree import graph_fits
 
     def expect(n: int) -> None:
         if fits is not None:
             strategy = (fits["strategy"] or "").strip().lower()
             topo = fits["topology"]() if strategy or fits["threads"] is not None else None
             graph_fits(topo, strategy, n, threads=fits["threads"], smt=fits["smt"], domains=fits["domains"], source=path)
-
-    from pinlab.graph.progress import terminal_progress
 
     return load_graph(
         path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True), expect=expect, progress=terminal_progress()
@@ -46,8 +45,6 @@ def graph_option(path, strict: bool, fits: dict | None = None):
 def started(start):
     """``start()``'s result; a program that is not found or cannot be executed is said in one line
     and becomes the exit status env(1) uses (127, 126)."""
-    from pinlab.launch import ProgramNotExecutable, ProgramNotFound
-
     try:
         return start()
     except ProgramNotFound as exc:

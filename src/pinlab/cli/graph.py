@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import click
 
+from pinlab.graph.model import convert_graph, load_graph
+from pinlab.graph.picture import check_target, draw
+from pinlab.graph.progress import terminal_progress
+from pinlab.graph.show import render
+
 
 def _graph_notice(text: str) -> None:
     click.echo(f"pinlab: notice: {text}", err=True)
@@ -23,13 +28,7 @@ def graph_show(file, picture, strict, threads) -> None:
     """Print the affinity graph FILE as a heat map with the heaviest pairs."""
     from rich.console import Console
 
-    from pinlab.graph.model import load_graph
-    from pinlab.graph.progress import terminal_progress
-    from pinlab.graph.show import render
-
     if picture:
-        from pinlab.graph.picture import check_target
-
         check_target(picture)
     loaded = load_graph(file, strict=strict, notice=_graph_notice, progress=terminal_progress())
     if threads is not None:
@@ -42,8 +41,6 @@ def graph_show(file, picture, strict, threads) -> None:
         else:
             console.print(part, end="")
     if picture:
-        from pinlab.graph.picture import draw
-
         draw(loaded, picture)
 
 
@@ -53,7 +50,4 @@ def graph_show(file, picture, strict, threads) -> None:
 @click.option("--strict", is_flag=True, help="Refuse an asymmetric matrix or a non-zero diagonal instead of fixing it.")
 def graph_convert(source, target, strict) -> None:
     """Convert the affinity graph SOURCE to TARGET: JSON (.json) or a matrix (.csv, .txt, .mat), by the suffixes."""
-    from pinlab.graph.model import convert_graph
-    from pinlab.graph.progress import terminal_progress
-
     convert_graph(source, target, strict=strict, notice=_graph_notice, progress=terminal_progress())

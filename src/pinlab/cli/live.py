@@ -7,6 +7,8 @@ import sys
 import click
 
 from pinlab.errors import UsageError
+from pinlab.live import Watcher, apply_plan, check_process, pinlab_processes, plan_cpus, select_threads, show
+from pinlab.topology import load_topology
 from pinlab.words import plural
 
 
@@ -23,8 +25,6 @@ def ps(pids, watch, as_json, picture) -> int:
     """
     import json
     import time
-
-    from pinlab.live import Watcher, check_process, pinlab_processes, show
 
     if watch is not None and not 0 < watch <= 86400:
         raise UsageError(f"--watch must be a positive number of seconds, at most a day (got {watch})")
@@ -59,8 +59,6 @@ def ps(pids, watch, as_json, picture) -> int:
                     console.print(show.pages_line(look))
                 if picture:
                     if topo is None:
-                        from pinlab.topology import load_topology
-
                         topo = load_topology("this")
                     show.draw_look(look, topo, picture)
             if watch is None or not watchers:
@@ -88,8 +86,6 @@ def pin(pid, strategy, count, cpus, which, smt, oversubscribe, seed) -> None:
     The program keeps running (it is never stopped or signalled). Threads that end meanwhile are
     named; more threads than plan CPUs wrap round-robin, with a notice.
     """
-    from pinlab.live import apply_plan, check_process, plan_cpus, select_threads
-
     check_process(pid)
     selected = select_threads(pid, which)
     plan = plan_cpus(len(selected), strategy=strategy, threads=count, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)

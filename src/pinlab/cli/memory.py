@@ -7,6 +7,10 @@ import sys
 import click
 
 from pinlab.errors import UsageError
+from pinlab.memory import show
+from pinlab.memory.memmap import memmap as look_at
+from pinlab.memory.memmap import watch as watching
+from pinlab.memory.migrate import move_process
 from pinlab.words import plural
 
 
@@ -25,15 +29,10 @@ def memmap(pid, watch, as_json, show_all, top) -> int:
     """
     import json
 
-    from pinlab.memory.memmap import memmap as look_at
-    from pinlab.memory.memmap import watch as watching
-
     if watch is not None and not 0 < watch <= 86400:
         raise UsageError(f"--watch must be a positive number of seconds, at most a day (got {watch})")
     looks = watching(pid, watch) if watch is not None else iter([look_at(pid)])
     from rich.console import Console
-
-    from pinlab.memory import show
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     try:
@@ -64,8 +63,6 @@ def migrate(pid, to_nodes, from_nodes) -> None:
     --from 0,1 --to 1,0, is refused); the kernel folds them otherwise. Exits 2 for a PID that is
     gone or not yours and for nodes without memory.
     """
-    from pinlab.memory.migrate import move_process
-
     before, after, left = move_process(pid, to_nodes, from_nodes)
 
     def line(pages):

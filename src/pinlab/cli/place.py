@@ -5,7 +5,16 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import GRAPH_STRATEGY_HELP, TOPOLOGY_HELP, graph_option
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
+from pinlab.placement import make_placement
+from pinlab.placement.cost import compare, format_comparison
+from pinlab.placement.exports import FORMATS, export
+from pinlab.placement.picture import _check_target, draw, draw_ranks
+from pinlab.ranks.launch import domain_placement, domain_topology, node_split, this_rank
+from pinlab.ranks.show import rank_table
+from pinlab.topology import load_topology
+from pinlab.topology.sources import load_node
 from pinlab.words import plural
 
 
@@ -43,10 +52,6 @@ def place(
     strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict, ranks, gpus, rank
 ) -> None:
     """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
-    from pinlab.placement import make_placement
-    from pinlab.placement.exports import FORMATS, export
-    from pinlab.topology import load_topology
-
     if ranks is not None and rank.strip().lower() not in ("auto", "off"):
         raise UsageError(f"--ranks {ranks} previews the split among all the ranks and --rank {rank} places one rank: give one of them")
     if ranks is not None or gpus is not None:
@@ -99,8 +104,6 @@ def place(
         _place_costs(placement, graph, fmt)
     else:
         if placement.cpus is None and fmt == "list":
-            from pinlab.cpuset import format_cpulist
-
             balancing = ", with the kernel's automatic NUMA balancing switched on for the run" if placement.strategy == "autonuma" else ""
             click.echo(
                 f"{placement.strategy}: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs "
@@ -111,16 +114,12 @@ def place(
         if text:
             click.echo(text)
     if picture:
-        from pinlab.placement.picture import draw
-
         draw(placement, picture)
 
 
 def _rank_domain(rank: str):
     """pinlab place on this machine in a rank context: this machine with only the rank's domain
     allowed (said on stderr), or None outside any."""
-    from pinlab.ranks.launch import this_rank
-
     plan = this_rank(rank, None)
     if plan is None:
         return None
@@ -132,17 +131,11 @@ def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
     """pinlab place --ranks R [--gpus]: the node's split, and each rank's placement with -s/-c."""
     from pathlib import Path
 
-    from pinlab.ranks.launch import domain_placement, domain_topology, node_split
-    from pinlab.topology import load_topology
-    from pinlab.topology.sources import load_node
-
     if ranks is None:
         raise UsageError("--gpus shares the node's GPUs among ranks: give the number of ranks with --ranks R")
     if fmt not in ("list", "json"):
         raise UsageError(f"--ranks prints a table (-f list) or JSON (-f json), not {fmt!r}")
     if picture:
-        from pinlab.placement.picture import _check_target
-
         _check_target(Path(picture))
     topo = load_node() if source in ("this", "") else load_topology(source)
     split, notices = node_split(topo, ranks, gpus)
@@ -152,8 +145,6 @@ def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
     if options["strategy"] is not None or options["cpus"] is not None:
         placements = [domain_placement(domain_topology(topo, d), d, ranks, options) for d in split.domains]
     if picture:
-        from pinlab.placement.picture import draw_ranks
-
         draw_ranks(split, picture, placements)
     if fmt == "json":
         import json
@@ -164,16 +155,12 @@ def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
                 d["placement"] = p.to_json()
         click.echo(json.dumps(data, indent=2))
         return
-    from pinlab.ranks.show import rank_table
 
     click.echo(rank_table(split, placements))
 
 
 def _place_costs(placement, graph, fmt) -> None:
     """pinlab place --graph: the placement, then its cost beside compact/scatter/random (JSON: a "cost" object)."""
-    from pinlab.placement.cost import compare, format_comparison
-    from pinlab.placement.exports import export
-
     graph.check_threads(placement.threads)
     if placement.cpus is None:
         raise UsageError("strategy none leaves placement to the OS: it has no cost; choose a strategy or -c CPUS")

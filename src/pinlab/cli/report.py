@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import click
 
+from pinlab.autopin.logread import read_log
 from pinlab.errors import UsageError
 from pinlab.outputs import check_writable_directory
+from pinlab.report.autopin_html import write_autopin_html
+from pinlab.report.autopin_tables import print_autopin_report
+from pinlab.report.autopin_timeline import save_picture, timeline
+from pinlab.report.data import study_report
+from pinlab.report.html import write_html
+from pinlab.report.tables import dump_json, print_by_node, print_report, write_csv
 
 
 @click.command()
@@ -22,9 +29,6 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better,
     """Statistics of a stored study (NAME, default the latest): tables, CSV, JSON, HTML."""
     from pathlib import Path
 
-    from pinlab.report.data import study_report
-    from pinlab.report.tables import dump_json, print_report, write_csv
-
     if not Path(db).exists():
         raise UsageError(f"no study database at {db!r}: run `pinlab study --db {db} ...` first")
     for option, directory in (("--csv", csv_dir), ("--html", html_dir)):
@@ -36,16 +40,12 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better,
     else:
         print_report(rep)
         if by_node:
-            from pinlab.report.tables import print_by_node
-
             print_by_node(rep)
     try:
         if csv_dir:
             runs_csv, stats_csv = write_csv(rep, csv_dir)
             click.echo(f"pinlab: wrote {runs_csv} and {stats_csv}", err=True)
         if html_dir:
-            from pinlab.report.html import write_html
-
             click.echo(f"pinlab: HTML report: {write_html(rep, html_dir)}", err=True)
     except OSError as exc:  # checked above, but a disk can fill or a directory vanish meanwhile
         raise UsageError(f"could not write the report: {exc.strerror or exc} ({exc.filename}); the study database is unchanged") from None
@@ -57,9 +57,6 @@ def report(name, db, baseline, alpha, html_dir, csv_dir, as_json, metric_better,
 @click.option("--picture", type=click.Path(dir_okay=False), help="Draw the rate over time to FILE.svg or FILE.png.")
 def autopin_report(log_path, html_dir, picture) -> None:
     """Report on an autopin log (written by `pinlab autopin --log FILE`): candidates, verdicts, timeline."""
-    from pinlab.autopin.logread import read_log
-    from pinlab.report.autopin_tables import print_autopin_report
-
     if html_dir:
         check_writable_directory(html_dir, "--html")
     if picture and not picture.lower().endswith((".svg", ".png")):
@@ -69,10 +66,6 @@ def autopin_report(log_path, html_dir, picture) -> None:
         click.echo(f"pinlab: warning: {warning}", err=True)
     print_autopin_report(log)
     if picture:
-        from pinlab.report.autopin_timeline import save_picture, timeline
-
         click.echo(f"pinlab: picture: {save_picture(timeline(log), picture)}", err=True)
     if html_dir:
-        from pinlab.report.autopin_html import write_autopin_html
-
         click.echo(f"pinlab: HTML report: {write_autopin_html(log, html_dir)}", err=True)

@@ -6,6 +6,10 @@ import click
 
 from pinlab.cli.common import GRAPH_STRATEGY_HELP, graph_option, started, this_topology
 from pinlab.errors import UsageError
+from pinlab.launch import plan_spec, write_record
+from pinlab.launch.runner import run as launch
+from pinlab.memory.balance import Steal
+from pinlab.ranks.launch import domain_placement, no_domain_memory, rank_memory, this_rank
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -121,9 +125,6 @@ def run(
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
     found, 126 if it cannot be executed, 2 for bad options.
     """
-    from pinlab.launch import plan_spec, write_record
-    from pinlab.launch.runner import run as launch
-
     if sample_ms is not None and not 0 < sample_ms <= 3_600_000:
         raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {sample_ms})")
     if record_path:
@@ -137,8 +138,6 @@ def run(
         except OSError as exc:
             raise UsageError(f"cannot write the record {record_path!r}: {exc.strerror}") from None
     import os
-
-    from pinlab.ranks.launch import no_domain_memory, this_rank
 
     graph = graph_option(graph_file, strict, dict(topology=this_topology, strategy=strategy, threads=threads, smt=smt, domains=domains))
     rank_plan = this_rank(rank, gpus)
@@ -210,8 +209,6 @@ def run(
     if record_path:
         write_record(record, record_path)
     if not quiet:
-        from pinlab.memory.balance import Steal
-
         for steal in record.balance or ():
             click.echo(f"pinlab: {Steal(**steal).text()}", err=True)
         click.echo(record.summary(), err=True)
@@ -221,8 +218,6 @@ def run(
 def _rank_placement(rank_plan, options: dict, plan_file, mem):
     """In a rank context: the placement of -s/-c inside the rank's domain (None: the program
     stays on the domain's CPUs, unpinned within), and --mem for that domain."""
-    from pinlab.ranks.launch import domain_placement, rank_memory
-
     if plan_file is not None:
         raise UsageError(
             "--plan gives fixed CPUs for the whole node: in a rank context give -s STRATEGY or -c CPUS, "

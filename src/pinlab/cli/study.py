@@ -5,8 +5,14 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import graph_option
+from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
+from pinlab.measure.counters import parse_events, probe
+from pinlab.study import slurm
+from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, StudyPlan, parse_command, parse_workload, run_study
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG
+from pinlab.study.slurm import SlurmOptions, run_task, submit
+from pinlab.study.store import Store
 from pinlab.words import plural
 
 
@@ -131,8 +137,6 @@ def study(
     configuration has none (every run of it failed; the runs are stored), 2 for bad options or
     after --max-failures failed runs, 128+N when stopped by signal N (continue with --resume).
     """
-    from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, run_study
-
     if collect is not None or status_of is not None or (resume and _is_campaign(db, resume)):
         return _campaign_command(db, collect, status_of, resume, program or workloads)
     try:
@@ -234,8 +238,6 @@ def _is_campaign(db: str, name: str) -> bool:
     """Whether study ``name`` of ``db`` is a Slurm campaign (its --resume resubmits tasks)."""
     from pathlib import Path
 
-    from pinlab.study.store import Store
-
     if not Path(db).exists():
         return False
     with Store.open(db, create=False, readonly=True) as store:
@@ -245,8 +247,6 @@ def _is_campaign(db: str, name: str) -> bool:
 
 def _submit(db, results_dir, nodes, partition, time_limit, sbatch_args, graph_file, domains, plan) -> int:
     from pathlib import Path
-
-    from pinlab.study.slurm import SlurmOptions, submit
 
     plan.graph, plan.domains = graph_option(graph_file, False), domains
     options = SlurmOptions(
@@ -266,8 +266,6 @@ def _submit(db, results_dir, nodes, partition, time_limit, sbatch_args, graph_fi
 
 def _campaign_command(db, collect, status_of, resume, extra) -> int:
     """--collect, --status and --resume of a Slurm campaign."""
-    from pinlab.study import slurm
-
     if sum(1 for x in (collect, status_of, resume) if x is not None) > 1:
         raise UsageError("give one of --collect NAME, --status NAME and --resume NAME")
     option = "--collect" if collect is not None else "--status" if status_of is not None else "--resume"
@@ -337,8 +335,6 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
 @click.argument("task", type=int)
 def study_task(directory, task) -> int:
     """One array task of a Slurm campaign (run by the campaign's job script on a node)."""
-    from pinlab.study.slurm import run_task
-
     return run_task(directory, task)
 
 
@@ -370,9 +366,6 @@ def _study_plan(
     import datetime
     import os
 
-    from pinlab.cpuset import parse_cpulist
-    from pinlab.study.engine import StudyPlan, parse_command, parse_workload
-
     programs = [parse_workload(w) for w in workloads]
     if program:
         programs.append(parse_command(list(program)))
@@ -389,12 +382,8 @@ def _study_plan(
             raise UsageError(f"--sample-ms must be auto or a number of milliseconds (got {sample_ms!r})") from None
     usable = []
     if counters is not None and on_nodes:  # each node counts what it can (checked there, run by run)
-        from pinlab.measure.counters import parse_events
-
         usable = [e.name for e in parse_events(counters)]
     elif counters is not None:
-        from pinlab.measure.counters import parse_events, probe
-
         found = probe(parse_events(counters))
         usable = [e.name for e in found.usable]
         for notice in found.notices:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import TOPOLOGY_HELP
+from pinlab.topology import load_topology, preset_names
+from pinlab.topology.render import render_tree, topology_to_json
+from pinlab.topology.sources import lstopo
 
 
 @click.command()
@@ -13,8 +16,6 @@ from pinlab.cli.common import TOPOLOGY_HELP
 @click.option("--list-presets", is_flag=True, help="List the bundled machine descriptions and exit.")
 def topology(source: str, fmt: str, list_presets: bool) -> None:
     """Show the machine's topology (or another one's)."""
-    from pinlab.topology import load_topology, preset_names
-
     if list_presets:
         for name in preset_names():
             topo = load_topology(name)
@@ -22,21 +23,15 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
         return
     topo = load_topology(source)
     if fmt == "tree":
-        from pinlab.topology.render import render_tree
-
         click.echo(render_tree(topo))
     elif fmt == "json":
         import json
-
-        from pinlab.topology.render import topology_to_json
 
         click.echo(json.dumps(topology_to_json(topo), indent=2))
     elif fmt == "xml":
         click.echo(topo.xml, nl=not topo.xml.endswith("\n"))
     else:
         import tempfile
-
-        from pinlab.topology.sources import lstopo
 
         with tempfile.NamedTemporaryFile("w", suffix=".xml") as tmp:
             tmp.write(topo.xml)

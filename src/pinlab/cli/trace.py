@@ -5,6 +5,10 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import started
+from pinlab.native import include_dir, native_path
+from pinlab.trace import trace_program
+from pinlab.trace.cc import build, compile_flags, link_flags
+from pinlab.trace.common import TraceRequest
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -41,9 +45,6 @@ def trace(threads, method, output, no_baseline, after, original, period_ms, min_
     status, 128+N if it died of signal N); 128+N when pinlab is stopped by signal N (Ctrl-C: 130);
     127/126 for a program that cannot be found or executed; 2 for bad options.
     """
-    from pinlab.trace import trace_program
-    from pinlab.trace.common import TraceRequest
-
     settings = {"period_ms": period_ms, "min_bytes": min_bytes, "heap": True if heap else None, "sample_period": sample_period}
     request = TraceRequest(argv=list(program), threads=threads, options={k: v for k, v in settings.items() if v is not None}, after=after)
     outcome = started(lambda: trace_program(request, method, baseline=not no_baseline, output=output, original=original))
@@ -74,8 +75,6 @@ def cc(verbose, command) -> int:
     ThreadSanitizer's (a command doing both is split). Exits with the compiler's status; 127 for a
     compiler that is not found, 126 for one that cannot be executed, 2 for one that does not build.
     """
-    from pinlab.trace.cc import build
-
     return started(lambda: build(list(command), echo=(lambda line: click.echo(line, err=True)) if verbose else None))
 
 
@@ -87,11 +86,8 @@ def cflags(mem) -> None:
     With --mem, those of a program using the memory API: CFLAGS += $(pinlab cflags --mem).
     """
     if mem:
-        from pinlab.native import include_dir
-
         click.echo(f"-I{include_dir()}")
         return
-    from pinlab.trace.cc import compile_flags
 
     click.echo(" ".join(compile_flags()))
 
@@ -104,11 +100,8 @@ def ldflags(mem) -> None:
     With --mem, those of a program using the memory API: LDLIBS += $(pinlab ldflags --mem).
     """
     if mem:
-        from pinlab.native import native_path
-
         directory = native_path("libpinlab-mem.so").parent
         click.echo(f"-L{directory} -Wl,-rpath,{directory} -lpinlab-mem")
         return
-    from pinlab.trace.cc import link_flags
 
     click.echo(" ".join(link_flags()))

@@ -5,7 +5,12 @@ from __future__ import annotations
 import click
 
 from pinlab.errors import UsageError
+from pinlab.launch import plan_spec
+from pinlab.launch.runner import run as launch
+from pinlab.native import include_dir as headers
 from pinlab.words import plural
+from pinlab.workloads import WORKLOADS, workload_argv, workload_path
+from pinlab.workloads.corun import CoRunners
 
 
 @click.group()
@@ -16,8 +21,6 @@ def workload() -> None:
 @workload.command("list")
 def workload_list() -> None:
     """List the built-in workloads."""
-    from pinlab.workloads import WORKLOADS
-
     for w in WORKLOADS.values():
         click.echo(f"{w.name:18} {w.kind:26} {w.summary}")
 
@@ -26,8 +29,6 @@ def workload_list() -> None:
 @click.argument("name")
 def workload_path_command(name: str) -> None:
     """Print the executable of workload NAME (to run it under taskset, likwid-pin, perf...)."""
-    from pinlab.workloads import workload_path
-
     click.echo(workload_path(name))
 
 
@@ -35,8 +36,6 @@ def workload_path_command(name: str) -> None:
 @click.option("--include-dir", is_flag=True, help="Print the directory to give cc -I instead of the header's path.")
 def workload_heartbeat_header(include_dir: bool) -> None:
     """Print the path of pinlab_heartbeat.h, the C header by which a program reports its work to autopin."""
-    from pinlab.native import include_dir as headers
-
     directory = headers()
     click.echo(directory if include_dir else directory / "pinlab_heartbeat.h")
 
@@ -50,12 +49,7 @@ def workload_heartbeat_header(include_dir: bool) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
     """Run workload NAME; its own options go after --, e.g. pinlab workload run stream -n 2 -- --size 10M"""
-    from pinlab.workloads import workload_argv
-
     argv = workload_argv(name, threads, args, json=as_json)
-    from pinlab.launch import plan_spec
-    from pinlab.launch.runner import run as launch
-
     if strategy is not None and threads is None:
         raise UsageError(f"running {name} with strategy {strategy} needs a thread count: add -n THREADS")
     # Through the launcher even unpinned: signals forwarded, exit status 128+N, nothing orphaned.
@@ -77,8 +71,6 @@ def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
     """Run co-runners of KIND (cpu, sleep, memory) until stopped, to load CPUs during a measurement."""
     import signal
     import time
-
-    from pinlab.workloads.corun import CoRunners
 
     if duration is not None and not 0 < duration < 1e9:
         raise UsageError(f"--duration must be a positive number of seconds (got {duration})")

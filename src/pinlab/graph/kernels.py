@@ -14,6 +14,8 @@ import ctypes
 import functools
 from collections.abc import Sequence
 
+from pinlab.native import native_path
+
 #: A matrix with more than this fraction of non-zero entries is handed to C dense, else as CSR.
 DENSE_FRACTION = 0.25
 
@@ -22,8 +24,6 @@ _P = ctypes.c_void_p
 
 @functools.lru_cache(maxsize=1)
 def _library():
-    from pinlab.native import native_path
-
     library = ctypes.CDLL(str(native_path("libpinlab-graph.so")))
     library.pinlab_group_sums.restype = None
     library.pinlab_group_sums.argtypes = [ctypes.c_int, _P, _P, _P, _P, _P, _P, ctypes.c_int, ctypes.c_int, _P]

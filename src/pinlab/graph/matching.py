@@ -23,6 +23,7 @@ import math
 from typing import Any, Iterable, Sequence
 
 from pinlab.errors import UsageError
+from pinlab.native import native_path
 
 EXACT_INTEGER_LIMIT = 2**53  # whole-number weights up to this are matched exactly
 FLOAT_SCALE_BITS = 40  # other weights are scaled so that the largest becomes 2**FLOAT_SCALE_BITS
@@ -35,8 +36,6 @@ Pair = tuple[int, int]
 @functools.lru_cache(maxsize=1)
 def _native_function():
     """The C entry point, loaded once (the library lives in pinlab/_native)."""
-    from pinlab.native import native_path
-
     library = ctypes.CDLL(str(native_path("libpinlab-graph.so")))
     function = library.pinlab_max_weight_matching
     function.restype = ctypes.c_int

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pinlab.errors import UsageError
+from pinlab.graph.binary import binary_threads, load_binary, write_binary
+from pinlab.outputs import check_writable
 
 JSON_FORMAT_VERSION = 1
 GRANULARITIES = ("line", "page", "message", "unknown")
@@ -139,9 +141,7 @@ class AffinityGraph:
         """Write the graph as JSON, as a matrix when the name ends in .csv/.txt/.mat, compact for .npz."""
         path = Path(path)
         binary = path.suffix.lower() == BINARY_SUFFIX
-        if binary:
-            from pinlab.graph.binary import write_binary
-        else:
+        if not binary:
             text = self.to_csv() if path.suffix.lower() in MATRIX_SUFFIXES else self.to_json_text()
         # Written beside the target and renamed over it: a full disk or a kill midway leaves
         # neither a truncated graph nor an empty file, and a graph already there stays whole.
@@ -203,8 +203,6 @@ def convert_graph(
     from a graph that carries more (how it was measured, its granularity, volumes other than the
     row sums) says what is left behind. ``progress``: as for :func:`load_graph`.
     """
-    from pinlab.outputs import check_writable
-
     fmt = graph_format(target)
     graph = load_graph(source, strict=strict, notice=notice, progress=progress)
     check_writable(target, "the graph")
@@ -260,8 +258,6 @@ def load_graph(
 
 def _load(path: Path, fmt: str, size: int, *, strict: bool, notice, expect, progress) -> AffinityGraph:
     if fmt == "binary":
-        from pinlab.graph.binary import load_binary
-
         data = load_binary(path, expect=expect, max_weight=MAX_WEIGHT, progress=progress)
         return AffinityGraph(
             weights=data["weights"],
@@ -340,8 +336,6 @@ def peek_threads(path: str | Path) -> int | None:
     path = Path(path)
     fmt = graph_format(path, reading=True)
     if fmt == "binary":
-        from pinlab.graph.binary import binary_threads
-
         return binary_threads(path)
     try:
         with open(path, "rb") as f:

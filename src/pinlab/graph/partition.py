@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from pinlab.graph.kernels import Weights, group_sums, grow, heaviest, unique, weights_of
+from pinlab.graph.kernels import inside_weight as weight_inside
+from pinlab.graph.kernels import refine as refine_native
+
 #: METIS takes integer edge weights; float weights are scaled so that the largest is this.
 _INT_SCALE = 1_000_000
 
@@ -27,9 +31,6 @@ def partition(weights, sizes: Sequence[int], *, vsize: Sequence[int] | None = No
     settle (lpgp splits a pair); a ValueError says when the sizes cannot add up.
     """
     import numpy as np
-
-    from pinlab.graph.kernels import Weights
-    from pinlab.graph.kernels import inside_weight as weight_inside
 
     w = np.asarray(weights, dtype=np.float64)
     n = w.shape[0]
@@ -73,8 +74,6 @@ def _metis_edges(g):
         rows = np.repeat(np.arange(n), np.diff(g.indptr))
         cols, values = g.indices.astype(np.int64), g.data
     elif n > max(METIS_ALL_PAIRS, 2 * METIS_NEIGHBOURS):
-        from pinlab.graph.kernels import heaviest, unique
-
         w = g.dense
         k = METIS_NEIGHBOURS
         rows = np.repeat(np.arange(n), k)
@@ -130,8 +129,6 @@ def _grow(g, sizes: list[int], vs):
     pinlab.graph.kernels.grow)."""
     import numpy as np
 
-    from pinlab.graph.kernels import grow
-
     order = sorted(range(len(sizes)), key=lambda p: -sizes[p])
     parts = grow(g, sizes, order, vs)
     parts[parts < 0] = int(np.argmax(sizes))  # vertices too big for the room left anywhere
@@ -162,8 +159,6 @@ def repair(w, parts, sizes: list[int], vs):
     the first part, among equals). ``w``: a matrix or a pinlab.graph.kernels.Weights.
     """
     import numpy as np
-
-    from pinlab.graph.kernels import group_sums, weights_of
 
     parts = np.array(parts, dtype=np.int64)
     k = len(sizes)
@@ -203,13 +198,9 @@ def refine(w, parts, vs=None, *, passes: int = 3):
     with it when the gain is positive. Sizes of parts never change. The loop runs in C
     (pinlab.graph.kernels.refine); ``w`` is a symmetric matrix or a kernels.Weights.
     """
-    from pinlab.graph.kernels import refine as refine_native
-
     return refine_native(w, parts, vs, passes=passes)
 
 
 def inside_weight(weights, parts: Sequence[int]) -> float:
     """The total weight of pairs whose two vertices are in the same part (each pair once)."""
-    from pinlab.graph.kernels import inside_weight as weight_inside
-
     return weight_inside(weights, parts)

@@ -11,19 +11,24 @@ import inspect
 import json
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
+from pinlab.graph import load_graph
 from pinlab.launch import memory
 from pinlab.launch.record import RunRecord, ThreadRecord
 from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, parse_skip
+from pinlab.launch.runner import run as launch
 from pinlab.measure import linux
+from pinlab.measure.counters import parse_events, probe
 from pinlab.measure.linux import check_cpus
 from pinlab.memory.balance import BalanceController
+from pinlab.placement import Placement, make_placement
 from pinlab.placement.expressions import is_cpulist
-
-if TYPE_CHECKING:
-    from pinlab.placement import Placement
+from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES, canonical_strategy
+from pinlab.placement.units import take
+from pinlab.topology import load_topology
 
 __all__ = ["LaunchSpec", "ProgramNotExecutable", "ProgramNotFound", "RunRecord", "ThreadRecord", "plan_spec", "run"]
 
@@ -57,8 +62,6 @@ def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
         # Only the CPUs this process may use: a nested thread must never land outside them.
         return [cpus & allowed for cpus in linux.numa_nodes().values() if cpus & allowed]
     if kind == "cache":
-        from pinlab.topology import load_topology
-
         topo = load_topology("this")
         caches = topo.data_caches()
         if not caches:
@@ -119,8 +122,6 @@ def plan_spec(
     if cpu_kind is not None and (plan_file is not None or placement is not None or (cpus is not None and not isinstance(cpus, str))):
         raise UsageError("--cpu-kind narrows a strategy or a CPU expression: it does not apply to a given plan")
     if graph is not None or domains is not None or level is not None:
-        from pinlab.placement.strategies import GRAPH_STRATEGIES, canonical_strategy
-
         if strategy is None or canonical_strategy(strategy) not in GRAPH_STRATEGIES:
             raise UsageError(f"--graph, --domains and --level go with a graph strategy: use -s {' or '.join(GRAPH_STRATEGIES)}")
     if plan_file is not None:
@@ -128,9 +129,6 @@ def plan_spec(
         planned, threads = plan["cpus"], threads or plan["threads"]
     elif isinstance(cpus, str) and is_cpulist(cpus.strip()) and cpu_kind is None:
         # A plain CPU list needs no topology: checked against the kernel's CPUs and our mask.
-        from pinlab.cpuset import parse_cpulist
-        from pinlab.placement.units import take
-
         listed = parse_cpulist(cpus)
         if not oversubscribe and len(set(listed)) != len(listed):
             repeated = next(c for c in listed if listed.count(c) > 1)
@@ -151,12 +149,7 @@ def plan_spec(
         plan = {"pinlab_placement": 1, "strategy": "explicit", "expression": None, "threads": threads, "cpus": planned}
     elif strategy is not None or cpus is not None or placement is not None:
         if placement is None:
-            from pinlab.placement import make_placement
-            from pinlab.topology import load_topology
-
             if isinstance(graph, (str, os.PathLike)):
-                from pinlab.graph import load_graph
-
                 graph = load_graph(graph)
             placement = make_placement(
                 load_topology("this"),
@@ -207,8 +200,6 @@ def plan_spec(
             raise UsageError("--nested inherit needs a placement (-s, -c or --plan)")
     wanted = None
     if counters is not None:
-        from pinlab.measure.counters import parse_events, probe
-
         wanted = probe(parse_events(counters if isinstance(counters, str) else ",".join(counters)))
     return LaunchSpec(
         numa_balancing=True if plan is not None and plan.get("strategy") == "autonuma" else None,
@@ -251,14 +242,10 @@ def run(
     :class:`~pinlab.errors.UsageError` on bad input and :class:`ProgramNotFound` /
     :class:`ProgramNotExecutable` when the program cannot be started.
     """
-    from pinlab.launch.runner import run as launch
-
     kwargs: dict[str, Any] = {}
     if placement is None:
         pass
     elif isinstance(placement, str):
-        from pinlab.placement.strategies import ALIASES, STRATEGIES
-
         key = "strategy" if placement in STRATEGIES or placement in ALIASES else "cpus"
         kwargs[key] = placement
     elif isinstance(placement, Sequence):

@@ -25,6 +25,8 @@ from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.measure import linux
 from pinlab.measure.linux import mems_allowed, numa_nodes
+from pinlab.memory.memmap import machine_nodes
+from pinlab.memory.weights import check_weights, parse_weighted
 
 MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_INTERLEAVE, MPOL_LOCAL, MPOL_WEIGHTED_INTERLEAVE = 0, 1, 2, 3, 4, 6
 _MODES = {
@@ -68,11 +70,8 @@ def parse_policy(text: str | None) -> MemPolicy:
             raise UsageError(f"memory policy {kind} takes no nodes (got {text!r}); use one of: {POLICIES}")
         return MemPolicy(kind)
     if kind == "weighted-interleave":
-        from pinlab.memory.weights import parse_weighted
-
         nodes_text, weights = parse_weighted(text, arg)
         nodes = _checked_nodes(kind, nodes_text)
-        from pinlab.memory.weights import check_weights
 
         return MemPolicy(kind, nodes, check_weights(text, nodes, weights))
     if kind not in ("bind", "interleave", "preferred"):
@@ -104,8 +103,6 @@ def nearest_memory_node(node: int) -> int:
     """``node`` when it has memory; for a node of CPUs only, the node with memory at the least
     distance (the lowest numbered of equals), where the kernel's local allocation from its CPUs
     goes too: binding to a node without memory is refused (EINVAL)."""
-    from pinlab.memory.memmap import machine_nodes
-
     with_memory = machine_nodes()
     if node in with_memory or not with_memory:
         return node

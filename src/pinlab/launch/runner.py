@@ -23,20 +23,21 @@ import signal
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.launch import controls, memory, openmp
 from pinlab.launch.record import RunRecord, ThreadRecord, mask_set
 from pinlab.launch.spawn import spawn
-from pinlab.measure import linux
+from pinlab.measure import linux, shared_files
+from pinlab.measure.counters import Availability, ProgramCounters
 from pinlab.measure.events import RING_CAPACITY, RING_HEADER, RING_MAGIC
 from pinlab.measure.events import event_lines as _event_lines
 from pinlab.measure.shared_files import shared_directory
-
-if TYPE_CHECKING:
-    from pinlab.measure.counters import Availability
+from pinlab.memory.autonuma import balancing
+from pinlab.memory.weights import weights_set
+from pinlab.native import native_path
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -175,8 +176,6 @@ def preload_blocker(path: str) -> str | None:
 
 
 def _preload_library() -> str:
-    from pinlab.native import native_path
-
     return str(native_path("libpinlab-preload.so"))
 
 
@@ -235,7 +234,6 @@ def _new_events_file() -> str:
     directory = shared_directory()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"cannot create the thread event file in {directory} (PINLAB_EVENTS_DIR, /dev/shm or TMPDIR): not a writable directory")
-    from pinlab.measure import shared_files
 
     try:
         path, fd = shared_files.create(directory, "events")  # held until the run ends: removed at the next start if pinlab is killed
@@ -411,7 +409,6 @@ def run(spec: LaunchSpec) -> RunRecord:
         env = build_environment(spec, events, blocker, record.warnings)
         if controller is not None:
             env = controller.before_start(env, program, blocker, record.warnings)
-        from pinlab.memory.autonuma import balancing
 
         with balancing(spec.numa_balancing) as state, _interleave_weights(spec.mem):
             record.numa_balancing = state
@@ -422,8 +419,6 @@ def run(spec: LaunchSpec) -> RunRecord:
         if controller is not None:
             controller.after_run(record)
         if events:
-            from pinlab.measure import shared_files
-
             shared_files.release(events)
 
 
@@ -433,7 +428,6 @@ def _interleave_weights(policy: memory.MemPolicy):
 
     if policy.weights is None:
         return contextlib.nullcontext()
-    from pinlab.memory.weights import weights_set
 
     return weights_set(policy.nodes, policy.weights)
 
@@ -451,8 +445,6 @@ class _Usage:
 
 def _start(spec: LaunchSpec, program: str, env: dict[str, str], mask, mem_mode, mem_nodes, sigmask) -> tuple[int, int, int]:
     """Start the program through pinlab-exec (see native/launch); returns (helper pid, program pid, report pipe)."""
-    from pinlab.native import native_path
-
     read_end, write_end = os.pipe()
     try:
         os.set_inheritable(write_end, True)
@@ -538,8 +530,6 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         # Opened on this thread, just before the spawn: the program inherits them (see measure.counters).
         group = None
         if spec.counters:
-            from pinlab.measure.counters import ProgramCounters
-
             group = ProgramCounters(spec.counters.usable, spec.counters.user_only)
         try:
             helper, pid, reports = _start(spec, program, env, mask, mem_mode, mem_nodes, old_mask)

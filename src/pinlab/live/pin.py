@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
+from pinlab.measure.linux import check_cpus
 from pinlab.measure.threads import LiveThread, check_process, process_threads, workers
+from pinlab.placement import make_placement
+from pinlab.topology import load_topology
 from pinlab.words import plural
 
 #: The thread selections ``pinlab pin --threads`` names (besides a list of tids).
@@ -120,8 +123,6 @@ def apply_plan(pid: int, selected: list[LiveThread], plan: list[int]) -> Repin:
     would leave a running program that created a thread meanwhile not re-pinned at all.
     The plan's CPUs must exist and be allowed to pinlab (checked as ``pinlab run -c`` does).
     """
-    from pinlab.measure.linux import check_cpus
-
     if not plan:
         raise UsageError("empty plan: give at least one CPU")
     check_cpus(plan)
@@ -153,9 +154,6 @@ def plan_cpus(
     """The plan a re-pin of ``count`` threads follows, from a strategy or a CPU list/expression
     on this machine, as ``pinlab place`` computes it: a strategy places ``threads`` threads
     (default ``count``); a CPU list gives its CPUs (the first ``threads`` with -n)."""
-    from pinlab.placement import make_placement
-    from pinlab.topology import load_topology
-
     if cpus is None and strategy is not None and threads is None:
         threads = max(count, 1)
     placement = make_placement(load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)

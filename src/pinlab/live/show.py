@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 from pinlab.cpuset import format_cpulist
 from pinlab.live.watch import Look
+from pinlab.placement import Placement
+from pinlab.placement.picture import _check_target, draw
+from pinlab.topology.model import Topology
 from pinlab.words import plural
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-    from pinlab.placement import Placement
-    from pinlab.topology.model import Topology
 
 
 def table(look: Look) -> Table:
@@ -54,8 +54,6 @@ def pages_line(look: Look) -> str:
 
 def placement_now(look: Look, topo: Topology) -> Placement:
     """The threads as a Placement (thread i on the CPU it last ran on), for the placement picture."""
-    from pinlab.placement import Placement
-
     return Placement(
         strategy=f"process {look.pid} ({look.command}) now", threads=len(look.threads), cpus=[t.cpu for t in look.threads], topology=topo
     )
@@ -63,15 +61,11 @@ def placement_now(look: Look, topo: Topology) -> Placement:
 
 def draw_look(look: Look, topo: Topology, path: str) -> None:
     """Draw where the threads of the look are now (the thread numbers are the table's ``#``)."""
-    from pinlab.placement.picture import draw
-
     draw(placement_now(look, topo), path)
 
 
 def check_picture_path(path: str) -> None:
     """Refuse a picture path that cannot be written before anything is looked at."""
     from pathlib import Path
-
-    from pinlab.placement.picture import _check_target
 
     _check_target(Path(path))

@@ -27,12 +27,16 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+from pinlab.native import native_path
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TABLE_BITS = 20
-SLOT = np.dtype([("key", "<u8"), ("count", "<u8")])
-TABLE_BYTES = SLOT.itemsize << TABLE_BITS
+SLOT_BYTES = 16  # one slot: key and count, two little-endian uint64 (the tracer's layout)
+TABLE_BYTES = SLOT_BYTES << TABLE_BITS
 CONTROL_BYTES = 4096  # after the table: pause (uint64, pinlab writes), paused (uint64, the tracer answers)
 TID_BITS = 22
 LIBRARY = "libpinlab-pagetrace.so"
@@ -57,8 +61,6 @@ class PageTracker:
 
     def env(self, env: dict[str, str]) -> dict[str, str]:
         """``env`` with the tracer added after what LD_PRELOAD already has (pinlab's pinning first)."""
-        from pinlab.native import native_path
-
         out = dict(env)
         out["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), str(native_path(LIBRARY))) if p)
         out["PINLAB_TRACE_DIR"] = self.directory.name
@@ -67,8 +69,11 @@ class PageTracker:
         return out
 
     def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        import numpy as np  # heavy: only once a tracker runs, not on every launch
+
         """(tids, page numbers, counts) of every (thread, page) seen so far."""
-        table = np.fromfile(self.live, dtype=SLOT, count=1 << TABLE_BITS)
+        slot = np.dtype([("key", "<u8"), ("count", "<u8")])
+        table = np.fromfile(self.live, dtype=slot, count=1 << TABLE_BITS)
         used = table[table["key"] != 0]
         keys = used["key"] - np.uint64(1)
         return (
@@ -114,6 +119,8 @@ class PageTracker:
 
 def majority_pages(tids: np.ndarray, pages: np.ndarray, counts: np.ndarray, wanted: Iterable[int]) -> dict[int, list[int]]:
     """Pages (as addresses) each wanted thread touched first in more than half of their rounds."""
+    import numpy as np
+
     page_size = os.sysconf("SC_PAGE_SIZE")
     out: dict[int, list[int]] = {}
     if len(pages) == 0:

@@ -17,6 +17,10 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from pinlab.measure import shared_files
+from pinlab.measure.linux import environ_path
+from pinlab.measure.shared_files import shared_directory
+
 MAGIC = b"PLMATT1\0"
 SLOTS = 4096  # MAX_REGIONS of the library
 _HEADER = struct.Struct("=8sii")
@@ -39,9 +43,6 @@ class AttachTable:
     """The file a launched program publishes its regions in; a context manager that removes it."""
 
     def __init__(self, directory: str | None = None):
-        from pinlab.measure import shared_files
-        from pinlab.measure.shared_files import shared_directory
-
         name, fd = shared_files.create(directory or shared_directory(), "attach")  # held until close()
         try:
             os.pwrite(fd, _HEADER.pack(MAGIC, 0, SLOTS) + bytes(SLOTS * _SLOT.size), 0)
@@ -61,8 +62,6 @@ class AttachTable:
         return read_attachments(self.path)
 
     def close(self) -> None:
-        from pinlab.measure import shared_files
-
         shared_files.release(str(self.path))
 
     def __enter__(self) -> AttachTable:
@@ -101,8 +100,6 @@ def read_attachments(path: str | os.PathLike, attempts: int = 4) -> list[Attachm
 def table_of_process(pid: int) -> str | None:
     """The attachment table a running process publishes in (its ``PINLAB_MEM_ATTACH``, claimed
     by it), or None."""
-    from pinlab.measure.linux import environ_path
-
     path = environ_path(pid, ENV)
     if path is None:
         return None

@@ -34,6 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.measure import linux
+from pinlab.measure.threads import process_threads
+from pinlab.memory import migrate
+from pinlab.memory.accessed import PageTracker
+from pinlab.memory.attached import AttachTable
+from pinlab.memory.migrate import ProcessEnded, errno_name
 from pinlab.words import plural
 
 IDLE_CPUS = 0.25  # a node whose threads want less than this many CPUs is idle
@@ -144,7 +149,6 @@ class Balancer:
 
     def step(self) -> None:
         self.next_look = time.monotonic() + self.interval
-        from pinlab.measure.threads import process_threads
 
         threads = process_threads(self.pid, self.events)
         now = time.monotonic()
@@ -203,8 +207,6 @@ class Balancer:
         """Move the stolen threads' attached ``regions``, then (--balance-data accessed) the pages
         that those without attached data mostly accessed, to the thief's node. The program may
         end meanwhile: what had moved is counted, the rest is not called left behind."""
-        from pinlab.memory.migrate import ProcessEnded, errno_name, move_page_list, move_pages
-
         why: Counter = Counter()
 
         def attempt(move, pages: int) -> tuple[int, int]:
@@ -234,7 +236,7 @@ class Balancer:
                 moving[0] = region.tid
                 for start in range(region.start, region.start + region.size, chunk):
                     size = min(chunk, region.start + region.size - start)
-                    count(region.tid, *attempt(lambda: move_pages(self.pid, start, size, steal.to_node, why=why), -(-size // page)))
+                    count(region.tid, *attempt(lambda: migrate.move_pages(self.pid, start, size, steal.to_node, why=why), -(-size // page)))
             owners = {r.tid for r in regions}
             without = [tid for tid in steal.tids if tid not in owners]
             if without and self.tracker is not None:
@@ -245,7 +247,7 @@ class Balancer:
                     for tid in without:
                         moving[0] = tid
                         mine = sorted(owned[tid])
-                        count(tid, *attempt(lambda: move_page_list(self.pid, mine, steal.to_node, why=why), len(mine)))
+                        count(tid, *attempt(lambda: migrate.move_page_list(self.pid, mine, steal.to_node, why=why), len(mine)))
         except ProcessEnded as ended:
             count(moving[0], ended.moved, 0)
             steal.program_ended = True
@@ -330,16 +332,12 @@ class BalanceController:
         self.balancer: Balancer | None = None
 
     def before_start(self, env: dict[str, str], program: str, blocker: str | None, warnings: list[str]) -> dict[str, str]:
-        from pinlab.memory.attached import AttachTable
-
         self.table = AttachTable()
         env = {**env, **self.table.env()}
         if self.data == "accessed":
             if blocker is not None:
                 warnings.append(f"--balance-data accessed: {program} is {blocker}, so the page tracer cannot be loaded; only attached data moves")
             else:
-                from pinlab.memory.accessed import PageTracker  # numpy: only for this mode
-
                 self.tracker = PageTracker()
                 env = self.tracker.env(env)
         nodes = {node: sorted(set(self.cpus) & cpus) for node, cpus in linux.numa_nodes().items()}

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 
 #: Kinds of mapping, in the order tables list them.
@@ -117,7 +118,6 @@ def machine_nodes() -> list[int]:
             text = open("/sys/devices/system/node/online", encoding="ascii").read().strip()
         except OSError:
             return [0]
-    from pinlab.cpuset import parse_cpulist
 
     return sorted(parse_cpulist(text, "node list")) if text else [0]
 

@@ -17,6 +17,11 @@ import os
 from collections import Counter
 from collections.abc import Iterable
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
+from pinlab.errors import UsageError
+from pinlab.measure.threads import check_process, pages_per_node
+from pinlab.memory.memmap import machine_nodes
+
 _SYSCALL = {"x86_64": 256, "aarch64": 238, "ppc64le": 258, "s390x": 287, "riscv64": 238}
 _MAX_NODES = 1024
 _libc: ctypes.CDLL | None = None
@@ -178,10 +183,6 @@ def move_process(pid: int, to_nodes: str, from_nodes: str | None = None) -> tupl
     and the pages the kernel left behind. One-line UsageErrors for a gone or foreign process, nodes
     that do not exist or have no memory, and a kernel without NUMA.
     """
-    from pinlab.errors import UsageError
-    from pinlab.measure.threads import check_process, pages_per_node
-    from pinlab.memory.memmap import machine_nodes
-
     memory_nodes = machine_nodes()
     to = _nodes(to_nodes, "--to", memory_nodes)
     old = _nodes(from_nodes, "--from", memory_nodes) if from_nodes else [n for n in memory_nodes if n not in to]
@@ -210,8 +211,6 @@ def pairwise_steps(old: list[int], new: list[int]) -> list[tuple[list[int], list
     k-th lowest of ``new``), whatever order they were written in: pairs given in another order are
     moved one at a time, each node emptied before it receives, so that no page moves twice. Pairs
     that form a cycle (``--from 0,1 --to 1,0``) cannot be moved so and are refused."""
-    from pinlab.errors import UsageError
-
     if len(set(old)) != len(old):
         raise UsageError(f"--from names node {next(n for n in old if old.count(n) > 1)} twice: each node's pages go to one node")
     pairs = [(a, b) for a, b in zip(old, new) if a != b]
@@ -235,9 +234,6 @@ def pairwise_steps(old: list[int], new: list[int]) -> list[tuple[list[int], list
 
 def _nodes(text: str, option: str, memory_nodes: list[int]) -> list[int]:
     """The nodes of a --to/--from value (a node list, or all), each one with memory."""
-    from pinlab.cpuset import format_cpulist, parse_cpulist
-    from pinlab.errors import UsageError
-
     nodes = memory_nodes if text.strip() == "all" else parse_cpulist(text, what=f"node list of {option}")
     for node in nodes:
         if node not in memory_nodes:

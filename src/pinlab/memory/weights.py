@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pinlab.errors import UsageError
+from pinlab.measure.linux import numa_nodes
+from pinlab.memory.api import Memory, MemoryAPIError
 from pinlab.words import plural
 
 SYSFS = Path("/sys/kernel/mm/mempolicy/weighted_interleave")
@@ -65,9 +67,6 @@ def check_weights(text: str, nodes: Sequence[int], weights: tuple[int, ...] | No
 
 def derived_weights(nodes: Sequence[int]) -> tuple[int, ...]:
     """Weights proportional to each node's read bandwidth (the memory library's cost hints)."""
-    from pinlab.measure.linux import numa_nodes
-    from pinlab.memory.api import Memory, MemoryAPIError
-
     memory = Memory()
     sources = [node for node, cpus in numa_nodes().items() if cpus] or [nodes[0]]
     bandwidth = []

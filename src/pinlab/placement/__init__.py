@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pinlab.errors import UsageError
 from pinlab.placement.expressions import resolve
+from pinlab.placement.kinds import restrict_to_kind
 from pinlab.placement.plan import Placement
 from pinlab.placement.registry import place
 from pinlab.placement.strategies import GRAPH_STRATEGIES, STRATEGIES, canonical_strategy
@@ -35,8 +36,6 @@ def make_placement(
     ``graph``, ``domains`` and ``level`` go to the graph strategies (see :func:`place`).
     """
     if cpu_kind is not None:
-        from pinlab.placement.kinds import restrict_to_kind
-
         topo = restrict_to_kind(topo, cpu_kind)
     if cpus is not None and strategy not in (None, "explicit"):
         raise UsageError("give either a strategy (-s) or CPUs (-c), not both")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
+from pinlab.topology.hwloc_xml import parse_xml
 from pinlab.topology.model import CpuKind, Topology
 
 # Words for the most and the least efficient kind (hwloc ranks kinds by efficiency, 0 = least).
@@ -42,8 +43,6 @@ def choose_kind(topo: Topology, word: str) -> CpuKind:
 
 def restrict_to_kind(topo: Topology, word: str) -> Topology:
     """The same machine with only the CPUs of one kind allowed (loaded again, as a narrower cgroup would be)."""
-    from pinlab.topology.hwloc_xml import parse_xml
-
     kind = choose_kind(topo, word)
     allowed = topo.allowed_cpus & kind.cpus
     if not allowed:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
 from pinlab.placement.plan import Placement
 from pinlab.topology.model import TopoObject
@@ -694,8 +695,6 @@ def draw_ranks(split, path: str | Path, placements: list[Placement] | None = Non
 
 
 def _cpus_text(cpus) -> str:
-    from pinlab.cpuset import format_cpulist
-
     return format_cpulist(cpus)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pinlab.cpuset import format_cpulist, parse_hwloc_bitmap
+from pinlab.errors import UsageError
 from pinlab.topology.model import Topology
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
@@ -223,8 +224,6 @@ def select_gpus(gpus: list[Gpu], text: str | None, where: str) -> list[Gpu]:
     """``--gpus``: ``all`` (every GPU hwloc found), or a comma list of GPUs by name (``cuda1``,
     ``nvml0``, ``rsmi3``, ``ze0``), by number (that of its name) or by PCI bus id. A GPU the node
     does not have is refused with the list of those it has, a GPU named twice as such."""
-    from pinlab.errors import UsageError
-
     if text is None or text.strip().lower() == "all":
         return list(gpus)
     have = ", ".join(f"{g.name} ({g.busid})" for g in gpus) or "none"

@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
-from pinlab.ranks.context import RankContext
-from pinlab.ranks.gpus import find_gpus, select_gpus
+from pinlab.placement import make_placement
+from pinlab.ranks.context import RankContext, parse_rank
+from pinlab.ranks.gpus import find_gpus, select_gpus, visible_devices
 from pinlab.ranks.split import NodeSplit, RankDomain, split_node
+from pinlab.topology.hwloc_xml import parse_xml
 from pinlab.topology.model import Topology
+from pinlab.topology.sources import load_node
 
 
 @dataclass
@@ -47,8 +50,6 @@ class RankPlan:
 
     def env(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` (the environment pinlab was given) with the rank's GPU variables."""
-        from pinlab.ranks.gpus import visible_devices
-
         return {**base, **(visible_devices(self.domain.gpus, base) if self.domain.gpus else {})}
 
 
@@ -80,8 +81,6 @@ def node_split(topo: Topology, ranks: int, gpus: str | None) -> tuple[NodeSplit,
 def domain_topology(topo: Topology, domain: RankDomain) -> Topology:
     """``topo`` with only ``domain``'s CPUs (and NUMA nodes) allowed, as a narrower cgroup would
     be: every strategy, CPU expression and memory word then works inside the domain."""
-    from pinlab.topology.hwloc_xml import parse_xml
-
     nodes = (topo.allowed_nodes & domain.nodes) or topo.allowed_nodes
     return parse_xml(topo.xml, source=topo.source, narrow_cpus=domain.cpus, narrow_nodes=nodes)
 
@@ -89,8 +88,6 @@ def domain_topology(topo: Topology, domain: RankDomain) -> Topology:
 def domain_placement(topology: Topology, domain: RankDomain, ranks: int, options: dict):
     """The placement ``options`` (make_placement's) ask for inside ``domain`` (``topology``: the
     node with only the domain allowed); a placement that does not fit says which rank it is."""
-    from pinlab.placement import make_placement
-
     try:
         return make_placement(topology, **options)
     except UsageError as exc:
@@ -128,9 +125,6 @@ def no_domain_memory(mem: str | None) -> None:
 def this_rank(rank: str, gpus: str | None, environ: Mapping[str, str] | None = None) -> RankPlan | None:
     """The rank plan of this process (``--rank`` as :func:`pinlab.ranks.context.parse_rank`
     reads it), on this machine; None outside a rank context (then ``--gpus`` is refused)."""
-    from pinlab.ranks.context import parse_rank
-    from pinlab.topology.sources import load_node
-
     context = parse_rank(rank, os.environ if environ is None else environ)
     if context is None:
         if gpus is not None:

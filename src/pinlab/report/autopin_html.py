@@ -14,6 +14,7 @@ from typing import Any
 from pinlab.autopin.logread import AutopinLog
 from pinlab.errors import UsageError
 from pinlab.report.autopin_data import choice_lines, migration_sentence, parameters, rate_unit, reprobe_sentence, run_summary, searches, si, what_ran
+from pinlab.report.autopin_timeline import timeline
 from pinlab.report.html import _environment
 
 __all__ = ["render_autopin_html", "write_autopin_html", "TEMPLATE"]
@@ -68,8 +69,6 @@ def _searches(log: AutopinLog) -> list[dict[str, Any]]:
 
 def render_autopin_html(log: AutopinLog) -> str:
     """The page as a string (see :func:`write_autopin_html`)."""
-    from pinlab.report.autopin_timeline import timeline
-
     start = log.start
     context = {
         "path": log.path,

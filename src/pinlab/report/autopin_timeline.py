@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinlab.autopin.logread import AutopinLog, finite
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
 from pinlab.report import plots
 from pinlab.report.autopin_data import rate_unit, searches, what_ran
@@ -140,8 +141,6 @@ def timeline(log: AutopinLog):
 
 
 def _cpus(cpus) -> str:
-    from pinlab.cpuset import format_cpulist
-
     text = format_cpulist(cpus) if cpus else "?"
     return f"CPU {text}" if len(cpus) == 1 else f"CPUs {text}"
 

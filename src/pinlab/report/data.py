@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.errors import UsageError
+from pinlab.stats import compare, decided, describe, overall
+from pinlab.study.direction import study_direction
+from pinlab.study.engine import FIXED_RUNS
+from pinlab.study.store import Store, damaged_database
 
 GROUP = ["program", "threads", "mem", "corun"]
 
@@ -39,8 +43,6 @@ class StudyReport:
 def direction_of(report) -> Any:
     """The report's :class:`~pinlab.study.direction.MetricDirection`; for a report-shaped object
     without one, the direction its study's parameters give (so every view labels speedups alike)."""
-    from pinlab.study.direction import study_direction
-
     found = getattr(report, "direction", None)
     if found is not None:
         return found
@@ -61,8 +63,6 @@ def _config_label(row) -> str:
 def load_runs(db: str, name: str | None = None, record: bool = True):
     """(study, DataFrame of its measured runs). Without a name, the study most recently created."""
     import pandas
-
-    from pinlab.study.store import Store, damaged_database
 
     with Store.open(db, create=False, readonly=True) as store, damaged_database(store.path):
         studies = store.studies()
@@ -159,9 +159,6 @@ def study_report(db: str, name: str | None = None, baseline: str = "none", alpha
     :func:`pinlab.study.direction.study_direction`).
     """
     import pandas
-
-    from pinlab.stats import compare, decided, describe, overall
-    from pinlab.study.direction import study_direction
 
     if not 0 < alpha < 0.5:
         raise UsageError(f"--alpha must be between 0 and 0.5 (got {alpha})")
@@ -276,8 +273,6 @@ def _add_counter_columns(rows: list[dict[str, Any]], ok, counters: list[str], ba
 
 def _adaptive(study, runs, stats, baseline: str) -> dict[str, Any] | None:
     """How many runs an adaptive study (--runs auto) took, against the seeds' fixed 35 per configuration."""
-    from pinlab.study.engine import FIXED_RUNS
-
     parameters = study.parameters
     if parameters.get("runs") != "auto":
         return None

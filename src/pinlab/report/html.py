@@ -16,10 +16,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pinlab.errors import UsageError
+from pinlab.measure.counters import SOFTWARE
+from pinlab.placement import picture
+from pinlab.placement.plan import Placement
 from pinlab.placement.strategies import UNPINNED
 from pinlab.report import plots
 from pinlab.report.data import direction_of
 from pinlab.report.tables import assumed_text
+from pinlab.topology.hwloc_xml import parse_xml
 
 __all__ = ["write_html", "render_html", "TEMPLATE_DIR"]
 
@@ -309,8 +314,6 @@ def _software_only(events: list[str]) -> bool:
     The kernel counts those itself, so every Linux has them, even a VM or container without a
     PMU; a study of only those cannot show the cache behaviour the seed paper's figures show.
     """
-    from pinlab.measure.counters import SOFTWARE
-
     return bool(events) and all(e in SOFTWARE for e in events)
 
 
@@ -350,9 +353,6 @@ def _counters(report) -> dict[str, Any] | None:
 
 def _study_topology(study):
     """(topology, None) from the hwloc XML recorded with the study, or (None, why not)."""
-    from pinlab.errors import UsageError
-    from pinlab.topology.hwloc_xml import parse_xml
-
     xml = (getattr(study, "machine", None) or {}).get("topology_xml")
     if not xml:
         return None, "The study did not record the machine's topology (hwloc XML), so its placements are not drawn."
@@ -396,8 +396,6 @@ def _pinned_runs(report) -> dict[tuple[str, int | None], Any]:
 
 def _placement_of(row, topology):
     """The placement a run was pinned with, rebuilt from its stored CPUs and plan."""
-    from pinlab.placement.plan import Placement
-
     record = row.get("record")
     plan = record.get("plan") if isinstance(record, dict) else None
     plan = plan if isinstance(plan, dict) else {}
@@ -426,8 +424,6 @@ def _svg(placement) -> tuple[str, int | None]:
     The width lets the page size the figure to its picture, so that the caption wraps under
     it rather than widening it (and pictures of a small machine sit side by side).
     """
-    from pinlab.placement import picture
-
     with tempfile.TemporaryDirectory(prefix="pinlab-report-") as tmp:
         path = Path(tmp) / "placement.svg"
         picture.draw(placement, path)

@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pinlab.report.data import direction_of
+
 __all__ = ["violin", "speedups", "counters", "timeline", "timeline_run", "save", "DPI", "metric_label"]
 
 DPI = 110
@@ -457,7 +459,6 @@ def speedups(report):
     ax.set_ylim(0, top * 1.18)
     ax.set_xticks(range(len(groups)))
     ax.set_xlim(-0.6, len(groups) - 0.4)
-    from pinlab.report.data import direction_of
 
     direction = direction_of(report)  # said beside the speedups: which way the metric is better
     ax.set_ylabel(f"median speedup over {base}\n({direction.better} is better: {direction.ratio(base)})", fontsize=9)

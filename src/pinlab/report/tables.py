@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pinlab.report.data import StudyReport, direction_of
+from pinlab.report.data import StudyReport, by_node, direction_of
 
 RUN_COLUMNS = [
     "study",
@@ -69,8 +69,6 @@ def print_by_node(report: StudyReport, console=None) -> None:
 
     from rich.console import Console
     from rich.table import Table
-
-    from pinlab.report.data import by_node
 
     console = console or Console(width=None if sys.stdout.isatty() else 180)
     if "node" not in report.runs:

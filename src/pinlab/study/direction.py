@@ -21,6 +21,7 @@ from typing import Any
 
 from pinlab.errors import UsageError
 from pinlab.stats import HIGHER, LOWER
+from pinlab.workloads import WORKLOADS
 
 #: How the direction of a study's metric was found (:attr:`MetricDirection.source`).
 STATED = "stated"  # given with --metric-better, stored with the study
@@ -71,8 +72,6 @@ class MetricDirection:
 def _workload_programs(programs: Iterable[Sequence[Any]]) -> bool:
     """Whether every program is one of pinlab's built-in workloads (name and executable match),
     so that its JSON keys mean what pinlab wrote them to mean."""
-    from pinlab.workloads import WORKLOADS
-
     programs = list(programs)
     return bool(programs) and all(
         name in WORKLOADS and bool(argv) and os.path.basename(str(argv[0])) == WORKLOADS[name].executable for name, argv in programs

@@ -19,10 +19,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.errors import UsageError
-from pinlab.placement.strategies import UNPINNED
+from pinlab.graph import AffinityGraph, graph_from_json, load_graph
+from pinlab.launch import ProgramNotExecutable, ProgramNotFound, plan_spec
+from pinlab.launch.memory import parse_policy
+from pinlab.launch.openmp import disagreements
+from pinlab.launch.runner import resolve_program
+from pinlab.launch.runner import run as launch
+from pinlab.measure.counters import parse_event, parse_events, probe
+from pinlab.measure.noise import WARNING, check
+from pinlab.placement import make_placement
+from pinlab.placement.kinds import restrict_to_kind
+from pinlab.placement.strategies import GRAPH_STRATEGIES, UNPINNED, canonical_strategy
+from pinlab.stats import InvalidSample, compare, decided
+from pinlab.study.direction import check_better_option, study_direction
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG, MAX_STUDY_RUNS, MAX_TIMEOUT_S
 from pinlab.study.machine import machine_description, node_identity, this_topology
+from pinlab.study.store import Store, damaged_database, fields_from_record
+from pinlab.version import __version__
 from pinlab.words import plural
+from pinlab.workloads import WORKLOADS, workload_path
+from pinlab.workloads.corun import KINDS, CoRunners
 
 ORDERS = ("interleaved", "blocked", "shuffled")
 
@@ -108,8 +124,6 @@ class StudyPlan:
         """
         import math
 
-        from pinlab.placement.strategies import canonical_strategy
-
         if not isinstance(self.name, str) or not self.name.strip():
             raise UsageError("the study name is empty: give a name with --name")
         if not self.programs:
@@ -150,16 +164,12 @@ class StudyPlan:
         if self.adaptive and self.baseline not in self.strategies:
             raise UsageError(f"--runs auto compares every placement with the baseline {self.baseline}: add {self.baseline} to --strategies")
         check_metric(self.metric)
-        from pinlab.study.direction import check_better_option
 
         self.metric_better = check_better_option(self.metric, self.metric_better, [(p.name, p.argv) for p in self.programs])
-        from pinlab.launch.memory import parse_policy
 
         self.mem = [str(parse_policy(m)) for m in self.mem]
         self.coruns = [parse_coruns(c) for c in self.coruns]
         for name in self.counters:
-            from pinlab.measure.counters import parse_event
-
             parse_event(name)
         n_configs = len(self.configs())
         per_config = self.warmup + (self.max_runs if self.adaptive else self.runs)
@@ -175,9 +185,6 @@ class StudyPlan:
 
     def _check_graph(self) -> None:
         """A graph goes with graph strategies, and fits every thread count they are studied with."""
-        from pinlab.graph import AffinityGraph, graph_from_json, load_graph
-        from pinlab.placement.strategies import GRAPH_STRATEGIES
-
         mapped = [s for s in self.strategies if s in GRAPH_STRATEGIES]
         if self.graph is None:
             if mapped:
@@ -200,19 +207,13 @@ class StudyPlan:
 
     def _placement_options(self, strategy: str) -> dict[str, Any]:
         """The graph and --domains for a graph strategy, nothing for the others."""
-        from pinlab.placement.strategies import GRAPH_STRATEGIES
-
         return {"graph": self.graph, "domains": self.domains} if strategy in GRAPH_STRATEGIES else {}
 
     def _check_fits(self, topology) -> None:
         """Every placement and co-runner configuration fits the machine (this one by default)."""
-        from pinlab.placement import make_placement
-
         topo = topology if topology is not None else this_topology()
         placed_on = topo
         if self.cpu_kind is not None:  # refused in its own words when the kind is unknown or absent
-            from pinlab.placement.kinds import restrict_to_kind
-
             placed_on = restrict_to_kind(topo, self.cpu_kind)
         for strategy in self.strategies:
             if strategy in UNPINNED:
@@ -281,8 +282,6 @@ def parse_workload(text: str) -> Program:
     Only built-in workloads: a name that is not one is an error, never looked up on PATH (a
     program goes after ``--``).
     """
-    from pinlab.workloads import WORKLOADS, workload_path
-
     head, _, options = text.partition(":")
     head = head.strip()
     if head not in WORKLOADS:
@@ -307,8 +306,6 @@ def parse_command(argv: list[str]) -> Program:
 
 def check_program(program: Program) -> None:
     """The program exists and can be executed, as ``pinlab run`` would find it (else exit 2 now)."""
-    from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound, resolve_program
-
     try:
         resolve_program(program.argv[0], os.environ.get("PATH", os.defpath))
     except (ProgramNotFound, ProgramNotExecutable) as exc:
@@ -324,8 +321,6 @@ def corun_count(corun: str) -> int:
 
 def parse_coruns(text: str) -> str:
     """``none`` or ``KIND:COUNT[,KIND:COUNT...]`` (cpu, sleep, memory), checked now."""
-    from pinlab.workloads.corun import KINDS
-
     if text == "none":
         return text
     for part in text.split("+"):
@@ -412,8 +407,6 @@ def scheduled_runs(plan: StudyPlan, n_configs: int) -> int:
 @functools.lru_cache(maxsize=8)
 def _counters(names: tuple[str, ...]):
     """Which of the study's counters can be counted here (probed once per study)."""
-    from pinlab.measure.counters import parse_events, probe
-
     return probe(parse_events(",".join(names)))
 
 
@@ -444,16 +437,9 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
     A co-runner that ended before the run did (it crashed, or its options were wrong) makes the
     run failed: the program did not run next to the load the configuration says.
     """
-    from pinlab.launch import ProgramNotExecutable, ProgramNotFound, plan_spec
-    from pinlab.launch.runner import run as launch
-    from pinlab.study.store import fields_from_record
-    from pinlab.workloads.corun import CoRunners
-
     placement = config["placement"]
     planned = None
     if placement != "none":
-        from pinlab.placement import make_placement
-
         seed = run_seed(plan.seed, config["position"], index) if placement == "random" else None
         planned = make_placement(
             this_topology(), strategy=placement, threads=config["threads"], seed=seed, cpu_kind=plan.cpu_kind, **plan._placement_options(placement)
@@ -548,9 +534,6 @@ def undecided(plan: StudyPlan, configs: list[dict[str, Any]], runs: list[dict[st
     runs while their comparison is not decided (:func:`pinlab.stats.decided`), until either has
     ``max_runs`` stored runs (failed ones count, so a failing program cannot loop forever).
     """
-    from pinlab.stats import InvalidSample, compare, decided
-    from pinlab.study.direction import study_direction
-
     by_config: dict[int, list[dict[str, Any]]] = {c["id"]: [] for c in configs}
     for run in runs:
         if not run["warmup"]:
@@ -654,8 +637,6 @@ def settings_warnings(configs: list[dict[str, Any]], env: Mapping[str, str]) -> 
     of 2 threads that ran 4. Computed from the configurations alone, before any run, so the user
     hears of it at once; each run's record also holds the warnings of its own launch.
     """
-    from pinlab.launch.openmp import disagreements
-
     concerns: dict[str, list[str]] = {}
     for config in configs:
         for text in disagreements(env, config["threads"], pinned=config["placement"] not in UNPINNED):
@@ -684,10 +665,6 @@ def run_study(
     (configuration position, run index, warm-up?) in this order, the share of one node of a Slurm
     campaign (pinlab.study.slurm), instead of the plan's whole schedule.
     """
-    from pinlab.measure.noise import WARNING, check
-    from pinlab.study.store import Store, damaged_database
-    from pinlab.version import __version__
-
     if resume is None:
         if plan is None:
             raise TypeError("run_study needs a plan, or resume=NAME")

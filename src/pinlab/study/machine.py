@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from pinlab.errors import UsageError
+from pinlab.measure.noise import governor
+from pinlab.topology import load_topology
+from pinlab.topology.render import topology_to_json
 from pinlab.words import plural
 
 
@@ -16,13 +19,8 @@ def machine_description() -> dict[str, Any]:
     """Where the study ran: topology summary, kernel, CPU model, governor, tool version."""
     import platform
 
-    from pinlab.measure.noise import governor
-
     described: dict[str, Any] = {"hostname": platform.node(), "kernel": platform.release(), "machine": platform.machine()}
     try:
-        from pinlab.topology import load_topology
-        from pinlab.topology.render import topology_to_json
-
         topo = load_topology("this")
         described["topology"] = topology_to_json(topo)["summary"]
         described["cpu_model"] = next((p.infos.get("CPUModel") for p in topo.packages if p.infos.get("CPUModel")), None)
@@ -71,6 +69,4 @@ def installed_memory(root: Path = Path("/sys/devices/system/memory")) -> int | N
 
 def this_topology():
     """This machine's topology, read once per study (hwloc takes tens of milliseconds)."""
-    from pinlab.topology import load_topology
-
     return load_topology("this")

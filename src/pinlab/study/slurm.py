@@ -38,6 +38,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pinlab.errors import UsageError
+from pinlab.study.engine import StudyFailed, StudyInterrupted, plan_from_parameters, run_study, schedule
+from pinlab.study.machine import machine_description
+from pinlab.study.store import RUN_FIELDS, Store, leave_in_rollback_journal
+from pinlab.version import __version__
 from pinlab.words import plural
 
 CAMPAIGN = "campaign.json"
@@ -117,8 +121,6 @@ def filesystem_type(path: Path) -> str:
 def split_runs(plan, n_configs: int, tasks: int) -> list[list[tuple[int, int, bool]]]:
     """Each task's runs: a warm-up round of every configuration (its own warm-up indexes), then
     the measured runs whose index is the task's number modulo ``tasks``, in the study's order."""
-    from pinlab.study.engine import schedule
-
     if plan.adaptive:
         raise UsageError("--runs auto chooses each next run from the results so far: a Slurm campaign needs a fixed --runs")
     if tasks > plan.runs:
@@ -213,10 +215,6 @@ def load_campaign(directory: str | Path) -> dict[str, Any]:
 def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Validate ``plan``, write the campaign into ``options.results``/NAME, submit its job array
     and create the study in ``db``, where ``--collect`` will bring its runs."""
-    from pinlab.study.machine import machine_description
-    from pinlab.study.store import Store
-    from pinlab.version import __version__
-
     _sbatch_command()  # before anything slower: without Slurm's commands nothing else matters
     plan.validate(fits=False)  # each node checks that the placements fit it as its task starts
     options.validate()
@@ -283,8 +281,6 @@ def submit(plan, db: str, options: SlurmOptions, say: Callable[[str], None] = pr
 
 def _check_db(db: str, name: str) -> None:
     """Refuse a --db that could not take the study, without creating or changing it."""
-    from pinlab.study.store import Store
-
     path = Path(os.path.abspath(db))
     if path.exists() and not path.is_dir() and path.stat().st_size > 0:
         with Store.open(path, create=False, readonly=True) as store:
@@ -315,9 +311,6 @@ def _stopped(signum, frame) -> None:
 
 def run_task(directory: str, task: int) -> int:
     """``pinlab study-task DIR K``, on a node: task K's runs into ``DIR/task-K.db``."""
-    from pinlab.study.engine import StudyFailed, StudyInterrupted, plan_from_parameters, run_study
-    from pinlab.study.store import Store, leave_in_rollback_journal
-
     campaign = load_campaign(directory)
     tasks = campaign["tasks"]
     if not 0 <= task < len(tasks):
@@ -368,8 +361,6 @@ def run_task(directory: str, task: int) -> int:
 
 
 def _campaign_of(db: str, name: str, option: str = "--collect"):
-    from pinlab.study.store import Store
-
     with Store.open(db, create=False) as store:
         study = store.study(name)
         if study is None:
@@ -384,8 +375,6 @@ def _campaign_of(db: str, name: str, option: str = "--collect"):
 def collect(db: str, name: str) -> dict[str, Any]:
     """Merge every task's runs of campaign ``name`` into the study in ``db``; repeatable: runs
     already collected are skipped. Returns counts and the tasks still missing or incomplete."""
-    from pinlab.study.store import RUN_FIELDS, Store
-
     study, campaign, directory = _campaign_of(db, name)
     # a task still queued or running is not read: its file is being written on another node,
     # and SQLite's journal is not coherent across the machines of a network file system
@@ -486,8 +475,6 @@ _RUNNING = frozenset({"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"})
 
 def _stored_runs(path: Path, name: str) -> int | str:
     """The runs a task's database holds, or why it cannot be read."""
-    from pinlab.study.store import Store
-
     if not path.exists():
         return 0
     try:

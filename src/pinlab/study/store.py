@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from pinlab.errors import UsageError
+from pinlab.version import __version__
 
 #: ``PRAGMA application_id`` of every pinlab study database: the bytes "PNLB".
 APPLICATION_ID = 0x504E4C42
@@ -422,7 +423,6 @@ class Store:
                 return
             for statement in _SCHEMA:
                 conn.execute(statement)
-            from pinlab.version import __version__
 
             conn.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?)",

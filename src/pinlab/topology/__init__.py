@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pinlab.topology import model, sources
+
 __all__ = ["CpuKind", "CpuLatency", "MeasuredMemory", "NumaDistances", "Topology", "TopoObject", "load_topology", "preset_names"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("CpuKind", "CpuLatency", "MeasuredMemory", "NumaDistances", "Topology", "TopoObject"):
-        from pinlab.topology import model
-
         return getattr(model, name)
     if name in ("load_topology", "preset_names"):
-        from pinlab.topology import sources
-
         return getattr(sources, name)
     raise AttributeError(f"module 'pinlab.topology' has no attribute {name!r}")

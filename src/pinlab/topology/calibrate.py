@@ -28,7 +28,9 @@ import time
 from dataclasses import dataclass, field
 
 from pinlab.errors import UsageError
+from pinlab.native import native_path
 from pinlab.topology.model import CpuLatency, MeasuredMemory, Topology, TopoObject
+from pinlab.topology.user_distances import cpu_latency_element, memory_elements, with_measurements
 
 #: Time spent on each pair (ms): a full 16-core matrix (120 pairs) takes about 1 s of measuring.
 PAIR_BUDGET_MS = 8.0
@@ -114,8 +116,6 @@ def plan_pairs(
 
 
 def _run(args: list[str], what: str, timeout: float) -> list[dict]:
-    from pinlab.native import native_path
-
     exe = str(native_path("pinlab-calibrate"))
     try:
         proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout, check=False)
@@ -230,8 +230,6 @@ def calibrate(topo: Topology, quick: bool = False, sample: bool = False, memory:
 def calibrated_xml(topo: Topology, result: Calibration) -> str:
     """The topology's hwloc XML with the measurements in it (earlier pinlab measurements replaced)."""
     import xml.etree.ElementTree as ET
-
-    from pinlab.topology.user_distances import cpu_latency_element, memory_elements, with_measurements
 
     elements = cpu_latency_element(result.latency)
     if result.memory is not None:

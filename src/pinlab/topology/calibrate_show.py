@@ -8,6 +8,7 @@ printed too, for reading exact values.
 from __future__ import annotations
 
 from pinlab.errors import UsageError
+from pinlab.outputs import check_writable
 from pinlab.topology.calibrate import Calibration
 
 # From near (cool) to far (hot): background colours of the scale, in order.
@@ -78,8 +79,6 @@ def memory_table(result: Calibration):
 
 
 def check_picture_path(path: str) -> None:
-    from pinlab.outputs import check_writable
-
     if not path.lower().endswith((".png", ".svg")):
         raise UsageError(f"picture file {path!r} must end in .png or .svg")
     check_writable(path, "picture")

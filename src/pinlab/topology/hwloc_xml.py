@@ -12,8 +12,9 @@ import xml.etree.ElementTree as ET
 
 from pinlab.cpuset import parse_hwloc_bitmap
 from pinlab.errors import UsageError
+from pinlab.topology.measured import apply_measured_groups
 from pinlab.topology.model import CpuKind, NumaDistances, Topology, TopoObject
-from pinlab.topology.user_distances import read_measured_memory
+from pinlab.topology.user_distances import read_cpu_latency, read_measured_memory
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
 _MEMORY_TYPES = frozenset({"NUMANode", "MemCache"})
@@ -76,9 +77,6 @@ def parse_xml(
 def _measured(root_el: ET.Element, root: TopoObject, source: str):
     """The CPU latency matrix ``pinlab calibrate`` stored in the file, if any, and the Group objects
     it reveals put into the tree (so that every strategy follows the machine as measured)."""
-    from pinlab.topology.measured import apply_measured_groups
-    from pinlab.topology.user_distances import read_cpu_latency
-
     latency = read_cpu_latency(root_el, source)
     if latency is None:
         return None, []

@@ -25,6 +25,7 @@ The method:
 
 from __future__ import annotations
 
+from pinlab.cpuset import format_cpulist
 from pinlab.topology.model import CpuLatency, Topology, TopoObject
 
 #: Two latencies belong to different levels when the larger exceeds the smaller, its neighbour in
@@ -156,8 +157,6 @@ def _renumber_depths(root: TopoObject) -> None:
 
 
 def _cpulist(cpus: frozenset[int]) -> str:
-    from pinlab.cpuset import format_cpulist
-
     return format_cpulist(cpus)
 
 

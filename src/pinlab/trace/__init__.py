@@ -21,8 +21,12 @@ from pathlib import Path
 
 from pinlab.errors import UsageError
 from pinlab.graph.model import BINARY_SUFFIX, MATRIX_SUFFIXES
+from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, resolve_program
+from pinlab.launch.runner import run as launch
+from pinlab.measure.linux import allowed_cpus
 from pinlab.outputs import check_writable
 from pinlab.trace.common import TraceRequest, TraceResult, check_window
+from pinlab.trace.exact import instrumented
 from pinlab.trace.limits import check_threads
 
 METHODS = ("exact", "sampled", "pages")
@@ -101,9 +105,6 @@ def check_original(original: str | None, method: str, request: TraceRequest) -> 
             f"--original is for --method exact (a program built with pinlab cc): the {method} method traces "
             f"the original program itself, so its slowdown is already measured against it; drop --original"
         )
-    from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound, resolve_program
-    from pinlab.trace.exact import instrumented
-
     env = os.environ if request.env is None else request.env
     try:
         path = resolve_program(original, env.get("PATH", os.defpath))
@@ -118,10 +119,6 @@ def run_untraced(request: TraceRequest) -> tuple[float, int, int | None]:
     """The program's wall time, exit status and the stopping signal pinlab received meanwhile (None
     mostly), untraced, through the same launcher and placement as the exact method (one thread per
     allowed CPU, the rest unpinned); its output is discarded."""
-    from pinlab.launch.runner import LaunchSpec
-    from pinlab.launch.runner import run as launch
-    from pinlab.measure.linux import allowed_cpus
-
     with open(os.devnull, "wb") as sink:
         spec = LaunchSpec(
             argv=list(request.argv),
@@ -151,8 +148,6 @@ def trace_program(
 
     The traced run's output and exit status are the program's (the caller passes the status on).
     """
-    from pinlab.launch.runner import resolve_program
-
     check_request(request)
     if output is not None:
         check_output(output)

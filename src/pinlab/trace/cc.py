@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 from pinlab.errors import UsageError
+from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound
+from pinlab.native import native_path
 
 TRACE_LIBRARY = "libpinlab-trace.so"
 INSTRUMENT = "-fsanitize=thread"
@@ -66,8 +68,6 @@ _LINK_ONLY = {"-shared", "-static", "-pie", "-no-pie", "-rdynamic", "-static-lib
 
 
 def _runtime_dir() -> Path:
-    from pinlab.native import native_path
-
     return native_path(TRACE_LIBRARY).parent
 
 
@@ -87,8 +87,6 @@ def check_compiler(compiler: str) -> None:
     (ProgramNotExecutable, 126), or does not build an instrumented object from a one-line test
     (UsageError): a command such as ``true`` that exits 0 without compiling would otherwise
     "build" nothing and say so by its silence."""
-    from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound
-
     with tempfile.TemporaryDirectory(prefix="pinlab-cc-probe-") as probe_dir:
         probe = os.path.join(probe_dir, "probe.o")
         try:

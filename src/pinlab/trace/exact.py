@@ -19,9 +19,13 @@ from array import array
 from pathlib import Path
 
 from pinlab.errors import UsageError
+from pinlab.launch.runner import LaunchSpec
+from pinlab.launch.runner import run as launch
+from pinlab.measure.linux import allowed_cpus
 from pinlab.trace.cc import TRACE_LIBRARY
 from pinlab.trace.common import ENV_WINDOW, TraceRequest, TraceResult, graph_from_counts, window_unopened
 from pinlab.trace.elf import needed_libraries
+from pinlab.trace.traced_run import check_request
 
 MAGIC = b"PLTRACE1"
 HEADER_WORDS = 8  # magic, pid, tid, line bytes, entries, accesses, table bytes, missed
@@ -74,11 +78,6 @@ def read_counts(path: str | Path) -> tuple[dict[str, int], dict[int, int]]:
 
 def trace(request: TraceRequest) -> TraceResult:
     """Run the program once under the exact tracer and build its affinity graph (cache lines)."""
-    from pinlab.launch.runner import LaunchSpec
-    from pinlab.launch.runner import run as launch
-    from pinlab.measure.linux import allowed_cpus
-    from pinlab.trace.traced_run import check_request
-
     check_request(request)
     why = unavailable(request)
     if why is not None:

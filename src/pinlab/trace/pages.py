@@ -43,6 +43,7 @@ import tempfile
 from pathlib import Path
 
 from pinlab.errors import UsageError
+from pinlab.native import NATIVE_DIR, native_path
 from pinlab.trace.common import TraceRequest, TraceResult, graph_from_counts, window_unopened
 from pinlab.trace.traced_run import check_request, preload_problem, run_traced, thread_indexes
 
@@ -57,8 +58,6 @@ ACTIVE = 10
 
 def unavailable(request: TraceRequest) -> str | None:
     """Why the pages method cannot trace this program here (no library, static or setuid program), or None."""
-    from pinlab.native import NATIVE_DIR
-
     if not (NATIVE_DIR / LIBRARY).exists():
         return f"the pages method needs {LIBRARY}, missing from {NATIVE_DIR}: reinstall pinlab (make install), or use --method exact"
     if os.uname().sysname != "Linux":
@@ -152,7 +151,6 @@ def trace(request: TraceRequest) -> TraceResult:
     if why is not None:
         raise UsageError(why)
     settings = options(request)
-    from pinlab.native import native_path
 
     library = str(native_path(LIBRARY))
     with tempfile.TemporaryDirectory(prefix="pinlab-pagetrace-") as directory:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pinlab.errors import UsageError
+from pinlab.native import native_path
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,6 @@ def workload(name: str) -> Workload:
 
 def workload_path(name: str) -> str:
     """The executable of a built-in workload."""
-    from pinlab.native import native_path
-
     return str(native_path(workload(name).executable))
 
 

@@ -17,6 +17,8 @@ import time
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
+from pinlab.launch.spawn import spawn
+from pinlab.native import native_path
 
 KINDS = ("cpu", "sleep", "memory")
 
@@ -69,9 +71,6 @@ class CoRunners:
         refuses its options has ended before the program starts, so :meth:`failure` sees it
         however short the program is.
         """
-        from pinlab.launch.spawn import spawn
-        from pinlab.native import native_path
-
         exe = str(native_path("pinlab-corun"))
         ready_read, ready_write = os.pipe()
         os.set_inheritable(ready_write, True)  # each co-runner writes its byte here and closes it

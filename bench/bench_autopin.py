@@ -116,7 +116,7 @@ def candidates_text(candidates: list[list[int]]) -> str:
 
 
 def autopin_run(argv: list[str], candidates: list[list[int]], params: list[str], log: Path) -> tuple[float, dict]:
-    took = timed([PINLAB, "autopin", "-q", "-c", candidates_text(candidates), *params, "--log", str(log), "--", *argv])
+    took = timed([PINLAB, "autopin", "-q", "-C", candidates_text(candidates), *params, "--log", str(log), "--", *argv])
     events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     choice = next((e for e in events if e["event"] == "choice"), None)
     return took, {"choice": choice["candidate"] if choice else None, "probing": choice["probing_seconds"] if choice else None}
@@ -125,7 +125,7 @@ def autopin_run(argv: list[str], candidates: list[list[int]], params: list[str],
 def probe_only(argv: list[str], candidates: list[list[int]], params: list[str], log: Path, limit: float) -> dict:
     """autopin on a long run, stopped (with the program) once it has chosen."""
     proc = subprocess.Popen(
-        [PINLAB, "autopin", "-q", "-c", candidates_text(candidates), *params, "--log", str(log), "--", *argv],
+        [PINLAB, "autopin", "-q", "-C", candidates_text(candidates), *params, "--log", str(log), "--", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -154,18 +154,18 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="length of one run")
     parser.add_argument("--workloads", default="primes,stream,mb")
     parser.add_argument("--threads", default="1,2,4")
-    parser.add_argument("--interval", type=float, default=0.4, help="autopin -t (w = t/2, i = w)")
+    parser.add_argument("--interval", type=float, default=0.4, help="autopin -T (W = T/2, i = W)")
     parser.add_argument("--max-rounds", type=int, default=3)
     parser.add_argument("--out", help="write every measurement to this JSON file")
     args = parser.parse_args()
     from pinlab.workloads.corun import CoRunners  # the installed pinlab (run this with its interpreter)
 
     cpus = sorted(os.sched_getaffinity(0))
-    params = ["-t", str(args.interval)]
+    params = ["-T", str(args.interval)]
     results = []
     work = Path(tempfile.mkdtemp(prefix="bench-autopin-"))
     print(
-        f"bench_autopin: {len(cpus)} CPUs, runs of about {args.seconds:g} s, autopin -t {args.interval:g} (w = t/2, i = w), "
+        f"bench_autopin: {len(cpus)} CPUs, runs of about {args.seconds:g} s, autopin -T {args.interval:g} (W = T/2, i = W), "
         f"{args.reps} repetitions, {args.trials} probing trials per mode"
     )
     for name in args.workloads.split(","):

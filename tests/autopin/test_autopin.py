@@ -34,10 +34,10 @@ from tests.memory import mem_expect
 
 CPUS = this_cpus()
 needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs: one loaded by a co-runner, one free")
-FAST = ["-i", "0.3", "-w", "0.2", "-t", "1.0"]
+FAST = ["-i", "0.3", "-W", "0.2", "-T", "1.0"]
 # For the tests that check a verdict: on a busy machine a thread may get no CPU at all for a
 # sub-window, so longer windows, and more rounds (--rounds auto) rather than an undecided verdict.
-SURE = ["-i", "0.3", "-w", "0.2", "-t", "2", "--rounds", "auto", "--max-rounds", "6"]
+SURE = ["-i", "0.3", "-W", "0.2", "-T", "2", "--rounds", "auto", "--max-rounds", "6"]
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_one_thread_chooses_the_cpu_where_it_runs_faster(spinner, tmp_path, metr
     with watch:
         result = run_pinlab(
             "autopin",
-            "-c",
+            "-C",
             f"{slow};{fast}",
             *SURE,
             "--metric",
@@ -185,7 +185,7 @@ def test_one_thread_follows_what_a_corunner_does_to_the_cpu_it_loads(spinner, tm
     log = tmp_path / "autopin.jsonl"
     watch, until = until_choice(tmp_path, log)
     with CoRunners("cpu", 1, [busy]), watch:
-        result = run_pinlab("autopin", "-c", f"{busy};{free}", *SURE, "--log", str(log), "--", spinner, "--threads", "1", *until)
+        result = run_pinlab("autopin", "-C", f"{busy};{free}", *SURE, "--log", str(log), "--", spinner, "--threads", "1", *until)
     assert result.returncode == 0, result.stderr
     log_events = events(log)
     choice = of(log_events, "choice")[0]
@@ -208,7 +208,7 @@ def test_two_threads_prefer_one_thread_per_cpu_to_sharing_one(spinner, tmp_path)
     with watch:
         result = run_pinlab(
             "autopin",
-            "-c",
+            "-C",
             f"{a},{a};{a},{b}",
             *SURE,
             "--metric",
@@ -289,13 +289,13 @@ def test_a_new_phase_triggers_a_new_search(spinner, tmp_path):
     with watch:
         result = run_pinlab(
             "autopin",
-            "-c",
+            "-C",
             f"{other};{fast_cpu}",
             "-i",
             "0.2",
-            "-w",
+            "-W",
             "0.1",
-            "-t",
+            "-T",
             "0.5",
             "--metric",
             "heartbeat",
@@ -339,13 +339,13 @@ def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, 
         [
             str(PINLAB),
             "autopin",
-            "-c",
+            "-C",
             f"{cpu};{CPUS[-1]}",
             "-i",
             "0.1",
-            "-w",
+            "-W",
             "0.2",
-            "-t",
+            "-T",
             "8",
             "--windows",
             "8",
@@ -395,7 +395,7 @@ def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, 
 def test_a_program_shorter_than_the_initialisation_is_said_so_by_autopin_and_its_report(tmp_path, spinner):
     log = tmp_path / "autopin.jsonl"
     result = run_pinlab(
-        "autopin", "-c", f"{CPUS[0]};{CPUS[-1]}", "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "0.3", "--exit", "4"
+        "autopin", "-C", f"{CPUS[0]};{CPUS[-1]}", "--log", str(log), "--", spinner, "--threads", "1", "--seconds", "0.3", "--exit", "4"
     )
     assert result.returncode == 4, result.stderr
     assert "during the initialisation (-i 15 s): nothing was measured; give a shorter -i" in result.stderr, result.stderr
@@ -412,7 +412,7 @@ def test_a_program_shorter_than_the_initialisation_is_said_so_by_autopin_and_its
 
 def test_output_and_stdin_pass_through_untouched(tmp_path):
     result = subprocess.run(
-        [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-t", "1", "-q", "--", "sh", "-c", "cat; echo err >&2; exit 5"],
+        [str(PINLAB), "autopin", "-C", f"{CPUS[0]}", "-T", "1", "-q", "--", "sh", "-c", "cat; echo err >&2; exit 5"],
         input="hello\nworld\n",
         capture_output=True,
         text=True,
@@ -438,7 +438,7 @@ def test_stdout_metric_counts_the_programs_lines_and_passes_them_on(spinner, tmp
             [
                 str(PINLAB),
                 "autopin",
-                "-c",
+                "-C",
                 f"{slow};{fast}",
                 *SURE,
                 "--metric",
@@ -504,7 +504,7 @@ def test_stdout_metric_on_block_buffered_output_says_so_and_how_to_line_buffer(t
     )
     with watch:
         result = run_pinlab(
-            "autopin", "-c", f"{CPUS[0]};{CPUS[1]}", *FAST, "--metric", "stdout:^tick", "--log", str(log), "--", sys.executable, "-c", script, env=env
+            "autopin", "-C", f"{CPUS[0]};{CPUS[1]}", *FAST, "--metric", "stdout:^tick", "--log", str(log), "--", sys.executable, "-c", script, env=env
         )
     assert result.returncode == 0, result.stderr
     verdict = of(events(log), "choice")[0]["verdict"]
@@ -530,7 +530,7 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
     autopin = None
     try:
         autopin = subprocess.Popen(
-            [str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{slow};{fast}", *SURE, "--metric", "heartbeat", "--log", str(log)],
+            [str(PINLAB), "autopin", "--pid", str(program.pid), "-C", f"{slow};{fast}", *SURE, "--metric", "heartbeat", "--log", str(log)],
             env=env,
             stderr=subprocess.PIPE,
             text=True,
@@ -581,11 +581,11 @@ def test_a_second_autopin_on_a_program_is_refused_and_a_killed_one_blocks_nothin
     try:
         # -i 60: the first one holds the claim without touching any thread while the second tries.
         first = subprocess.Popen(
-            [str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"], stderr=subprocess.PIPE, text=True
+            [str(PINLAB), "autopin", "--pid", str(program.pid), "-C", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"], stderr=subprocess.PIPE, text=True
         )
         claimed(program.pid)
         before = {tid: os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{program.pid}/task")}
-        second = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{CPUS[-1]},{CPUS[-1]}", "-i", "0.1", "-t", "1")
+        second = run_pinlab("autopin", "--pid", str(program.pid), "-C", f"{CPUS[-1]},{CPUS[-1]}", "-i", "0.1", "-T", "1")
         assert second.returncode == 2, second.stderr
         assert second.stderr.strip() == (
             f"pinlab: error: process {program.pid} is already being probed by another pinlab autopin "
@@ -596,7 +596,7 @@ def test_a_second_autopin_on_a_program_is_refused_and_a_killed_one_blocks_nothin
         first.kill()  # SIGKILL: no chance to release anything itself
         first.wait()
         third = subprocess.Popen(
-            [str(PINLAB), "autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"], stderr=subprocess.PIPE, text=True
+            [str(PINLAB), "autopin", "--pid", str(program.pid), "-C", f"{CPUS[0]},{CPUS[0]}", "-i", "60", "-q"], stderr=subprocess.PIPE, text=True
         )
         claimed(program.pid)
         assert third.poll() is None  # accepted: it holds the claim now
@@ -613,14 +613,14 @@ def test_a_second_autopin_on_a_program_is_refused_and_a_killed_one_blocks_nothin
 def test_a_program_autopin_started_cannot_be_probed_by_another(spinner):
     first = subprocess.Popen(
         # the program outlives any start of the second autopin on a busy machine: it ends at the SIGINT below
-        [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "600", "-q", "--", spinner, "--threads", "1", "--seconds", "600"],
+        [str(PINLAB), "autopin", "-C", f"{CPUS[0]}", "-i", "600", "-q", "--", spinner, "--threads", "1", "--seconds", "600"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
         pid = claimed()
-        second = run_pinlab("autopin", "--pid", str(pid), "-c", f"{CPUS[-1]}", "-i", "0.1", "-t", "1")
+        second = run_pinlab("autopin", "--pid", str(pid), "-C", f"{CPUS[-1]}", "-i", "0.1", "-T", "1")
         assert second.returncode == 2 and f"process {pid} is already being probed by another pinlab autopin (pid {first.pid})" in second.stderr, (
             second.stderr
         )
@@ -640,7 +640,7 @@ def test_migrate_attached_moves_the_data_attached_to_each_re_pinned_worker(spinn
     with watch:
         result = run_pinlab(
             "autopin",
-            "-c",
+            "-C",
             f"{a};{b}",
             *FAST,
             "--migrate-pages",
@@ -678,7 +678,7 @@ def test_migrate_accessed_moves_the_pages_each_re_pinned_worker_touched(tmp_path
     log = tmp_path / "autopin.jsonl"
     result = run_pinlab(
         "autopin",
-        "-c",
+        "-C",
         f"{a};{b}",
         *FAST,
         "--metric",
@@ -738,13 +738,13 @@ def test_a_full_disk_stops_the_log_not_the_program(spinner, request, where):
     # The padding (ignored by spinner) makes the start event about 3.5 KiB of the one free page.
     result = run_pinlab(
         "autopin",
-        "-c",
+        "-C",
         f"{CPUS[0]}",
         "-i",
         "0.2",
-        "-w",
+        "-W",
         "0.1",
-        "-t",
+        "-T",
         "0.4",
         "--log",
         str(log),
@@ -780,7 +780,7 @@ def test_a_full_disk_stops_the_log_not_the_program(spinner, request, where):
 def test_moving_a_running_programs_thread_data_with_pid_needs_what_only_a_start_gives(spinner, mode, message):
     program = subprocess.Popen([spinner, "--threads", "1", "--seconds", "100"], stdout=subprocess.DEVNULL)  # killed below
     try:
-        result = run_pinlab("autopin", "--pid", str(program.pid), "-c", f"{CPUS[0]}", "--migrate-pages", mode, "-t", "1")
+        result = run_pinlab("autopin", "--pid", str(program.pid), "-C", f"{CPUS[0]}", "--migrate-pages", mode, "-T", "1")
     finally:
         program.kill()
         program.wait()
@@ -811,11 +811,11 @@ def test_attach_with_restore_gives_the_masks_back_on_ctrl_c(spinner, tmp_path):
                 "autopin",
                 "--pid",
                 str(program.pid),
-                "-c",
+                "-C",
                 f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
                 "-i",
                 "0.1",
-                "-t",
+                "-T",
                 "5",
                 "--restore",
                 "-q",
@@ -865,13 +865,13 @@ def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(sp
                 "autopin",
                 "--pid",
                 str(program.pid),
-                "-c",
+                "-C",
                 f"{CPUS[0]},{CPUS[0]};{CPUS[1]},{CPUS[1]}",
                 "-i",
                 "0",
-                "-w",
+                "-W",
                 "60",
-                "-t",
+                "-T",
                 "60",
                 "--log",
                 str(log),
@@ -903,12 +903,12 @@ def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(sp
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-c", "0,,1", "--", "true"], "candidate"),
-        (["-c", "99999", "--", "true"], "99999"),
-        (["-n", "3", "-c", "0;0,0", "--", "true"], "3 threads"),
+        (["-C", "0,,1", "--", "true"], "candidate"),
+        (["-C", "99999", "--", "true"], "99999"),
+        (["-n", "3", "-C", "0;0,0", "--", "true"], "3 threads"),
         (["--metric", "no-such-metric", "--", "true"], "no-such-metric"),
         (["--pid", "999999999"], "999999999"),
-        (["-t", "0", "--", "true"], "-t"),
+        (["-T", "0", "--", "true"], "-T/--interval"),
         (["--rounds", "zero", "--", "true"], "--rounds"),
         (["--threshold", "150", "--monitor", "--", "true"], "--threshold"),
         (["--pid", "1", "--", "true"], "not both"),
@@ -939,13 +939,13 @@ def test_list_metrics_names_the_fallbacks():
 
 
 def test_kernel_threads_are_refused():
-    result = run_pinlab("autopin", "--pid", "2", "-c", f"{CPUS[0]}")
+    result = run_pinlab("autopin", "--pid", "2", "-C", f"{CPUS[0]}")
     assert result.returncode == 2 and "kernel thread" in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_probing_that_can_never_be_significant_is_refused():
-    result = run_pinlab("autopin", "--windows", "2", "-c", f"{CPUS[0]};{CPUS[-1]}", "--", "true")
+    result = run_pinlab("autopin", "--windows", "2", "-C", f"{CPUS[0]};{CPUS[-1]}", "--", "true")
     assert result.returncode == 2 and "--windows" in result.stderr and "never" in result.stderr, result.stderr
 
 
@@ -987,7 +987,7 @@ def test_progress_lines_that_cannot_be_written_do_not_stop_the_program():
     """stderr on a full disk: autopin's progress lines are lost, the probing and the program are not."""
     with open("/dev/full", "w") as full:
         result = subprocess.run(
-            [str(PINLAB), "autopin", "-c", f"{CPUS[0]}", "-i", "0.1", "-w", "0.1", "-t", "0.3", "--", "sh", "-c", "sleep 1.5; echo done; exit 3"],
+            [str(PINLAB), "autopin", "-C", f"{CPUS[0]}", "-i", "0.1", "-W", "0.1", "-T", "0.3", "--", "sh", "-c", "sleep 1.5; echo done; exit 3"],
             stdout=subprocess.PIPE,
             stderr=full,
             text=True,

@@ -54,8 +54,8 @@ def _dead_pid() -> int:
     "command, kinds",
     [
         (["run", "-q", "-c", str(CPUS[0])], {"events"}),
-        (["autopin", "-c", f"{CPUS[0]};{CPUS[-1]}", "-t", "30"], {"events", "plan", "heartbeat"}),
-        (["trace", "-n", "1", "-m", "pages", "--no-baseline", "-o", "GRAPH"], {"events"}),
+        (["autopin", "-C", f"{CPUS[0]};{CPUS[-1]}", "-T", "30"], {"events", "plan", "heartbeat"}),
+        (["trace", "-n", "1", "--method", "pages", "--no-baseline", "-o", "GRAPH"], {"events"}),
     ],
     ids=["run", "autopin", "trace"],
 )

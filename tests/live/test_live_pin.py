@@ -40,7 +40,7 @@ def pinned_lines(stdout: str) -> dict[int, int]:
 def test_pin_with_a_cpu_list_moves_every_thread_and_the_program_ends_with_its_own_status(start_program):
     program = start_program(threads=3, status=7)
     plan = ALLOWED[::-1]
-    result = run_pinlab("pin", "--pid", str(program.pid), "-c", ",".join(map(str, plan)), "--threads", "all")
+    result = run_pinlab("pin", "--pid", str(program.pid), "-c", ",".join(map(str, plan)), "--select", "all")
     assert result.returncode == 0, result.stderr
     expected = {tid: plan[i % len(plan)] for i, tid in enumerate(sorted(program.tids))}  # roles unknown: tid order
     assert pinned_lines(result.stdout) == expected
@@ -74,7 +74,7 @@ def test_pin_chosen_threads_in_the_order_given(start_program):
     program = start_program(threads=2)
     main, first, second = program.tids
     before = os.sched_getaffinity(main)
-    result = run_pinlab("pin", "--pid", str(program.pid), "-c", f"{ALLOWED[0]},{ALLOWED[1]}", "--threads", f"{second},{first}")
+    result = run_pinlab("pin", "--pid", str(program.pid), "-c", f"{ALLOWED[0]},{ALLOWED[1]}", "--select", f"{second},{first}")
     assert result.returncode == 0, result.stderr
     assert masks([second, first]) == [{ALLOWED[0]}, {ALLOWED[1]}]
     assert os.sched_getaffinity(main) == before
@@ -186,7 +186,7 @@ def test_pin_refuses_a_process_of_another_user(start_program, as_nobody):
 def test_root_may_pin_a_process_of_another_user(start_program, as_nobody):
     program = start_program(threads=1, prefix=as_nobody)
     assert os.stat(f"/proc/{program.pid}").st_uid == 65534
-    result = run_pinlab("pin", "--pid", str(program.pid), "-c", str(ALLOWED[-1]), "--threads", "all")
+    result = run_pinlab("pin", "--pid", str(program.pid), "-c", str(ALLOWED[-1]), "--select", "all")
     assert result.returncode == 0, result.stderr
     assert masks(program.tids) == [{ALLOWED[-1]}] * len(program.tids)
     assert program.wait() == 0

@@ -60,7 +60,7 @@ def test_ctrl_c_stops_the_trace_at_once_without_an_untraced_run_or_a_graph(tmp_p
     # A new session stands for the terminal: Ctrl-C sends SIGINT to its whole foreground group. exec: one
     # process, so no sleep forked just after the signal outlives the shell holding the output pipes.
     process = subprocess.Popen(
-        [str(PINLAB), "trace", "-n", "2", "-m", "pages", "-o", str(out), "--", "sh", "-c", "echo started; exec sleep 600"],
+        [str(PINLAB), "trace", "-n", "2", "--method", "pages", "-o", str(out), "--", "sh", "-c", "echo started; exec sleep 600"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -82,7 +82,7 @@ def test_ctrl_c_stops_the_trace_at_once_without_an_untraced_run_or_a_graph(tmp_p
 
 def test_a_run_that_counts_nothing_says_so_once_and_writes_nothing(tmp_path):
     out = tmp_path / "g.json"
-    done = run_pinlab("trace", "-n", "1", "-m", "pages", "-o", str(out), "--", "sh", "-c", "exit 3")
+    done = run_pinlab("trace", "-n", "1", "--method", "pages", "-o", str(out), "--", "sh", "-c", "exit 3")
     assert done.returncode == 3
     assert f"nothing was counted, so no graph was written to {out}" in done.stderr
     assert "graph of" not in done.stderr and done.stderr.rstrip().endswith("no graph written")

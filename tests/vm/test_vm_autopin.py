@@ -87,7 +87,7 @@ RUN = r"""
 taskset -c "$A" sh -c 'while :; do :; done' &
 CO=$!
 LOG=$R/{mode}.jsonl
-{pinlab} autopin -c "$A;$B" --migrate-pages {mode} --metric task-clock -i {init} -w {warmup} -t {interval} --log "$LOG" \
+{pinlab} autopin -C "$A;$B" --migrate-pages {mode} --metric task-clock -i {init} -W {warmup} -T {interval} --log "$LOG" \
     -- {spinner} --threads 1 --seconds {seconds} --mem {mem} {extra} >"$R/{mode}.out" 2>"$R/{mode}.err" &
 AP=$!
 i=0

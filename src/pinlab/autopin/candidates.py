@@ -191,7 +191,7 @@ def parse_candidates(text: str, topo_or_allowed: Topology | Collection[int], thr
     if threads is not None and threads < 1:
         raise UsageError(f"autopin needs at least 1 thread (got {threads})")
     if not text.strip():
-        raise UsageError("no candidates given: write CPU lists separated by ';', e.g. -c '0,1;0,2'")
+        raise UsageError("no candidates given: write CPU lists separated by ';', e.g. --candidates '0,1;0,2'")
     parts = [part.strip() for part in text.split(";")]
     lists = [_one_candidate(part, k, text, topo_or_allowed) for k, part in enumerate(parts, 1)]
     if threads is None:

@@ -76,7 +76,7 @@ class AutopinOptions:
 
     def validate(self) -> None:
         """Refuse what cannot work, with one line saying what to give instead."""
-        for name, value, low in (("-t/--interval", self.interval, 0.0), ("-w/--warmup", self.warmup, 0.0), ("-i/--init", self.init, 0.0)):
+        for name, value, low in (("-T/--interval", self.interval, 0.0), ("-W/--warmup", self.warmup, 0.0), ("-i/--init", self.init, 0.0)):
             if value is None:
                 continue
             if (
@@ -93,7 +93,9 @@ class AutopinOptions:
         if not 2 <= self.windows <= 1000:
             raise UsageError(f"--windows must be between 2 and 1000 sub-windows per probe (got {self.windows}): the verdict needs at least 2")
         if self.interval / self.windows < 0.005:
-            raise UsageError(f"sub-windows of {self.interval / self.windows * 1000:.2g} ms are too short to measure: raise -t or lower --windows")
+            raise UsageError(
+                f"sub-windows of {self.interval / self.windows * 1000:.2g} ms are too short to measure: raise --interval or lower --windows"
+            )
         rounds = str(self.rounds)
         if rounds != "auto" and not (rounds.isdigit() and 1 <= int(rounds) <= 100):
             raise UsageError(f"--rounds must be auto or a number of rounds from 1 to 100 (got {self.rounds!r})")
@@ -128,4 +130,4 @@ class AutopinOptions:
         if self.graph is not None and not self.strategies:
             raise UsageError("--graph gives candidates through graph strategies: add --strategies lpgp,treematch (or others) with it")
         if self.strategies is not None and self.candidates not in ("auto", None):
-            raise UsageError('give candidates one way: --candidates auto, -c "0,1;0,2" or --strategies compact,scatter')
+            raise UsageError('give candidates one way: --candidates auto, --candidates "0,1;0,2" or --strategies compact,scatter')

@@ -7,20 +7,21 @@ import click
 from pinlab.autopin.metrics import list_metrics as available
 from pinlab.autopin.options import AutopinOptions
 from pinlab.autopin.session import autopin_attached, autopin_program
-from pinlab.cli.common import graph_option, started
+from pinlab.cli.common import RenamingCommand, graph_option, renamed, started
 from pinlab.errors import UsageError
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+@renamed({"-c": "--candidates", "-t": "--interval", "-w": "--warmup"})
+@click.command(cls=RenamingCommand, context_settings={"allow_interspersed_args": False})
 @click.option(
     "--threads",
     "-n",
     type=int,
-    help="Worker threads (default: -c's length, OMP_NUM_THREADS, or one per allowed core; with --pid the workers running).",
+    help="Worker threads (default: --candidates's length, OMP_NUM_THREADS, or one per allowed core; with --pid the workers running).",
 )
 @click.option(
     "--candidates",
-    "-c",
+    "-C",
     default="auto",
     show_default=True,
     help='auto (from the topology) or the paper\'s style: "0,1;0,2;..." (thread i on the i-th CPU listed).',
@@ -38,9 +39,9 @@ from pinlab.errors import UsageError
     "--metric", "-m", help="instructions (default where counted), cycles, any perf event, heartbeat, stdout:REGEX, task-clock. See --list-metrics."
 )
 @click.option("--list-metrics", is_flag=True, help="List the metrics this machine offers and exit.")
-@click.option("-i", "--init", "init", type=float, help="Seconds the program initialises before probing [default: w].")
-@click.option("-w", "--warmup", type=float, help="Seconds of warm-up after each re-pin [default: t/2].")
-@click.option("-t", "--interval", type=float, default=30.0, show_default=True, help="Seconds each candidate is measured (and between rate reports).")
+@click.option("-i", "--init", "init", type=float, help="Seconds the program initialises before probing [default: the warm-up].")
+@click.option("-W", "--warmup", type=float, help="Seconds of warm-up after each re-pin [default: half the interval].")
+@click.option("-T", "--interval", type=float, default=30.0, show_default=True, help="Seconds each candidate is measured (and between rate reports).")
 @click.option("--windows", type=int, default=5, show_default=True, help="Sub-windows per probe: the samples of the statistical verdict.")
 @click.option("--rounds", default="1", show_default=True, help="Times each candidate is measured, or auto: again only those not settled.")
 @click.option("--max-rounds", type=int, default=5, show_default=True, help="With --rounds auto: at most this many rounds.")
@@ -100,7 +101,7 @@ def autopin(
     """Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]
 
     The threads start on the first candidate; after -i seconds each candidate is measured for
-    -t seconds (after -w seconds of warm-up), the best is kept and its rate printed every -t
+    -T seconds (after -W seconds of warm-up), the best is kept and its rate printed every -T
     seconds. Exits with the program's status (as pinlab run), 2 for bad options; with --pid,
     0 when the program ends or on Ctrl-C.
     """

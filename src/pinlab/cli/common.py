@@ -53,3 +53,59 @@ def started(start):
     except ProgramNotExecutable as exc:
         click.echo(f"pinlab: error: {exc}", err=True)
         return 126
+
+
+class RenamingCommand(click.Command):
+    """A command whose renamed options still answer to their old spelling for one release.
+
+    Every short flag means one thing across pinlab's commands (``-c`` CPUs, ``-t`` topology, ``-n``
+    threads, ``-s`` strategy, ``-w`` workload, ``-m`` metric); options that once used one of them
+    for something else answer to it still, with a one-line notice naming the new spelling. Only
+    pinlab's own options are rewritten: never what follows ``--`` or the program's name."""
+
+    #: old spelling -> new spelling, set by :func:`renamed`.
+    renamed: dict[str, str] = {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _respell(self, ctx, args))
+
+
+def renamed(spellings: dict[str, str]):
+    """Decorate a :class:`RenamingCommand` with its old option spellings (old -> new)."""
+
+    def apply(command: RenamingCommand) -> RenamingCommand:
+        command.renamed = dict(spellings)
+        return command
+
+    return apply
+
+
+def _respell(command: RenamingCommand, ctx: click.Context, args: list[str]) -> list[str]:
+    takes_value = {
+        name for p in command.params if isinstance(p, click.Option) and not p.is_flag and not p.count for name in (*p.opts, *p.secondary_opts)
+    }
+    out: list[str] = []
+    told: set[str] = set()
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--" or (not token.startswith("-") or token == "-") and not ctx.allow_interspersed_args:
+            out.extend(args[i:])
+            break
+        name, equals, value = token.partition("=")
+        if not token.startswith("--") and len(token) > 2 and token[:2] in command.renamed and command.renamed[token[:2]] in takes_value:
+            name, equals, value = token[:2], "=", token[2:]  # -cVALUE
+        if name in command.renamed:
+            new = command.renamed[name]
+            if name not in told:
+                told.add(name)
+                shown = "/".join(next((sorted(p.opts, key=len) for p in command.params if new in p.opts), [new]))
+                click.echo(f"pinlab: notice: pinlab {command.name} {name} is now {shown}; the old spelling goes in the next release", err=True)
+            name = new
+            token = f"{new}={value}" if equals else new
+        out.append(token)
+        i += 1
+        if name in takes_value and not equals and i < len(args):
+            out.append(args[i])
+            i += 1
+    return out

@@ -69,23 +69,51 @@ def ps(pids, watch, as_json, picture) -> int:
     return 0
 
 
+def _count_or_old_selection(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    """-n/--threads is the plan's thread count, as everywhere; --threads once selected the threads
+    (now --select): a value that is not a count is taken the old way, with a notice."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        click.echo(
+            f"pinlab: notice: pin --threads {value} is now --select {value} (-n/--threads is the plan's thread count, as in every command); "
+            "the old spelling goes in the next release",
+            err=True,
+        )
+        return value
+
+
+def _old_count(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None:
+        click.echo("pinlab: notice: pinlab pin --count is now -n/--threads; the old spelling goes in the next release", err=True)
+    return value
+
+
 @click.command()
 @click.option("--pid", type=int, required=True, help="The process whose threads to re-pin.")
 @click.option("--strategy", "-s", help="compact, scatter, random, intra-socket, inter-socket (see pinlab place)")
-@click.option("--count", "-n", "count", type=int, help="Threads of the plan (default: the number of selected threads).")
+@click.option("--threads", "-n", "count", callback=_count_or_old_selection, help="Threads of the plan (default: the number of selected threads).")
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3), as pinlab place -c.")
 @click.option(
-    "--threads", "which", default="workers", show_default=True, help="workers (main + workers, helpers left alone), all, or thread ids 1234,1240."
+    "--select", "which", default="workers", show_default=True, help="workers (main + workers, helpers left alone), all, or thread ids 1234,1240."
 )
 @click.option("--smt", is_flag=True, help="Allow hardware-thread siblings in the plan.")
 @click.option("--oversubscribe", is_flag=True, help="Allow a plan with more threads than cores (round-robin).")
 @click.option("--seed", type=int, help="Seed for the random strategy.")
-def pin(pid, strategy, count, cpus, which, smt, oversubscribe, seed) -> None:
+def pin(pid, strategy, count, old_count, cpus, which, smt, oversubscribe, seed) -> None:
     """Re-pin the threads of a running program: the i-th selected thread gets plan CPU i.
 
     The program keeps running (it is never stopped or signalled). Threads that end meanwhile are
     named; more threads than plan CPUs wrap round-robin, with a notice.
     """
+    if isinstance(count, str):  # the old --threads SELECTION
+        if which != "workers":
+            raise UsageError(f"--threads {count} and --select {which} both choose the threads to re-pin: keep --select")
+        count, which = None, count
+    if old_count is not None:
+        count = old_count
     check_process(pid)
     selected = select_threads(pid, which)
     plan = plan_cpus(len(selected), strategy=strategy, threads=count, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed)

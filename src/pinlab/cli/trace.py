@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import click
 
-from pinlab.cli.common import started
+from pinlab.cli.common import RenamingCommand, renamed, started
 from pinlab.native import include_dir, native_path
 from pinlab.trace import trace_program
 from pinlab.trace.cc import build, compile_flags, link_flags
 from pinlab.trace.common import TraceRequest
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+@renamed({"-m": "--method"})
+@click.command(cls=RenamingCommand, context_settings={"allow_interspersed_args": False})
 @click.option("--threads", "-n", type=int, required=True, help="Threads of the program (OMP_NUM_THREADS is set to it unless set).")
 @click.option(
     "--method",
-    "-m",
     type=click.Choice(["auto", "exact", "sampled", "pages"]),
     default="auto",
     show_default=True,

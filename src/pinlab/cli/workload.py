@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pinlab.cli.common import RenamingCommand, renamed
 from pinlab.errors import UsageError
 from pinlab.launch import plan_spec
 from pinlab.launch.runner import run as launch
@@ -59,9 +60,10 @@ def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
     return record.exit_status
 
 
-@click.command(context_settings={"show_default": True})
+@renamed({"-n": "--count"})
+@click.command(cls=RenamingCommand, context_settings={"show_default": True})
 @click.argument("kind")
-@click.option("--count", "-n", type=int, default=1, help="Number of co-runner processes.")
+@click.option("--count", type=int, default=1, help="Number of co-runner processes.")
 @click.option("--cpus", "-c", help="CPUs to load, one co-runner per CPU in turn (default: all allowed).")
 @click.option("--period-us", type=int, help="sleep kind: period of busy + sleep, 10 to 10000 us (default 1000).")
 @click.option("--duty", type=int, help="sleep kind: percent of each period spent busy (default 50).")

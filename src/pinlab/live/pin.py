@@ -20,7 +20,7 @@ from pinlab.placement import make_placement
 from pinlab.topology import load_topology
 from pinlab.words import plural
 
-#: The thread selections ``pinlab pin --threads`` names (besides a list of tids).
+#: The thread selections ``pinlab pin --select`` names (besides a list of tids).
 SELECTIONS = ("workers", "all")
 
 

@@ -121,8 +121,8 @@ def test_threads_coming_and_going_while_pinned_repeatedly(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-c", "0", "--threads", "1"], "1 is not a thread of process"),
-        (["-c", "0", "--threads", "x"], "expected workers, all, or thread ids"),
+        (["-c", "0", "--select", "1"], "1 is not a thread of process"),
+        (["-c", "0", "--select", "x"], "expected workers, all, or thread ids"),
         (["-c", "99999"], "CPU 99999 does not exist"),
         (["-s", "none", "-n", "1"], "pins nothing"),
         ([], "no placement given"),

@@ -109,7 +109,7 @@ def test_a_full_disk_leaves_no_empty_graph_file_and_keeps_an_old_one(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     (tmp_path / "sharers.py").write_text(SHARERS)
-    trace = f"{PINLAB} trace -n 2 -m pages --period-ms 1 --no-baseline -o {{}} -- python3 {tmp_path}/sharers.py; echo status $?"
+    trace = f"{PINLAB} trace -n 2 --method pages --period-ms 1 --no-baseline -o {{}} -- python3 {tmp_path}/sharers.py; echo status $?"
     # A private 16 KiB tmpfs holding an old graph, then filled up: no graph (a few hundred bytes) fits.
     script = (
         f"mount -t tmpfs -o size=16k tmpfs {disk} && printf old > {disk}/old.json && "

@@ -145,7 +145,7 @@ def test_without_the_original_no_slowdown_is_measured_against_the_instrumented_b
         (["--original", "{program}", "--", "{program}"], "was built with pinlab cc too: give the same program built without it"),
         (["--original", "no-such-original", "--", "{program}"], "--original no-such-original: command not found"),
         (["--original", "{original}", "--no-baseline", "--", "{program}"], "which --no-baseline turns off"),
-        (["--original", "/bin/true", "-m", "pages", "--", "/bin/true"], "--original is for --method exact"),
+        (["--original", "/bin/true", "--method", "pages", "--", "/bin/true"], "--original is for --method exact"),
     ],
 )
 def test_a_wrong_original_is_refused_before_anything_runs(who, tmp_path, args, message):

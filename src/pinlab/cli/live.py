@@ -95,6 +95,7 @@ def _old_count(ctx: click.Context, param: click.Parameter, value: int | None) ->
 @click.option("--pid", type=int, required=True, help="The process whose threads to re-pin.")
 @click.option("--strategy", "-s", help="compact, scatter, random, intra-socket, inter-socket (see pinlab place)")
 @click.option("--threads", "-n", "count", callback=_count_or_old_selection, help="Threads of the plan (default: the number of selected threads).")
+@click.option("--count", "old_count", type=int, hidden=True, callback=_old_count)
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3), as pinlab place -c.")
 @click.option(
     "--select", "which", default="workers", show_default=True, help="workers (main + workers, helpers left alone), all, or thread ids 1234,1240."

@@ -5,11 +5,10 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import GRAPH_STRATEGY_HELP, graph_option, started, this_topology
-from pinlab.errors import UsageError
 from pinlab.launch import plan_spec, write_record
 from pinlab.launch.runner import run as launch
 from pinlab.memory.balance import Steal
-from pinlab.ranks.launch import domain_placement, no_domain_memory, rank_memory, this_rank
+from pinlab.outputs import check_writable
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -88,119 +87,19 @@ from pinlab.ranks.launch import domain_placement, no_domain_memory, rank_memory,
 )
 @click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def run(
-    strategy,
-    threads,
-    cpus,
-    plan_file,
-    smt,
-    oversubscribe,
-    seed,
-    cpu_kind,
-    mem,
-    overflow,
-    children,
-    skip,
-    nested,
-    no_aslr,
-    clean_env,
-    thp,
-    record_path,
-    counters,
-    sample_ms,
-    graph_file,
-    domains,
-    level,
-    strict,
-    balance,
-    balance_interval,
-    balance_data,
-    rank,
-    gpus,
-    quiet,
-    program,
-) -> int:
+def run(program, record_path, graph_file, strict, quiet, **options) -> int:
     """Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]
 
     Exits with the program's exit status (128+N if it died of signal N), 127 if it is not
     found, 126 if it cannot be executed, 2 for bad options.
     """
-    if sample_ms is not None and not 0 < sample_ms <= 3_600_000:
-        raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {sample_ms})")
-    if record_path:
-        from pathlib import Path
-
-        if not Path(record_path).resolve().parent.is_dir():
-            raise UsageError(f"cannot write the record {record_path!r}: its directory does not exist")
-        try:  # find out now, not after the program ran, that the record cannot be written
-            with open(record_path, "a"):
-                pass
-        except OSError as exc:
-            raise UsageError(f"cannot write the record {record_path!r}: {exc.strerror}") from None
-    import os
-
-    graph = graph_option(graph_file, strict, dict(topology=this_topology, strategy=strategy, threads=threads, smt=smt, domains=domains))
-    rank_plan = this_rank(rank, gpus)
-    placement = env = None
-    if rank_plan is None:
-        no_domain_memory(mem)
-    else:
-        placement, mem = _rank_placement(
-            rank_plan,
-            dict(
-                strategy=strategy,
-                threads=threads,
-                cpus=cpus,
-                smt=smt,
-                oversubscribe=oversubscribe,
-                seed=seed,
-                cpu_kind=cpu_kind,
-                graph=graph,
-                domains=domains,
-                level=level,
-            ),
-            plan_file,
-            mem,
-        )
-        strategy = cpus = cpu_kind = graph = domains = level = None
-        threads = placement.threads if placement is not None else threads
-        env = rank_plan.env(os.environ)
-        if not quiet:
-            for notice in rank_plan.notices:
-                click.echo(f"pinlab: notice: {notice}", err=True)
-            click.echo(f"pinlab: {rank_plan.summary()}", err=True)
-    spec = plan_spec(
-        list(program),
-        strategy=strategy,
-        threads=threads,
-        cpus=cpus,
-        plan_file=plan_file,
-        placement=placement,
-        smt=smt,
-        oversubscribe=oversubscribe,
-        seed=seed,
-        cpu_kind=cpu_kind,
-        mem=mem,
-        overflow=overflow,
-        children=children,
-        skip=skip,
-        nested=nested,
-        no_aslr=no_aslr,
-        clean_env=clean_env,
-        thp=thp,
-        sample_ms=sample_ms if (record_path or not quiet) else None,
-        counters=counters,
-        graph=graph,
-        domains=domains,
-        level=level,
-        balance=_balance_option(balance, balance_interval),
-        balance_data=balance_data,
-        env=env,
-    )
-    if rank_plan is not None:
-        spec.rank, spec.domain_cpus = rank_plan.record(), rank_plan.domain.cpus
-    for notice in spec.counters.notices if spec.counters else ():
-        click.echo(f"pinlab: notice: {notice}", err=True)
+    if record_path:  # found out now, not after the program ran, that the record cannot be written
+        check_writable(record_path, "the record")
+    fits = dict(topology=this_topology, strategy=options["strategy"], threads=options["threads"], smt=options["smt"], domains=options["domains"])
+    spec = plan_spec(list(program), graph=graph_option(graph_file, strict, fits), **options)
+    if quiet and not record_path:
+        spec.sample_ms = None  # nobody reads where the threads ran
+    _tell_before(spec, quiet)
     record = started(lambda: launch(spec))
     if isinstance(record, int):
         return record
@@ -215,24 +114,11 @@ def run(
     return record.exit_status
 
 
-def _rank_placement(rank_plan, options: dict, plan_file, mem):
-    """In a rank context: the placement of -s/-c inside the rank's domain (None: the program
-    stays on the domain's CPUs, unpinned within), and --mem for that domain."""
-    if plan_file is not None:
-        raise UsageError(
-            "--plan gives fixed CPUs for the whole node: in a rank context give -s STRATEGY or -c CPUS, "
-            "placed inside the rank's part of the node (or --rank off)"
-        )
-    placement = None
-    if options["strategy"] is not None or options["cpus"] is not None:
-        placement = domain_placement(rank_plan.topology, rank_plan.domain, len(rank_plan.split.domains), options)
-    elif options["cpu_kind"] is not None:
-        raise UsageError("--cpu-kind narrows a strategy: add -s STRATEGY (e.g. -s compact)")
-    return placement, rank_memory(mem, rank_plan.domain)
-
-
-def _balance_option(balance: bool, interval: float | None):
-    """--balance [--balance-interval S] as plan_spec's ``balance``."""
-    if interval is not None and not balance:
-        raise UsageError("--balance-interval sets how often --balance looks: give --balance too")
-    return interval if balance and interval is not None else balance
+def _tell_before(spec, quiet: bool) -> None:
+    """What the user should know before the program starts: the rank's part of the node, counters that cannot be read."""
+    if spec.rank_plan is not None and not quiet:
+        for notice in spec.rank_plan.notices:
+            click.echo(f"pinlab: notice: {notice}", err=True)
+        click.echo(f"pinlab: {spec.rank_plan.summary()}", err=True)
+    for notice in spec.counters.notices if spec.counters else ():
+        click.echo(f"pinlab: notice: {notice}", err=True)

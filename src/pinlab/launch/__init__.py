@@ -28,6 +28,7 @@ from pinlab.placement import Placement, make_placement
 from pinlab.placement.expressions import is_cpulist
 from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES, canonical_strategy
 from pinlab.placement.units import take
+from pinlab.ranks.launch import RankPlan, domain_placement, no_domain_memory, rank_memory, this_rank
 from pinlab.topology import load_topology
 
 __all__ = ["LaunchSpec", "ProgramNotExecutable", "ProgramNotFound", "RunRecord", "ThreadRecord", "plan_spec", "run"]
@@ -101,7 +102,10 @@ def plan_spec(
     domains: int | None = None,
     level: str | None = None,
     balance: float | bool | None = None,
+    balance_interval: float | None = None,
     balance_data: str | None = None,
+    rank: str | None = None,
+    gpus: str | None = None,
 ) -> LaunchSpec:
     """Turn the user's choices into a :class:`LaunchSpec`, checking everything before anything runs.
 
@@ -110,7 +114,26 @@ def plan_spec(
     seconds between looks) for an idle node to steal threads and their data (pinlab.memory.balance);
     ``balance_data``: ``attached`` (the default: data attached through libpinlab-mem) or
     ``accessed`` (also the pages each stolen thread mostly accessed, from the page tracer).
+    ``rank``: the MPI rank context as ``pinlab run --rank`` reads it (auto, off, LOCAL/COUNT; None
+    is off): the plan is placed inside the rank's part of the node, next to its GPUs with ``gpus``.
     """
+    if sample_ms is not None and not 0 < sample_ms <= 3_600_000:
+        raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {sample_ms})")
+    if balance_interval is not None:
+        if not balance:
+            raise UsageError("--balance-interval sets how often --balance looks: give --balance too")
+        balance = balance_interval
+    rank_plan = this_rank(rank or "off", gpus)
+    if rank_plan is None:
+        no_domain_memory(mem)
+    else:
+        if isinstance(graph, (str, os.PathLike)):
+            graph = load_graph(graph)
+        options = dict(strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed, cpu_kind=cpu_kind)
+        placement, mem = _rank_placement(rank_plan, {**options, "graph": graph, "domains": domains, "level": level}, plan_file, mem)
+        strategy = cpus = cpu_kind = graph = domains = level = None
+        threads = placement.threads if placement is not None else threads
+        env = rank_plan.env(os.environ if env is None else env)
     chosen = [x for x in (strategy, cpus, plan_file, placement) if x is not None]
     if len(chosen) > 1:
         raise UsageError("give one placement: -s STRATEGY -n THREADS, -c CPUS, or --plan FILE")
@@ -202,6 +225,9 @@ def plan_spec(
     if counters is not None:
         wanted = probe(parse_events(counters if isinstance(counters, str) else ",".join(counters)))
     return LaunchSpec(
+        rank_plan=rank_plan,
+        rank=None if rank_plan is None else rank_plan.record(),
+        domain_cpus=None if rank_plan is None else rank_plan.domain.cpus,
         numa_balancing=True if plan is not None and plan.get("strategy") == "autonuma" else None,
         balance=balance_interval,
         balance_data=balance_data or "attached",
@@ -223,6 +249,22 @@ def plan_spec(
         sample_ms=sample_ms,
         env=env,
     )
+
+
+def _rank_placement(rank_plan: RankPlan, options: dict, plan_file: str | None, mem: str | None) -> tuple[Placement | None, str | None]:
+    """In a rank context: the placement of -s/-c inside the rank's domain (None: the program
+    stays on the domain's CPUs, unpinned within), and --mem for that domain."""
+    if plan_file is not None:
+        raise UsageError(
+            "--plan gives fixed CPUs for the whole node: in a rank context give -s STRATEGY or -c CPUS, "
+            "placed inside the rank's part of the node (or --rank off)"
+        )
+    placement = None
+    if options["strategy"] is not None or options["cpus"] is not None:
+        placement = domain_placement(rank_plan.topology, rank_plan.domain, len(rank_plan.split.domains), options)
+    elif options["cpu_kind"] is not None:
+        raise UsageError("--cpu-kind narrows a strategy: add -s STRATEGY (e.g. -s compact)")
+    return placement, rank_memory(mem, rank_plan.domain)
 
 
 def run(

@@ -38,6 +38,7 @@ from pinlab.measure.shared_files import shared_directory
 from pinlab.memory.autonuma import balancing
 from pinlab.memory.weights import weights_set
 from pinlab.native import native_path
+from pinlab.ranks.launch import RankPlan
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -82,6 +83,7 @@ class LaunchSpec:
     balance: float | None = None  # seconds between looks of --balance, as recorded (its controller does the work); None: off
     balance_data: str = "attached"  # what moves with stolen threads: attached (API) data, or also the pages they mostly accessed
     rank: dict | None = None  # MPI rank context and its domain (pinlab.ranks.launch): recorded
+    rank_plan: RankPlan | None = None  # that context's plan, whose notices and summary the command line prints
     domain_cpus: frozenset[int] | None = None  # an unpinned run is kept on these CPUs (its rank's domain)
 
 

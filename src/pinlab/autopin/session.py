@@ -33,6 +33,7 @@ from pinlab.launch.runner import run as launch
 from pinlab.measure.shared_files import shared_directory
 from pinlab.memory.accessed import PageTracker
 from pinlab.memory.attached import AttachTable, table_of_process
+from pinlab.outputs import check_writable
 from pinlab.topology import load_topology
 
 
@@ -86,17 +87,31 @@ def check_power(options: AutopinOptions, candidates: Sequence[Any]) -> None:
 
 
 def check_log(path: str | None) -> None:
-    if not path:
-        return
-    from pathlib import Path
+    """Find out before the program starts, not after, that the log cannot be written."""
+    if path:
+        check_writable(path, "the log")
 
-    if not Path(path).resolve().parent.is_dir():
-        raise UsageError(f"cannot write the log {path!r}: its directory does not exist")
-    try:
-        with open(path, "a"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"cannot write the log {path!r}: {exc.strerror}") from None
+
+def check_target(argv: Sequence[str] | None, pid: int | None, restore: bool) -> None:
+    """autopin probes one program: one it starts (``argv``) or one running (``pid``)."""
+    if pid is not None and argv:
+        raise UsageError("give a program to start or --pid PID of one running, not both")
+    if pid is None and not argv:
+        raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...], or --pid PID")
+    if restore and pid is None:
+        raise UsageError("--restore applies to --pid (a program autopin started ends with it)")
+
+
+def autopin(argv: Sequence[str] | None = None, pid: int | None = None, options: AutopinOptions | None = None, *, say: Say = _stderr) -> Outcome:
+    """Probe placements on a program it starts (``argv``) or on one running (``pid``) and keep the best.
+
+    The Python API of ``pinlab autopin``: it refuses what the command refuses, with the same
+    messages, before anything runs."""
+    options = options or AutopinOptions()
+    check_target(argv, pid, options.restore)
+    if pid is not None:
+        return autopin_attached(pid, options, say=say)
+    return autopin_program(list(argv or ()), options, say=say)
 
 
 def _heartbeat_seen(path: str | None) -> bool:

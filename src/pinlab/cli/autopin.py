@@ -6,9 +6,9 @@ import click
 
 from pinlab.autopin.metrics import list_metrics as available
 from pinlab.autopin.options import AutopinOptions
-from pinlab.autopin.session import autopin_attached, autopin_program
+from pinlab.autopin.session import autopin as run_autopin
+from pinlab.autopin.session import check_target
 from pinlab.cli.common import RenamingCommand, graph_option, renamed, started
-from pinlab.errors import UsageError
 
 
 @renamed({"-c": "--candidates", "-t": "--interval", "-w": "--warmup"})
@@ -62,7 +62,7 @@ from pinlab.errors import UsageError
     "--threshold", type=float, help="With --monitor: a drop of more than this percent below the rate kept since the choice...  [default: 10]"
 )
 @click.option("--patience", type=int, help="...for this many intervals in a row starts a new search.  [default: 3]")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Write the events to FILE.jsonl (see pinlab autopin-report).")
+@click.option("--log", "log", type=click.Path(dir_okay=False), help="Write the events to FILE.jsonl (see pinlab autopin-report).")
 @click.option(
     "--pid",
     type=int,
@@ -71,33 +71,7 @@ from pinlab.errors import UsageError
 @click.option("--restore", is_flag=True, help="With --pid: on Ctrl-C give the threads their masks back.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def autopin(
-    threads,
-    candidates,
-    strategies,
-    graph_file,
-    max_candidates,
-    cpu_kind,
-    metric,
-    list_metrics,
-    init,
-    warmup,
-    interval,
-    windows,
-    rounds,
-    max_rounds,
-    alpha,
-    tolerance,
-    migrate_pages,
-    monitor,
-    threshold,
-    patience,
-    log_path,
-    pid,
-    restore,
-    quiet,
-    program,
-) -> int:
+def autopin(program, graph_file, pid, list_metrics, quiet, **fields) -> int:
     """Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]
 
     The threads start on the first candidate; after -i seconds each candidate is measured for
@@ -109,43 +83,14 @@ def autopin(
         for name, description, usable in available():
             click.echo(f"{name:28} {'yes' if usable else 'no ':3} {description}")
         return 0
-    if pid is not None and program:
-        raise UsageError("give a program to start or --pid PID of one running, not both")
-    if pid is None and not program:
-        raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...], or --pid PID")
-    if restore and pid is None:
-        raise UsageError("--restore applies to --pid (a program autopin started ends with it)")
-    options = AutopinOptions(
-        threads=threads,
-        candidates=candidates,
-        strategies=strategies,
-        max_candidates=max_candidates,
-        cpu_kind=cpu_kind,
-        metric=metric,
-        init=init,
-        warmup=warmup,
-        interval=interval,
-        windows=windows,
-        rounds=rounds,
-        max_rounds=max_rounds,
-        alpha=alpha,
-        tolerance=tolerance,
-        migrate_pages=migrate_pages,
-        monitor=monitor,
-        threshold=threshold,
-        patience=patience,
-        log=log_path,
-        restore=restore,
-        graph=graph_option(graph_file, False),
-    )
+    check_target(program, pid, fields["restore"])
+    options = AutopinOptions(**fields, graph=graph_option(graph_file, False))
     say = (lambda line: None) if quiet else (lambda line: click.echo(f"autopin: {line}", err=True))
-    if pid is not None:
-        autopin_attached(pid, options, say=say)
-        return 0
-
-    outcome = started(lambda: autopin_program(list(program), options, say=say))
+    outcome = started(lambda: run_autopin(program, pid, options, say=say))
     if isinstance(outcome, int):
         return outcome
+    if pid is not None:
+        return 0
     for warning in outcome.record.warnings:
         click.echo(f"pinlab: warning: {warning}", err=True)
     return outcome.exit_status

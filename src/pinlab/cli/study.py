@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from pinlab.cli.common import graph_option
-from pinlab.cpuset import parse_cpulist
-from pinlab.errors import UsageError
-from pinlab.measure.counters import parse_events, probe
 from pinlab.study import slurm
-from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, StudyPlan, parse_command, parse_workload, run_study
+from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, run_study
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG
+from pinlab.study.request import campaign_action, check_local, check_slurm, study_plan
 from pinlab.study.slurm import SlurmOptions, run_task, submit
 from pinlab.study.store import Store
 from pinlab.words import plural
@@ -95,42 +95,7 @@ from pinlab.words import plural
 @click.option("--status", "status_of", help="Slurm: the state of each task of campaign NAME.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def study(
-    name,
-    db,
-    strategies,
-    threads,
-    runs,
-    max_runs,
-    min_runs,
-    alpha,
-    counters,
-    order,
-    warmup,
-    mem,
-    corun,
-    metric,
-    metric_better,
-    timeout,
-    cpu_kind,
-    sample_ms,
-    max_failures,
-    seed,
-    workloads,
-    resume,
-    graph_file,
-    domains,
-    backend,
-    results_dir,
-    nodes,
-    partition,
-    time_limit,
-    sbatch_args,
-    collect,
-    status_of,
-    quiet,
-    program,
-) -> int:
+def study(program, db, resume, backend, graph_file, domains, collect, status_of, quiet, **o) -> int:
     """Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS
 
     Exits with 0 when every configuration has successful runs, 1 when the study ended but a
@@ -138,87 +103,40 @@ def study(
     after --max-failures failed runs, 128+N when stopped by signal N (continue with --resume).
     """
     if collect is not None or status_of is not None or (resume and _is_campaign(db, resume)):
-        return _campaign_command(db, collect, status_of, resume, program or workloads)
+        return _campaign_command(db, collect, status_of, resume, program or o["workloads"])
+    slurm_options = {k: o.pop(k) for k in ("results_dir", "nodes", "partition", "time_limit", "sbatch_args")}
     try:
         if backend == "slurm":
-            if resume:
-                raise UsageError(f"--resume {resume}: no Slurm campaign of that name in {db}")
-            return _submit(
-                db,
-                results_dir,
-                nodes,
-                partition,
-                time_limit,
-                sbatch_args,
-                graph_file,
-                domains,
-                _study_plan(
-                    name,
-                    strategies,
-                    threads,
-                    runs,
-                    max_runs,
-                    min_runs,
-                    alpha,
-                    counters,
-                    order,
-                    warmup,
-                    mem,
-                    corun,
-                    metric,
-                    metric_better,
-                    timeout,
-                    cpu_kind,
-                    sample_ms,
-                    max_failures,
-                    seed,
-                    workloads,
-                    program,
-                    on_nodes=True,
-                ),
-            )
-        if results_dir or sbatch_args or partition or time_limit or nodes != 1:
-            raise UsageError("--results, --nodes, --partition, --time and --sbatch-arg are for --backend slurm")
-        if resume:
-            if program or workloads:
-                raise UsageError("--resume continues a stored study with its own programs: give no program or --workload")
-            if metric_better is not None:
-                raise UsageError("--resume continues a stored study with its own metric and direction: leave --metric-better out")
-            if cpu_kind is not None or graph_file is not None or domains is not None:
-                raise UsageError("--resume continues a stored study with its own placements: leave --cpu-kind, --graph and --domains out")
-            summary = run_study(None, db, resume=resume, max_failures=max_failures, progress=not quiet)
-        else:
-            plan = _study_plan(
-                name,
-                strategies,
-                threads,
-                runs,
-                max_runs,
-                min_runs,
-                alpha,
-                counters,
-                order,
-                warmup,
-                mem,
-                corun,
-                metric,
-                metric_better,
-                timeout,
-                cpu_kind,
-                sample_ms,
-                max_failures,
-                seed,
-                workloads,
-                program,
-            )
+            check_slurm(resume=resume, db=db)
+            plan = study_plan(program=program, on_nodes=True, notice=_notice, **o)
             plan.graph, plan.domains = graph_option(graph_file, False), domains
-            summary = run_study(plan, db, max_failures=max_failures, progress=not quiet)
+            return _submit(db, plan, **slurm_options)
+        given = [v for k, v in slurm_options.items() if k != "nodes" and v] + ([1] if slurm_options["nodes"] != 1 else [])
+        placements = [x for x in (o["cpu_kind"], graph_file, domains) if x is not None]
+        check_local(
+            resume=resume, slurm_options=given, program=program, workloads=o["workloads"], metric_better=o["metric_better"], placements=placements
+        )
+        if resume:
+            summary = run_study(None, db, resume=resume, max_failures=o["max_failures"], progress=not quiet)
+        else:
+            plan = study_plan(program=program, notice=_notice, **o)
+            plan.graph, plan.domains = graph_option(graph_file, False), domains
+            summary = run_study(plan, db, max_failures=o["max_failures"], progress=not quiet)
     except StudyInterrupted as exc:
         click.echo(f"pinlab: {exc}", err=True)
         return 128 + exc.signum
     except KeyboardInterrupt:
-        click.echo(f"pinlab: study interrupted; every finished run is stored; continue with --resume {resume or name or 'NAME'}", err=True)
+        click.echo(f"pinlab: study interrupted; every finished run is stored; continue with --resume {resume or o['name'] or 'NAME'}", err=True)
         return 130
+    _tell_summary(summary)
+    return 0
+
+
+def _notice(text: str) -> None:
+    click.echo(f"pinlab: notice: {text}", err=True)
+
+
+def _tell_summary(summary: dict) -> None:
     click.echo(
         f"pinlab: study {summary['study']}: {plural(summary['runs'], 'run')} stored in {summary['db']} "
         f"({summary['new_runs']} new, {summary['failures']} failed)",
@@ -231,13 +149,10 @@ def study(
             f"a fixed {FIXED_RUNS} runs each would take {fixed} ({summary['measured'] / fixed:.0%} of that)",
             err=True,
         )
-    return 0
 
 
 def _is_campaign(db: str, name: str) -> bool:
     """Whether study ``name`` of ``db`` is a Slurm campaign (its --resume resubmits tasks)."""
-    from pathlib import Path
-
     if not Path(db).exists():
         return False
     with Store.open(db, create=False, readonly=True) as store:
@@ -245,10 +160,7 @@ def _is_campaign(db: str, name: str) -> bool:
     return study is not None and bool(study.parameters.get("slurm"))
 
 
-def _submit(db, results_dir, nodes, partition, time_limit, sbatch_args, graph_file, domains, plan) -> int:
-    from pathlib import Path
-
-    plan.graph, plan.domains = graph_option(graph_file, False), domains
+def _submit(db, plan, results_dir, nodes, partition, time_limit, sbatch_args) -> int:
     options = SlurmOptions(
         results=results_dir or str(Path(db).resolve().parent), nodes=nodes, partition=partition, time=time_limit, sbatch_args=tuple(sbatch_args)
     )
@@ -266,13 +178,6 @@ def _submit(db, results_dir, nodes, partition, time_limit, sbatch_args, graph_fi
 
 def _campaign_command(db, collect, status_of, resume, extra) -> int:
     """--collect, --status and --resume of a Slurm campaign."""
-    if sum(1 for x in (collect, status_of, resume) if x is not None) > 1:
-        raise UsageError("give one of --collect NAME, --status NAME and --resume NAME")
-    option = "--collect" if collect is not None else "--status" if status_of is not None else "--resume"
-    if not (collect or status_of or resume or "").strip():
-        raise UsageError(f"{option} needs the campaign's name: pinlab study {option} NAME --db FILE")
-    if extra:
-        raise UsageError("--collect, --status and --resume act on a stored campaign: give no program or --workload")
     ctx = click.get_current_context()
     ignored = [
         p.opts[0]
@@ -280,8 +185,7 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
         if p.name not in ("db", "collect", "status_of", "resume", "backend", "quiet", "program", "workloads")
         and ctx.get_parameter_source(p.name) not in (None, click.core.ParameterSource.DEFAULT)
     ]
-    if ignored:
-        raise UsageError(f"{option} acts on a stored campaign with its own settings: leave {', '.join(ignored)} out")
+    campaign_action(collect, status_of, resume, extra=extra, ignored=ignored)
     if collect:
         done = slurm.collect(db, collect)
         click.echo(
@@ -336,82 +240,3 @@ def _campaign_command(db, collect, status_of, resume, extra) -> int:
 def study_task(directory, task) -> int:
     """One array task of a Slurm campaign (run by the campaign's job script on a node)."""
     return run_task(directory, task)
-
-
-def _study_plan(
-    name,
-    strategies,
-    threads,
-    runs,
-    max_runs,
-    min_runs,
-    alpha,
-    counters,
-    order,
-    warmup,
-    mem,
-    corun,
-    metric,
-    metric_better,
-    timeout,
-    cpu_kind,
-    sample_ms,
-    max_failures,
-    seed,
-    workloads,
-    program,
-    on_nodes: bool = False,
-):
-    """The options of `pinlab study` as one StudyPlan (StudyPlan.validate checks it before anything runs)."""
-    import datetime
-    import os
-
-    programs = [parse_workload(w) for w in workloads]
-    if program:
-        programs.append(parse_command(list(program)))
-    runs_value = runs.strip().lower()
-    if runs_value != "auto":
-        if not (runs_value.isascii() and runs_value.isdigit()):
-            raise UsageError(f"--runs must be a positive number of runs or auto (got {runs!r})")
-        runs_value = int(runs_value)
-    sample_value = sample_ms.strip().lower()
-    if sample_value != "auto":
-        try:
-            sample_value = float(sample_value)
-        except ValueError:
-            raise UsageError(f"--sample-ms must be auto or a number of milliseconds (got {sample_ms!r})") from None
-    usable = []
-    if counters is not None and on_nodes:  # each node counts what it can (checked there, run by run)
-        usable = [e.name for e in parse_events(counters)]
-    elif counters is not None:
-        found = probe(parse_events(counters))
-        usable = [e.name for e in found.usable]
-        for notice in found.notices:
-            click.echo(f"pinlab: notice: {notice}", err=True)
-    if threads is None and on_nodes:
-        raise UsageError("--backend slurm: give the thread counts with -n (this machine's CPU count says nothing of the nodes')")
-    if threads is None:
-        threads = str(len(os.sched_getaffinity(0)))
-    plan = StudyPlan(
-        name=name or datetime.datetime.now().strftime("study-%Y%m%d-%H%M%S"),
-        programs=programs,
-        strategies=strategies.split(","),
-        threads=parse_cpulist(threads, what="--threads list"),
-        runs=runs_value,
-        order=order,
-        warmup=warmup,
-        mem=mem.split(","),
-        coruns=corun.split(","),
-        metric=metric,
-        metric_better=metric_better,
-        timeout=timeout,
-        max_failures=max_failures,
-        seed=seed,
-        counters=usable,
-        max_runs=max_runs,
-        min_runs=min_runs,
-        alpha=alpha,
-        sample_ms=sample_value,
-        cpu_kind=cpu_kind,
-    )
-    return plan  # run_study validates it before it opens the database

@@ -117,8 +117,9 @@ def plan_spec(
     ``rank``: the MPI rank context as ``pinlab run --rank`` reads it (auto, off, LOCAL/COUNT; None
     is off): the plan is placed inside the rank's part of the node, next to its GPUs with ``gpus``.
     """
-    if sample_ms is not None and not 0 < sample_ms <= 3_600_000:
-        raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {sample_ms})")
+    if sample_ms is not None and not (isinstance(sample_ms, (int, float)) and 0 < sample_ms <= 3_600_000):
+        shown = f"{sample_ms:g}" if isinstance(sample_ms, (int, float)) else repr(sample_ms)
+        raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {shown})")
     if balance_interval is not None:
         if not balance:
             raise UsageError("--balance-interval sets how often --balance looks: give --balance too")

@@ -1,4 +1,4 @@
-"""Placements on the bundled machines, checked against what the seed papers and the tools do."""
+"""Placements on the bundled machines, checked against what the source papers and the tools do."""
 
 import pytest
 

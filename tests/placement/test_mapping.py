@@ -85,7 +85,7 @@ def test_planted_groups_land_in_one_domain_on_every_preset(preset, strategy):
             pytest.skip(f"{preset}: every core in one domain, nothing to check")
         levels = [(_ranges(level), 10.0 ** (i + 1)) for i, level in enumerate(tree.levels[: index + 1])]
         if strategy in ("lpgp", "gplp", "gp"):
-            # below the sockets, pairs of the pair level as the seed's two-level strategies expect
+            # below the sockets, pairs of the pair level as the two-level strategies of [mazouz2011hpcs] expect
             levels.append(([s for s in pair_slots(topo, tree, False) if len(s) == 2], 10.0 ** (index + 3)))
         check = _ranges(tree.levels[index])
         w, perm = _planted(levels, n, seed=n + 1)
@@ -201,7 +201,7 @@ def test_domains_uses_exactly_k_sockets(preset, strategy):
     topo = load_preset(preset)
     sockets = [frozenset(p.cpus) for p in topo.packages]
     per = _all(topo) // len(sockets)  # cores per socket (the presets are regular)
-    n = 16  # the seed's LPGP(4, 8, 16 sockets) case
+    n = 16  # the LPGP(4, 8, 16 sockets) case of [mazouz2011hpcs]
     rng = np.random.default_rng(5)
     w = rng.random((n, n))
     w = w + w.T

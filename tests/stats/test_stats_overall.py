@@ -1,4 +1,4 @@
-"""overall(): the seed tables on a small synthetic suite whose sums are computed by hand."""
+"""overall(): the tables of [mazouz2011hpcs] on a small synthetic suite whose sums are computed by hand."""
 
 from __future__ import annotations
 

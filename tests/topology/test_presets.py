@@ -1,4 +1,4 @@
-"""The bundled machines: each loads, hwloc accepts it, and it says what the seed papers say."""
+"""The bundled machines: each loads, hwloc accepts it, and it says what the source papers say."""
 
 import shutil
 import subprocess

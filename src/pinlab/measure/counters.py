@@ -64,7 +64,7 @@ _CACHE_OPS = {"load": 0, "store": 1, "prefetch": 2}
 # perf's spelling: loads, stores, prefetches; load-misses, store-misses, prefetch-misses.
 _CACHE_EVENT = re.compile(r"^(L1-dcache|L1-icache|LLC|dTLB|iTLB|branch|node)-(load|store|prefetch)((?<=prefetch)es|(?<!prefetch)s|-misses)$")
 
-#: What ``--counters default`` asks for: the seed's hardware events and the software ones every Linux has.
+#: What ``--counters default`` asks for: the hardware events of [ribeiro2012] and the software ones every Linux has.
 DEFAULT = ("cycles", "instructions", "cache-misses", "task-clock", "context-switches", "cpu-migrations", "page-faults")
 
 _PMUS = Path("/sys/bus/event_source/devices")

@@ -15,9 +15,9 @@ For a program that does not use the API, ``--balance-data accessed`` has the pag
 (:mod:`pinlab.memory.accessed`) count which thread touches which page while it runs: a stolen
 thread then takes along the pages it touched first in most rounds.
 
-Which node is robbed: as in the seed, the one whose busy threads have the least attached data
+Which node is robbed: as in [broquedis2010forestgomp], the one whose busy threads have the least attached data
 (moving memory is what costs), then the one with the most work left, which from outside is the
-most busy threads waiting for a CPU (the seed's runtime used workload hints from the application;
+most busy threads waiting for a CPU (ForestGOMP used workload hints from the application;
 pinlab has none). Threads with no attached data move alone (unless ``--balance-data accessed``):
 for a program that does not use the memory API, --balance moves threads only and says so.
 """

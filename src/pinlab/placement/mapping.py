@@ -6,7 +6,7 @@ Every strategy is a pure function (topology, graph, threads, options) -> CPUs, t
 Two steps, shared by all strategies:
 
 1. **Which units.** The sockets (packages; NUMA nodes on a one-package machine with several
-   nodes): with ``domains=K`` the first K, as the seed's LPGP(4, 8, 16 sockets) variants do;
+   nodes): with ``domains=K`` the first K, as the LPGP(4, 8, 16 sockets) variants of [mazouz2011hpcs] do;
    without it, every socket for ``lp-scatter`` and the fewest that hold the threads for the
    others. ``lp-compact`` and ``lp-scatter`` divide the threads over them by capacity (pairs kept
    whole), each socket's threads on its first units in logical order. ``gp``, ``lpgp``, ``gplp``

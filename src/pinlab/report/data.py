@@ -254,7 +254,7 @@ def study_report(db: str, name: str | None = None, baseline: str = "none", alpha
 
 def _add_counter_columns(rows: list[dict[str, Any]], ok, counters: list[str], baseline: str) -> None:
     """Per configuration, each counter's mean per successful run and its ratio to the baseline's mean
-    (as the seed's Figures 3-5: above 1 = more events than the OS placement)."""
+    (as Figures 3-5 of [ribeiro2012]: above 1 = more events than the OS placement)."""
     means: dict[tuple, dict[str, float]] = {}
     for row in rows:
         sample = ok[(ok["config"] == row["config"])]
@@ -272,7 +272,7 @@ def _add_counter_columns(rows: list[dict[str, Any]], ok, counters: list[str], ba
 
 
 def _adaptive(study, runs, stats, baseline: str) -> dict[str, Any] | None:
-    """How many runs an adaptive study (--runs auto) took, against the seeds' fixed 35 per configuration."""
+    """How many runs an adaptive study (--runs auto) took, against the fixed 35 per configuration of [mazouz2011hpcs]."""
     parameters = study.parameters
     if parameters.get("runs") != "auto":
         return None

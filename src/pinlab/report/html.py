@@ -312,7 +312,7 @@ def _software_only(events: list[str]) -> bool:
     """Whether every counted event is a software one (no cycle, instruction or cache event).
 
     The kernel counts those itself, so every Linux has them, even a VM or container without a
-    PMU; a study of only those cannot show the cache behaviour the seed paper's figures show.
+    PMU; a study of only those cannot show the cache behaviour the figures of [ribeiro2012] show.
     """
     return bool(events) and all(e in SOFTWARE for e in events)
 

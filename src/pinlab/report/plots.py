@@ -494,7 +494,7 @@ def _group_key(groups, several_threads: bool) -> dict:
 def counters(report):
     """Each event's mean count per run, divided by the baseline's, one panel per event.
 
-    As Figures 3-5 of the seed paper (Ribeiro et al.): a bar is a placement's count normalised
+    As Figures 3-5 of [ribeiro2012]: a bar is a placement's count normalised
     to the OS placement of the same program, threads, memory policy and co-runner, so above 1
     means the placement caused more events, below 1 fewer. A ratio that cannot be computed (the
     baseline counted no event, or the event was not counted) is written "n/a" where its bar

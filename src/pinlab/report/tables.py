@@ -183,7 +183,7 @@ def print_report(report: StudyReport, console=None) -> None:
         console.print(counters_table(report))
     if report.overall:
         overall = Table(
-            title=f"Overall, across programs (as the seed tables: speedup of the total of the means and of the medians "
+            title=f"Overall, across programs (as the tables of Mazouz et al. 2011: speedup of the total of the means and of the medians "
             f"against {report.baseline}; variances in the metric's unit squared)"
         )
         for column in (

@@ -8,7 +8,7 @@ degenerate ones (one run, all runs equal, every run tied) follow the rules writt
 - :func:`describe` — one sample: mean, median, variance, AV, RV, unstable, confidence intervals.
 - :func:`compare` — a placement against the baseline: speedups, tests, verdicts (``better``:
   whether lower values, times, or higher values, rates, are faster).
-- :func:`overall` — the seed tables: one row per placement over a suite of programs.
+- :func:`overall` — the tables of [mazouz2011hpcs]: one row per placement over a suite of programs.
 - :func:`decided` — whether a comparison needs more runs (adaptive studies).
 """
 

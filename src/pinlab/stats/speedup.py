@@ -120,7 +120,7 @@ class Comparison(Record):
 
 @dataclass(frozen=True)
 class OverallRow(Record):
-    """One line of the seed tables: a placement against the baseline over a suite of programs.
+    """One line of the tables of [mazouz2011hpcs]: a placement against the baseline over a suite of programs.
 
     ``mean_speedup`` = sum of the baseline's mean times / sum of the placement's mean times
     (when higher is better, ``better="higher"``: sum of the placement's means / sum of the
@@ -451,7 +451,7 @@ def overall(
     better: str = LOWER,
     seconds: bool | None = None,
 ) -> list[OverallRow]:
-    """The seed tables: one row per placement other than ``baseline``, in first-seen order.
+    """The tables of [mazouz2011hpcs]: one row per placement other than ``baseline``, in first-seen order.
 
     ``programs`` maps each program to {placement: run times} (or values of a metric where
     ``better="higher"``, see :func:`compare`). Every program must have runs under ``baseline``; a

@@ -20,7 +20,7 @@ from collections import defaultdict
 import click
 import pytest
 
-from pinlab.cli import COMMANDS, cli
+from pinlab.cli import COMMANDS, REGISTRY, cli
 from tests.conftest import PINLAB, run_pinlab
 
 #: The one meaning of each short flag: the long names that carry it (a list where a command takes several values).
@@ -179,3 +179,22 @@ def test_the_help_shows_only_the_new_spellings():
     shown = subprocess.run([str(PINLAB), "autopin", "--help"], capture_output=True, text=True, check=True).stdout
     assert "-C, --candidates" in shown and "-T, --interval" in shown and "-W, --warmup" in shown
     assert "-c," not in shown and "-t," not in shown and "-w," not in shown
+
+
+def test_pinlab_help_lists_every_command_without_importing_any():
+    code = (
+        "import sys; from pinlab.cli import main; main(['--help']); "
+        "print(sorted(m for m in sys.modules if m.startswith('pinlab.cli.') or m.split('.')[0] in ('scipy', 'pandas', 'matplotlib', 'numpy', 'rich')))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert shown[-1] == "[]"
+    commands = shown[shown.index("Commands:") + 1 : -1]
+    listed = [line.split()[0] for line in commands]
+    assert listed == [name for name, (_, summary) in REGISTRY.items() if summary is not None]
+
+
+def test_the_registry_s_lines_are_the_commands_own():
+    ctx = click.Context(cli)
+    for name, (_, summary) in REGISTRY.items():
+        command = cli.get_command(ctx, name)
+        assert summary == (None if command.hidden else command.get_short_help_str(limit=1000)), name

@@ -11,33 +11,39 @@ from __future__ import annotations
 import importlib
 
 import click
+from click.utils import make_default_short_help
 
 from pinlab.errors import UsageError
 
-#: Command name -> "module:function" under pinlab.cli, in the order ``pinlab --help`` lists them.
-COMMANDS = {
-    "topology": "topology:topology",
-    "place": "place:place",
-    "run": "run:run",
-    "autopin": "autopin:autopin",
-    "workload": "workload:workload",
-    "corun": "workload:corun",
-    "check": "check:check",
-    "study": "study:study",
-    "study-task": "study:study_task",
-    "report": "report:report",
-    "autopin-report": "report:autopin_report",
-    "memmap": "memory:memmap",
-    "migrate": "memory:migrate",
-    "ps": "live:ps",
-    "pin": "live:pin",
-    "graph": "graph:graph",
-    "calibrate": "calibrate:calibrate",
-    "trace": "trace:trace",
-    "cc": "trace:cc",
-    "cflags": "trace:cflags",
-    "ldflags": "trace:ldflags",
+#: Command name -> ("module:function" under pinlab.cli, the line ``pinlab --help`` shows, None when
+#: hidden), in the order ``pinlab --help`` lists them. The line is the first of the command's
+#: docstring (a test keeps them equal), so that listing the commands imports none of them.
+REGISTRY: dict[str, tuple[str, str | None]] = {
+    "topology": ("topology:topology", "Show the machine's topology (or another one's)."),
+    "place": ("place:place", "Compute a placement: the CPU of thread 0, 1, 2, ... in order."),
+    "run": ("run:run", "Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]"),
+    "autopin": ("autopin:autopin", "Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]"),
+    "workload": ("workload:workload", "Built-in workloads: STREAM family, mb, primes, pairs."),
+    "corun": ("workload:corun", "Run co-runners of KIND (cpu, sleep, memory) until stopped, to load CPUs during a measurement."),
+    "check": ("check:check", "Tell what on this machine will add noise or bias to measurements, and how to change it."),
+    "study": ("study:study", "Run programs many times under each placement and store every run: pinlab study [OPTIONS] -- PROGRAM ARGS"),
+    "study-task": ("study:study_task", None),
+    "report": ("report:report", "Statistics of a stored study (NAME, default the latest): tables, CSV, JSON, HTML."),
+    "autopin-report": ("report:autopin_report", "Report on an autopin log (written by `pinlab autopin --log FILE`): candidates, verdicts, timeline."),
+    "memmap": ("memory:memmap", "Where a running process's memory lives: resident MiB per NUMA node, per kind of mapping and per mapping."),
+    "migrate": ("memory:migrate", "Move a running process's pages to other NUMA nodes now (as migratepages does), and say where they are."),
+    "ps": ("live:ps", "Show every thread of running processes: role, CPU now, mask, migrations, CPU time, pages per NUMA node."),
+    "pin": ("live:pin", "Re-pin the threads of a running program: the i-th selected thread gets plan CPU i."),
+    "graph": ("graph:graph", "Affinity graphs: show them, convert them between JSON and a matrix CSV."),
+    "calibrate": ("calibrate:calibrate", "Measure this machine's distances: core-to-core latency and each NUMA node's bandwidth and latency."),
+    "trace": ("trace:trace", "Measure which threads share data: pinlab trace -n THREADS -o FILE -- PROGRAM [ARGS...]"),
+    "cc": ("trace:cc", "Build a program for pinlab trace --method exact: pinlab cc -- COMPILER ARGS..."),
+    "cflags": ("trace:cflags", "Print the compile flags of a program to trace exactly (for Makefiles: CFLAGS += $(pinlab cflags))."),
+    "ldflags": ("trace:ldflags", "Print the link flags of a program to trace exactly (pinlab's tracer runtime, with an rpath)."),
 }
+
+#: Command name -> "module:function".
+COMMANDS = {name: target for name, (target, _) in REGISTRY.items()}
 
 
 class LazyGroup(click.Group):
@@ -53,6 +59,13 @@ class LazyGroup(click.Group):
         module, _, attribute = target.partition(":")
         command = getattr(importlib.import_module(f"pinlab.cli.{module}"), attribute)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The list of ``pinlab --help``, from the registry: no command module is imported for it."""
+        rows = [(name, summary) for name, (_, summary) in REGISTRY.items() if summary is not None]
+        width = formatter.width - 6 - max(len(name) for name, _ in rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, make_default_short_help(summary, width)) for name, summary in rows])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -117,7 +117,7 @@ class Heartbeat:
             size = os.fstat(fd).st_size
             if size < file_bytes(2):
                 raise UsageError(f"{path} is not a heartbeat file (too small: {size} bytes)")
-            self._map = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            self._map: mmap.mmap | None = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
         magic, version, slots, _ = _HEADER.unpack_from(self._map, 0)

@@ -129,7 +129,7 @@ def plan_spec(
         no_domain_memory(mem)
     else:
         if isinstance(graph, (str, os.PathLike)):
-            graph = load_graph(graph)
+            graph = load_graph(os.fspath(graph))
         options = dict(strategy=strategy, threads=threads, cpus=cpus, smt=smt, oversubscribe=oversubscribe, seed=seed, cpu_kind=cpu_kind)
         placement, mem = _rank_placement(rank_plan, {**options, "graph": graph, "domains": domains, "level": level}, plan_file, mem)
         strategy = cpus = cpu_kind = graph = domains = level = None
@@ -174,7 +174,7 @@ def plan_spec(
     elif strategy is not None or cpus is not None or placement is not None:
         if placement is None:
             if isinstance(graph, (str, os.PathLike)):
-                graph = load_graph(graph)
+                graph = load_graph(os.fspath(graph))
             placement = make_placement(
                 load_topology("this"),
                 strategy=strategy,

@@ -75,7 +75,7 @@ def sweep(directory: str) -> list[str]:
     A file is stale when the PID in its name is not a live process and no process holds its lock.
     Files of other users, and anything not named as pinlab names them, are left alone.
     """
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:

@@ -368,28 +368,11 @@ def compare(
     if median_method == MWU_ALL_TIED:
         notes.append("median test: every run of both samples has the same value: U = nb * nc / 2, p = 1 each way")
 
-    normal_b = _normal_enough(shapiro_b, skip_b, alpha)
-    normal_c = _normal_enough(shapiro_c, skip_c, alpha)
-    if b.size > LARGE_SAMPLE and c.size > LARGE_SAMPLE:
-        valid, validity = True, f"both samples have more than {LARGE_SAMPLE} runs"
-    elif normal_b and normal_c:
-        valid = True
-        if skip_b is None and skip_c is None:
-            validity = "both samples pass Shapiro-Wilk"
-        elif skip_b is not None and skip_c is not None:
-            validity = "both samples have all runs equal (zero variance)"
-        else:
-            validity = "one sample passes Shapiro-Wilk, the other has all runs equal (zero variance)"
-    else:
-        valid = False
-        validity = f"needs more than {LARGE_SAMPLE} runs in each sample, or both samples normal by Shapiro-Wilk (at least 3 runs each)"
-
+    valid, validity = _mean_test_validity(b.size, c.size, (shapiro_b, skip_b), (shapiro_c, skip_c), alpha)
     mean_verdict = _direction(mean_p_faster, mean_p_slower, alpha) if valid else MORE_RUNS
     median_verdict = _direction(median_p_faster, median_p_slower, alpha)
-    if median_verdict in _OPPOSITE and mean_verdict != _OPPOSITE[median_verdict]:
-        verdict = median_verdict
-    else:
-        verdict = NO_DIFFERENCE
+    # the median decides, unless the mean says the opposite (an invalid or undecided mean does not)
+    verdict = median_verdict if median_verdict in _OPPOSITE and mean_verdict != _OPPOSITE[median_verdict] else NO_DIFFERENCE
 
     return Comparison(
         alpha=alpha,
@@ -420,6 +403,21 @@ def compare(
         verdict=verdict,
         notes=tuple(notes),
     )
+
+
+def _mean_test_validity(nb: int, nc: int, shapiro_b: tuple, shapiro_c: tuple, alpha: float) -> tuple[bool, str]:
+    """Whether the t-test may decide, and why: large samples, or both normal (Shapiro-Wilk's
+    ``(p, why skipped)`` of each; a sample of equal runs counts as normal)."""
+    if nb > LARGE_SAMPLE and nc > LARGE_SAMPLE:
+        return True, f"both samples have more than {LARGE_SAMPLE} runs"
+    if not (_normal_enough(*shapiro_b, alpha) and _normal_enough(*shapiro_c, alpha)):
+        return False, f"needs more than {LARGE_SAMPLE} runs in each sample, or both samples normal by Shapiro-Wilk (at least 3 runs each)"
+    skipped = (shapiro_b[1] is not None) + (shapiro_c[1] is not None)
+    return True, (
+        "both samples pass Shapiro-Wilk",
+        "one sample passes Shapiro-Wilk, the other has all runs equal (zero variance)",
+        "both samples have all runs equal (zero variance)",
+    )[skipped]
 
 
 def decided(comparison: Comparison) -> bool:

@@ -33,6 +33,23 @@ def check_writable(path: str | Path, what: str) -> None:
         raise UsageError(f"cannot write {what} {str(target)!r}: {exc.strerror or exc}; give a path in a directory you can write to") from None
 
 
+#: Picture formats by file suffix: every picture pinlab draws is one of these.
+PICTURE_FORMATS = {".svg": "svg", ".png": "png"}
+
+
+def check_picture(path: str | Path) -> str:
+    """The picture format ("svg" or "png") of ``path``, once a file can be written there.
+
+    Every command that draws (place, ps, graph show, calibrate, autopin-report) checks its
+    picture path here before any work, so they all refuse the same paths with the same words.
+    """
+    fmt = PICTURE_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise UsageError(f"picture file {str(path)!r} must end in .svg or .png")
+    check_writable(path, "picture")
+    return fmt
+
+
 def check_writable_directory(directory: str, option: str) -> None:
     """Fail now, in one line, if files cannot be written into ``directory`` (made if missing).
 

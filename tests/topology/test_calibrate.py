@@ -196,7 +196,7 @@ def test_cpus_not_allowed_here_are_refused():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--picture", "x.gif"], "must end in .png or .svg"),
+        (["--picture", "x.gif"], "must end in .svg or .png"),
         (["--picture", "/nonexistent-dir/x.png"], "its directory does not exist"),
         (["-o", "/nonexistent-dir/x.xml"], "its directory does not exist"),
         (["--topology", "no-such-preset"], "unknown topology"),

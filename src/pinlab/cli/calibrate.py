@@ -6,12 +6,10 @@ import sys
 
 import click
 
-from pinlab.errors import UsageError
-from pinlab.outputs import check_writable
 from pinlab.topology import load_topology
+from pinlab.topology.calibrate import CalibrationOutputs
 from pinlab.topology.calibrate import calibrate as measure
-from pinlab.topology.calibrate import calibrated_xml
-from pinlab.topology.calibrate_show import LATENCY_TITLE, MEMORY_TITLE, check_picture_path, draw, latency_table, legend, memory_table
+from pinlab.topology.calibrate_show import LATENCY_TITLE, MEMORY_TITLE, draw, latency_table, legend, memory_table
 from pinlab.words import plural
 
 
@@ -28,16 +26,9 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
     With -o, the topology is written with the measurements in it (hwloc user distances); give that
     file to --topology of any pinlab command and placements follow the measured machine.
     """
-    from pathlib import Path
-
     from rich.console import Console
 
-    if output is not None:
-        if not output.lower().endswith(".xml"):
-            raise UsageError(f"-o {output!r}: the calibrated topology is hwloc XML; give a file name ending in .xml")
-        check_writable(output, "the calibrated topology")
-    if picture:
-        check_picture_path(picture)
+    outputs = CalibrationOutputs(output, picture)
     topo = load_topology(source)
     result = measure(topo, quick=quick, sample=sample, memory=not no_memory)
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -51,10 +42,7 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
         console.print(memory_table(result))
         console.print(f"memory measured in {result.memory_seconds:.2f} s")
     if output is not None:
-        try:
-            Path(output).write_text(calibrated_xml(topo, result), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}") from None
+        outputs.write_topology(topo, result)
         click.echo(f"pinlab: wrote {output}; use it with --topology {output}", err=True)
     if picture:
         draw(result, picture)

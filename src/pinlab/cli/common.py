@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pinlab.errors import UsageError
 from pinlab.graph import load_graph
+from pinlab.graph.model import check_strict
 from pinlab.graph.progress import terminal_progress
 from pinlab.launch import ProgramNotExecutable, ProgramNotFound
 from pinlab.placement.tree import graph_fits
@@ -26,9 +26,8 @@ def graph_option(path, strict: bool, fits: dict | None = None):
 
     ``fits`` (topology, strategy, threads, smt, domains; topology a callable) refuses a graph of
     the wrong size from its thread count, before its weights are read."""
+    check_strict(path, strict)
     if path is None:
-        if strict:
-            raise UsageError("--strict checks the graph of --graph FILE: give one or leave --strict out")
         return None
 
     def expect(n: int) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 
 from pinlab.graph.model import convert_graph, load_graph
-from pinlab.graph.picture import check_target, draw
+from pinlab.graph.picture import draw
 from pinlab.graph.progress import terminal_progress
 from pinlab.graph.show import render
+from pinlab.outputs import check_picture
 
 
 def _graph_notice(text: str) -> None:
@@ -29,7 +30,7 @@ def graph_show(file, picture, strict, threads) -> None:
     from rich.console import Console
 
     if picture:
-        check_target(picture)
+        check_picture(picture)
     loaded = load_graph(file, strict=strict, notice=_graph_notice, progress=terminal_progress())
     if threads is not None:
         loaded.check_threads(threads)

@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from pinlab.errors import UsageError
-from pinlab.live import Watcher, apply_plan, check_process, pinlab_processes, plan_cpus, select_threads, show
+from pinlab.live import Watcher, WatchRequest, apply_plan, check_process, pinlab_processes, plan_cpus, select_threads, show
 from pinlab.topology import load_topology
 from pinlab.words import plural
 
@@ -26,12 +25,7 @@ def ps(pids, watch, as_json, picture) -> int:
     import json
     import time
 
-    if watch is not None and not 0 < watch <= 86400:
-        raise UsageError(f"--watch must be a positive number of seconds, at most a day (got {watch})")
-    if picture:
-        if len(pids) != 1:
-            raise UsageError("--picture draws one process: give exactly one PID")
-        show.check_picture_path(picture)
+    request = WatchRequest(tuple(pids), watch, picture)
     if not pids:
         pids = pinlab_processes()
         if not pids:
@@ -57,13 +51,13 @@ def ps(pids, watch, as_json, picture) -> int:
                 else:
                     console.print(show.table(look))
                     console.print(show.pages_line(look))
-                if picture:
+                if request.picture:
                     if topo is None:
                         topo = load_topology("this")
-                    show.draw_look(look, topo, picture)
-            if watch is None or not watchers:
+                    show.draw_look(look, topo, request.picture)
+            if request.every is None or not watchers:
                 break
-            time.sleep(watch)
+            time.sleep(request.every)
     except KeyboardInterrupt:  # Ctrl-C is how --watch stops
         pass
     return 0
@@ -111,7 +105,7 @@ def pin(pid, strategy, count, old_count, cpus, which, smt, oversubscribe, seed) 
     """
     if isinstance(count, str):  # the old --threads SELECTION
         if which != "workers":
-            raise UsageError(f"--threads {count} and --select {which} both choose the threads to re-pin: keep --select")
+            raise click.UsageError(f"--threads {count} and --select {which} both choose the threads to re-pin: keep --select")
         count, which = None, count
     if old_count is not None:
         count = old_count

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from pinlab.cli.common import GRAPH_STRATEGY_HELP, TOPOLOGY_HELP, graph_option
 from pinlab.cpuset import format_cpulist
-from pinlab.errors import UsageError
-from pinlab.placement import make_placement
 from pinlab.placement.cost import compare, format_comparison
-from pinlab.placement.exports import FORMATS, export
-from pinlab.placement.picture import _check_target, draw, draw_ranks
+from pinlab.placement.exports import export
+from pinlab.placement.picture import draw, draw_ranks
+from pinlab.placement.request import PlaceRequest
 from pinlab.ranks.launch import domain_placement, domain_topology, node_split, this_rank
 from pinlab.ranks.show import rank_table
 from pinlab.topology import load_topology
@@ -52,69 +53,52 @@ def place(
     strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict, ranks, gpus, rank
 ) -> None:
     """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
-    if ranks is not None and rank.strip().lower() not in ("auto", "off"):
-        raise UsageError(f"--ranks {ranks} previews the split among all the ranks and --rank {rank} places one rank: give one of them")
-    if ranks is not None or gpus is not None:
-        _place_ranks(
-            source,
-            ranks,
-            gpus,
-            fmt,
-            picture,
-            dict(
-                strategy=strategy,
-                threads=threads,
-                cpus=cpus,
-                smt=smt,
-                oversubscribe=oversubscribe,
-                seed=seed,
-                cpu_kind=cpu_kind,
-                graph=graph_option(graph_file, strict),
-                domains=domains,
-                level=level,
-            ),
-        )
-        return
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if picture:
-        from pathlib import Path
-
-        if not picture.lower().endswith((".svg", ".png")):
-            raise UsageError(f"picture file {picture!r} must end in .svg or .png")
-        if not Path(picture).resolve().parent.is_dir():
-            raise UsageError(f"cannot write picture {picture!r}: its directory does not exist; create it first")
-    topo = _rank_domain(rank) if source.strip() in ("this", "") else None
-    topo = topo or load_topology(source)
-    graph = graph_option(graph_file, strict, dict(topology=lambda: topo, strategy=strategy, threads=threads, smt=smt, domains=domains))
-    placement = make_placement(
-        topo,
+    request = PlaceRequest(
         strategy=strategy,
         threads=threads,
         cpus=cpus,
+        topology=source,
+        seed=seed,
         smt=smt,
         oversubscribe=oversubscribe,
-        seed=seed,
         cpu_kind=cpu_kind,
-        graph=graph,
+        format=fmt,
+        picture=picture,
+        graph=graph_file,
         domains=domains,
         level=level,
+        strict=strict,
+        ranks=ranks,
+        gpus=gpus,
+        rank=rank,
     )
+    if request.ranks is not None:
+        _place_ranks(request, request.ranks)
+        return
+    topo = (_rank_domain(request.rank) if request.on_this_machine else None) or load_topology(request.topology)
+    fits = dict(topology=lambda: topo, strategy=strategy, threads=threads, smt=smt, domains=domains)
+    graph = graph_option(request.graph, request.strict, fits)
+    placement = request.place(topo, graph)
     if graph is not None:
-        _place_costs(placement, graph, fmt)
+        _place_costs(placement, graph, request.format)
     else:
-        if placement.cpus is None and fmt == "list":
-            balancing = ", with the kernel's automatic NUMA balancing switched on for the run" if placement.strategy == "autonuma" else ""
-            click.echo(
-                f"{placement.strategy}: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs "
-                f"{format_cpulist(topo.allowed_cpus)}{balancing}",
-                err=True,
-            )
-        text = export(placement, fmt)
-        if text:
-            click.echo(text)
-    if picture:
-        draw(placement, picture)
+        _print_placement(placement, topo, request.format)
+    if request.picture:
+        draw(placement, request.picture)
+
+
+def _print_placement(placement, topo, fmt: str) -> None:
+    """The placement in format ``fmt``; for one that does not pin, first a line on stderr saying so."""
+    if placement.cpus is None and fmt == "list":
+        balancing = ", with the kernel's automatic NUMA balancing switched on for the run" if placement.strategy == "autonuma" else ""
+        click.echo(
+            f"{placement.strategy}: no pinning; the operating system places {plural(placement.threads, 'thread')} on CPUs "
+            f"{format_cpulist(topo.allowed_cpus)}{balancing}",
+            err=True,
+        )
+    text = export(placement, fmt)
+    if text:
+        click.echo(text)
 
 
 def _rank_domain(rank: str):
@@ -127,47 +111,33 @@ def _rank_domain(rank: str):
     return plan.topology
 
 
-def _place_ranks(source, ranks, gpus, fmt, picture, options) -> None:
+def _place_ranks(request: PlaceRequest, ranks: int) -> None:
     """pinlab place --ranks R [--gpus]: the node's split, and each rank's placement with -s/-c."""
-    from pathlib import Path
-
-    if ranks is None:
-        raise UsageError("--gpus shares the node's GPUs among ranks: give the number of ranks with --ranks R")
-    if fmt not in ("list", "json"):
-        raise UsageError(f"--ranks prints a table (-f list) or JSON (-f json), not {fmt!r}")
-    if picture:
-        _check_target(Path(picture))
-    topo = load_node() if source in ("this", "") else load_topology(source)
-    split, notices = node_split(topo, ranks, gpus)
+    options = request.options(graph_option(request.graph, request.strict))
+    topo = load_node() if request.on_this_machine else load_topology(request.topology)
+    split, notices = node_split(topo, ranks, request.gpus)
     for notice in notices:
         click.echo(f"pinlab: notice: {notice}", err=True)
     placements = None
-    if options["strategy"] is not None or options["cpus"] is not None:
+    if request.strategy is not None or request.cpus is not None:
         placements = [domain_placement(domain_topology(topo, d), d, ranks, options) for d in split.domains]
-    if picture:
-        draw_ranks(split, picture, placements)
-    if fmt == "json":
-        import json
-
+    if request.picture:
+        draw_ranks(split, request.picture, placements)
+    if request.format == "json":
         data = split.to_json()
         if placements:
             for d, p in zip(data["domains"], placements):
                 d["placement"] = p.to_json()
         click.echo(json.dumps(data, indent=2))
         return
-
     click.echo(rank_table(split, placements))
 
 
 def _place_costs(placement, graph, fmt) -> None:
     """pinlab place --graph: the placement, then its cost beside compact/scatter/random (JSON: a "cost" object)."""
     graph.check_threads(placement.threads)
-    if placement.cpus is None:
-        raise UsageError("strategy none leaves placement to the OS: it has no cost; choose a strategy or -c CPUS")
     result = compare(placement, graph)
     if fmt == "json":
-        import json
-
         data = placement.to_json()
         data["cost"] = {"graph": graph.source, **result}
         click.echo(json.dumps(data, indent=2))

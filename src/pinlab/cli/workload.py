@@ -5,12 +5,10 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import RenamingCommand, renamed
-from pinlab.errors import UsageError
-from pinlab.launch import plan_spec
 from pinlab.launch.runner import run as launch
 from pinlab.native import include_dir as headers
 from pinlab.words import plural
-from pinlab.workloads import WORKLOADS, workload_argv, workload_path
+from pinlab.workloads import WORKLOADS, workload_path, workload_spec
 from pinlab.workloads.corun import CoRunners
 
 
@@ -50,11 +48,7 @@ def workload_heartbeat_header(include_dir: bool) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
     """Run workload NAME; its own options go after --, e.g. pinlab workload run stream -n 2 -- --size 10M"""
-    argv = workload_argv(name, threads, args, json=as_json)
-    if strategy is not None and threads is None:
-        raise UsageError(f"running {name} with strategy {strategy} needs a thread count: add -n THREADS")
-    # Through the launcher even unpinned: signals forwarded, exit status 128+N, nothing orphaned.
-    record = launch(plan_spec(argv, strategy=strategy, threads=threads, cpus=cpus, sample_ms=None))
+    record = launch(workload_spec(name, threads, args, json=as_json, strategy=strategy, cpus=cpus))
     for warning in record.warnings:
         click.echo(f"pinlab: warning: {warning}", err=True)
     return record.exit_status
@@ -71,38 +65,20 @@ def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
 @click.option("--duration", type=float, help="Stop after this many seconds (default: run until Ctrl-C or SIGTERM).")
 def corun(kind, count, cpus, period_us, duty, size, duration) -> int:
     """Run co-runners of KIND (cpu, sleep, memory) until stopped, to load CPUs during a measurement."""
-    import signal
-    import time
-
-    if duration is not None and not 0 < duration < 1e9:
-        raise UsageError(f"--duration must be a positive number of seconds (got {duration})")
-    if count > 4096:
-        raise UsageError(f"--count {count} is more co-runners than any machine needs (4096 at most)")
-    runners = CoRunners(kind, count, cpus, period_us=period_us, duty=duty, size=size)
-    stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    waited = stopping | {signal.SIGCHLD}  # a co-runner that ends by itself has failed: stop and say so
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    try:
-        with runners:
-            cpus_used = sorted({runners.cpus[i % len(runners.cpus)] for i in range(count)})
-            click.echo(
-                f"pinlab: {plural(count, f'{kind} co-runner')} on {'CPU' if len(cpus_used) == 1 else 'CPUs'} "
-                f"{','.join(map(str, cpus_used))}, {'pid' if count == 1 else 'pids'} {' '.join(map(str, runners.pids))}",
-                err=True,
-            )
-            deadline = None if duration is None else time.monotonic() + duration
-            while runners.failure() is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                info = signal.sigwaitinfo(waited) if left is None else signal.sigtimedwait(waited, left)
-                if info is not None and info.si_signo in stopping:
-                    break
-        failure = runners.failure()  # after the stop: a co-runner that refused its options as it was stopped failed too
-        status = runners.exit_status()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    runners = CoRunners(kind, count, cpus, period_us=period_us, duty=duty, size=size, duration=duration)
+    failure = runners.hold(started=_announce)
     if failure:
         click.echo(f"pinlab: error: co-runner {failure}; see its message above", err=True)
-        return status
+        return runners.exit_status()
     return 0
+
+
+def _announce(runners: CoRunners) -> None:
+    """The co-runners' kind, CPUs and pids on stderr, once they run."""
+    count, kind = runners.count, runners.kind
+    cpus_used = sorted({runners.cpus[i % len(runners.cpus)] for i in range(count)})
+    click.echo(
+        f"pinlab: {plural(count, f'{kind} co-runner')} on {'CPU' if len(cpus_used) == 1 else 'CPUs'} "
+        f"{','.join(map(str, cpus_used))}, {'pid' if count == 1 else 'pids'} {' '.join(map(str, runners.pids))}",
+        err=True,
+    )

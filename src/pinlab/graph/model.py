@@ -227,6 +227,13 @@ def _plain(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
+def check_strict(path: str | Path | None, strict: bool) -> None:
+    """Refuse ``strict`` without a graph file: it changes how a graph is read, so asked for with
+    none it is a mistake (the graph forgotten), not something to ignore."""
+    if path is None and strict:
+        raise UsageError("--strict checks the graph of --graph FILE: give one or leave --strict out")
+
+
 def load_graph(
     path: str | Path,
     *,

@@ -14,28 +14,14 @@ from pathlib import Path
 from pinlab.errors import UsageError
 from pinlab.graph.model import AffinityGraph
 from pinlab.graph.show import aggregate
-from pinlab.outputs import check_writable
+from pinlab.outputs import check_picture
 from pinlab.words import plural
 
-FORMATS = {".svg": "svg", ".png": "png"}
 #: Most rows and columns drawn; past this threads are grouped into blocks.
 MAX_CELLS = 512
 #: Every thread number is written on the axes up to this many rows; past it, matplotlib chooses.
 MAX_TICKS = 32
 PNG_DPI = 120
-
-
-def check_target(path: str | Path) -> str:
-    """The picture's format from its suffix, or a UsageError saying how to fix the path.
-
-    Called before the graph is read, so that a bad path writes nothing and wastes no work.
-    """
-    target = Path(path)
-    fmt = FORMATS.get(target.suffix.lower())
-    if fmt is None:
-        raise UsageError(f"picture file {str(target)!r} must end in .svg or .png")
-    check_writable(target, "picture")
-    return fmt
 
 
 def title(graph: AffinityGraph, block: int) -> str:
@@ -55,7 +41,7 @@ def title(graph: AffinityGraph, block: int) -> str:
 def draw(graph: AffinityGraph, path: str | Path) -> None:
     """Draw ``graph`` to ``path``; the suffix (.svg or .png) chooses the format."""
     target = Path(path)
-    fmt = check_target(target)
+    fmt = check_picture(target)
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import LinearSegmentedColormap

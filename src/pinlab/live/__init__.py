@@ -9,7 +9,7 @@ creation order are known for programs started by ``pinlab run`` (from its event 
 from __future__ import annotations
 
 from pinlab.live.pin import Repin, apply_plan, pin_threads, plan_cpus, repin, select_threads
-from pinlab.live.watch import Look, Watcher
+from pinlab.live.watch import Look, Watcher, WatchRequest
 from pinlab.measure.roles import events_path, pinlab_processes, roles_from_events
 from pinlab.measure.threads import LiveThread, alive, check_process, pages_per_node, process_threads, roles_known, workers
 
@@ -17,6 +17,7 @@ __all__ = [
     "LiveThread",
     "Look",
     "Repin",
+    "WatchRequest",
     "Watcher",
     "alive",
     "apply_plan",

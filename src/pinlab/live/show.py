@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pinlab.cpuset import format_cpulist
 from pinlab.live.watch import Look
 from pinlab.placement import Placement
-from pinlab.placement.picture import _check_target, draw
+from pinlab.placement.picture import draw
 from pinlab.topology.model import Topology
 from pinlab.words import plural
 
@@ -62,10 +62,3 @@ def placement_now(look: Look, topo: Topology) -> Placement:
 def draw_look(look: Look, topo: Topology, path: str) -> None:
     """Draw where the threads of the look are now (the thread numbers are the table's ``#``)."""
     draw(placement_now(look, topo), path)
-
-
-def check_picture_path(path: str) -> None:
-    """Refuse a picture path that cannot be written before anything is looked at."""
-    from pathlib import Path
-
-    _check_target(Path(path))

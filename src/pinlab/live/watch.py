@@ -10,7 +10,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from pinlab.errors import UsageError
 from pinlab.measure.threads import LiveThread, pages_per_node, process_threads, roles_known
+from pinlab.memory.memmap import check_interval
+from pinlab.outputs import check_picture
 
 #: The version of the JSON object a look is written as (``pinlab ps --json``).
 JSON_FORMAT_VERSION = 1
@@ -97,3 +100,25 @@ class Watcher:
             seen[key] = t
         self._previous, self._last_time = seen, now
         return look
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    """What ``pinlab ps`` is asked to show: processes (none: those under ``pinlab run``), how
+    often to look again (None: once), and a picture of where one process's threads are.
+
+    Checked when made, before any process is looked at, so that a bad interval or picture path
+    is refused the same way from the command line and from Python.
+    """
+
+    pids: tuple[int, ...] = ()
+    every: float | None = None
+    picture: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.every is not None:
+            check_interval(self.every)
+        if self.picture:
+            if len(self.pids) != 1:
+                raise UsageError("--picture draws one process: give exactly one PID")
+            check_picture(self.picture)

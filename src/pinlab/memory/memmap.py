@@ -239,10 +239,28 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+#: The longest pause between two looks of a watch (``pinlab memmap --watch``, ``pinlab ps --watch``).
+MAX_WATCH_INTERVAL_S = 86400.0
+
+
+def check_interval(seconds: float) -> None:
+    """Refuse a watch interval that is not a positive number of seconds up to a day (NaN too):
+    one check for every command that looks again and again, so they refuse in the same words."""
+    if not 0 < seconds <= MAX_WATCH_INTERVAL_S:
+        raise UsageError(f"--watch must be a positive number of seconds, at most a day (got {seconds})")
+
+
 def watch(pid: int, every: float, count: int | None = None, sleep: Callable[[float], None] = time.sleep) -> Iterator[MemMap]:
-    """A MemMap every ``every`` seconds until the process ends (or ``count`` looks)."""
-    if not every > 0:
-        raise UsageError(f"--watch {every}: give a positive number of seconds")
+    """A MemMap every ``every`` seconds until the process ends (or ``count`` looks).
+
+    The interval is checked when this is called, not at the first look: a generator would
+    refuse only once iterated, after the caller had started printing.
+    """
+    check_interval(every)
+    return _looks(pid, every, count, sleep)
+
+
+def _looks(pid: int, every: float, count: int | None, sleep: Callable[[float], None]) -> Iterator[MemMap]:
     taken = 0
     while count is None or taken < count:
         try:

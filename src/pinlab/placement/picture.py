@@ -21,13 +21,11 @@ from pathlib import Path
 
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
+from pinlab.outputs import check_picture
 from pinlab.placement.plan import Placement
 from pinlab.topology.model import TopoObject
 from pinlab.topology.render import format_size
 from pinlab.words import plural
-
-#: Output formats, chosen by the file's suffix.
-FORMATS = {".svg": "svg", ".png": "png"}
 
 # -- sizes, in points ------------------------------------------------------------------------
 PAD = 3.5  # inside a box, around its content
@@ -149,22 +147,9 @@ def draw(placement: Placement, path: str | Path) -> None:
     any drawing, so the user gets a one-line message rather than a matplotlib traceback.
     """
     target = Path(path)
-    fmt = _check_target(target)
+    fmt = check_picture(target)
     picture = layout(placement)
     _render(picture, target, fmt)
-
-
-def _check_target(target: Path) -> str:
-    """The output format for ``target``, or a UsageError saying how to fix the path."""
-    fmt = FORMATS.get(target.suffix.lower())
-    if fmt is None:
-        raise UsageError(f"picture file {str(target)!r} must end in .svg or .png")
-    parent = target.parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write picture {str(target)!r}: directory {str(parent)!r} does not exist; create it first (mkdir -p {parent})")
-    if target.is_dir():
-        raise UsageError(f"cannot write picture {str(target)!r}: it is a directory; give a file name ending in .svg or .png")
-    return fmt
 
 
 # -- what each PU shows ----------------------------------------------------------------------
@@ -656,7 +641,7 @@ def draw_ranks(split, path: str | Path, placements: list[Placement] | None = Non
     its colour, marked ``r1`` (or ``r1:0,2`` with its threads' numbers when ``placements`` are
     given), and each GPU named in the box of the object it attaches to (its locality)."""
     target = Path(path)
-    fmt = _check_target(target)
+    fmt = check_picture(target)
     topo = split.topology
     texts: dict[int, str] = {}
     fills: dict[int, str] = {}

@@ -15,6 +15,7 @@ from pathlib import Path
 from pinlab.autopin.logread import AutopinLog, finite
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
+from pinlab.outputs import check_picture
 from pinlab.report import plots
 from pinlab.report.autopin_data import rate_unit, searches, what_ran
 
@@ -23,7 +24,6 @@ __all__ = ["timeline", "save_picture", "time_scale"]
 _CHOICE = "#1a7f37"
 _REPROBE = "#c62828"
 _AFTER = "#1d232b"
-_FORMATS = {".svg": "svg", ".png": "png"}
 
 
 def time_scale(end: float) -> tuple[float, str]:
@@ -175,11 +175,7 @@ def _label_windows(ax, log: AutopinLog, scale: float) -> None:
 def save_picture(fig, path) -> Path:
     """Write ``fig`` to ``path`` as SVG or PNG (by its suffix) and return the path."""
     path = Path(path)
-    fmt = _FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise UsageError(f"picture file {str(path)!r} must end in .svg or .png")
-    if not path.resolve().parent.is_dir():
-        raise UsageError(f"cannot write picture {str(path)!r}: its directory does not exist; create it first")
+    fmt = check_picture(path)
     try:
         fig.savefig(path, format=fmt, dpi=plots.DPI)
     except OSError as exc:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from pinlab.errors import UsageError
 from pinlab.native import native_path
+from pinlab.outputs import check_picture, check_writable
 from pinlab.topology.model import CpuLatency, MeasuredMemory, Topology, TopoObject
 from pinlab.topology.user_distances import cpu_latency_element, memory_elements, with_measurements
 
@@ -235,3 +236,32 @@ def calibrated_xml(topo: Topology, result: Calibration) -> str:
     if result.memory is not None:
         elements += memory_elements(ET.fromstring(topo.xml), result.memory)
     return with_measurements(topo.xml, elements)
+
+
+@dataclass(frozen=True)
+class CalibrationOutputs:
+    """Where a calibration's results are written: the calibrated topology (hwloc XML) and a picture.
+
+    Both paths are checked when this is made, before the measurement: a calibration takes
+    seconds to minutes, and a path that cannot be written must be refused before, not after.
+    """
+
+    output: str | None = None
+    picture: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.output is not None:
+            if not self.output.lower().endswith(".xml"):
+                raise UsageError(f"-o {self.output!r}: the calibrated topology is hwloc XML; give a file name ending in .xml")
+            check_writable(self.output, "the calibrated topology")
+        if self.picture:
+            check_picture(self.picture)
+
+    def write_topology(self, topo: Topology, result: Calibration) -> None:
+        """Write the calibrated topology to :attr:`output` (a disk can still fill after the check)."""
+        assert self.output is not None
+        try:
+            with open(self.output, "w", encoding="utf-8") as file:
+                file.write(calibrated_xml(topo, result))
+        except OSError as exc:
+            raise UsageError(f"cannot write {self.output!r}: {exc.strerror or exc}") from None

@@ -8,7 +8,6 @@ printed too, for reading exact values.
 from __future__ import annotations
 
 from pinlab.errors import UsageError
-from pinlab.outputs import check_writable
 from pinlab.topology.calibrate import Calibration
 
 # From near (cool) to far (hot): background colours of the scale, in order.
@@ -76,12 +75,6 @@ def memory_table(result: Calibration):
             f"{name} (CPU {cpu})", *(f"{memory.bandwidth_mbps[row][c]:.0f} / {memory.latency_ns[row][c]:.1f}" for c in range(len(memory.nodes)))
         )
     return table
-
-
-def check_picture_path(path: str) -> None:
-    if not path.lower().endswith((".png", ".svg")):
-        raise UsageError(f"picture file {path!r} must end in .png or .svg")
-    check_writable(path, "picture")
 
 
 def draw(result: Calibration, path: str) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pinlab.errors import UsageError
+from pinlab.launch import plan_spec
+from pinlab.launch.runner import LaunchSpec
 from pinlab.native import native_path
 
 
@@ -100,3 +102,25 @@ def workload_argv(name: str, threads: int | None = None, args: tuple[str, ...] |
     if json:
         argv.append("--json")
     return argv + list(args)
+
+
+def workload_spec(
+    name: str,
+    threads: int | None = None,
+    args: tuple[str, ...] | list[str] = (),
+    *,
+    json: bool = False,
+    strategy: str | None = None,
+    cpus: str | None = None,
+) -> LaunchSpec:
+    """What the launcher runs for ``pinlab workload run``: the workload, pinned by ``strategy``
+    or on ``cpus`` when given, unpinned otherwise (through the launcher all the same, so that
+    signals are forwarded and nothing is orphaned).
+
+    A strategy needs the thread count, which the workload's own options cannot give it: the
+    placement is made before the workload starts.
+    """
+    argv = workload_argv(name, threads, args, json=json)
+    if strategy is not None and threads is None:
+        raise UsageError(f"running {name} with strategy {strategy} needs a thread count: add -n THREADS")
+    return plan_spec(argv, strategy=strategy, threads=threads, cpus=cpus, sample_ms=None)

@@ -14,6 +14,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
@@ -21,6 +22,8 @@ from pinlab.launch.spawn import spawn
 from pinlab.native import native_path
 
 KINDS = ("cpu", "sleep", "memory")
+#: More co-runners than this is a typing mistake, not a load: no machine has that many CPUs to load.
+MAX_COUNT = 4096
 
 
 class CoRunners:
@@ -35,11 +38,16 @@ class CoRunners:
         period_us: int | None = None,
         duty: int | None = None,
         size: str | None = None,
+        duration: float | None = None,
     ) -> None:
         if kind not in KINDS:
             raise UsageError(f"unknown co-runner kind {kind!r}: choose one of {', '.join(KINDS)}")
         if count < 1:
             raise UsageError(f"--count must be at least 1 (got {count})")
+        if count > MAX_COUNT:
+            raise UsageError(f"--count {count} is more co-runners than any machine needs ({MAX_COUNT} at most)")
+        if duration is not None and not 0 < duration < 1e9:
+            raise UsageError(f"--duration must be a positive number of seconds (got {duration})")
         allowed = sorted(os.sched_getaffinity(0))
         chosen = parse_cpulist(cpus, what="--cpus list") if isinstance(cpus, str) else (list(cpus) if cpus else allowed)
         for cpu in chosen:
@@ -49,7 +57,7 @@ class CoRunners:
             raise UsageError(f"--period-us must be between 10 and 10000 (got {period_us})")
         if duty is not None and not 0 < duty < 100:
             raise UsageError(f"--duty must be between 1 and 99 percent (got {duty})")
-        self.kind, self.count, self.cpus = kind, count, chosen
+        self.kind, self.count, self.cpus, self.duration = kind, count, chosen, duration
         self.options = []
         if period_us is not None:
             self.options += ["--period-us", str(period_us)]
@@ -100,6 +108,33 @@ class CoRunners:
                 self._running.discard(pid)
                 ended[pid] = status
         return ended
+
+    def hold(self, started: Callable[[CoRunners], None] | None = None) -> str | None:
+        """Start the co-runners and keep them running until SIGINT, SIGTERM or SIGHUP comes, the
+        duration (if any) is over, or one of them ends by itself (it failed); then stop them and
+        return :meth:`failure`. ``started`` is called once they run.
+
+        The signals are blocked and waited for rather than handled, so that a stop arriving at any
+        moment (even while they start) ends the wait and nothing is left running.
+        """
+        stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        waited = stopping | {signal.SIGCHLD}  # a co-runner that ends by itself has failed: stop and say so
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+        try:
+            with self:
+                if started is not None:
+                    started(self)
+                deadline = None if self.duration is None else time.monotonic() + self.duration
+                while self.failure() is None:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        break
+                    info = signal.sigwaitinfo(waited) if left is None else signal.sigtimedwait(waited, left)
+                    if info is not None and info.si_signo in stopping:
+                        break
+            return self.failure()  # after the stop: a co-runner that refused its options as it was stopped failed too
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def failure(self) -> str | None:
         """How the first co-runner that failed ended ("pid N exited with status 2"), or None.

@@ -18,12 +18,17 @@ from pathlib import Path
 
 import pytest
 
+import pinlab
+import pinlab.cli
+from pinlab.autopin.options import AutopinOptions
+from pinlab.autopin.session import autopin
 from pinlab.errors import UsageError
 from pinlab.live import WatchRequest
 from pinlab.memory.memmap import watch
-from pinlab.outputs import check_picture
+from pinlab.outputs import check_picture, check_writable
 from pinlab.placement.request import PlaceRequest
 from pinlab.report.requests import AutopinReportRequest, ReportRequest
+from pinlab.study.request import campaign_action, check_local, check_slurm, study_plan
 from pinlab.topology.calibrate import CalibrationOutputs
 from pinlab.workloads import workload_spec
 from pinlab.workloads.corun import CoRunners
@@ -137,9 +142,75 @@ REFUSALS: list[Refusal] = [
     ),
     refusal("corun --duration 0", "corun cpu --duration 0", lambda tmp: CoRunners("cpu", 1, duration=0.0)),
     refusal("corun --duration nan", "corun cpu --duration nan", lambda tmp: CoRunners("cpu", 1, duration=float("nan"))),
-    refusal("corun --count too many", "corun cpu -n 4097", lambda tmp: CoRunners("cpu", 4097)),
+    refusal("corun --count too many", "corun cpu --count 4097", lambda tmp: CoRunners("cpu", 4097)),
     # -- graph show -----------------------------------------------------------------------------
     refusal("graph show picture suffix", "graph show {tmp}/g.json --picture {tmp}/g.gif", lambda tmp: check_picture(f"{tmp}/g.gif")),
+    # -- run ------------------------------------------------------------------------------------
+    refusal("run --sample-ms 0", "run --sample-ms 0 -- true", lambda tmp: pinlab.run(["true"], sample_ms=0)),
+    refusal(
+        "run --balance-interval without --balance",
+        "run --balance-interval 1 -c 0 -- true",
+        lambda tmp: pinlab.run(["true"], "0", balance_interval=1),
+    ),
+    refusal("run --gpus outside a rank", "run --rank off --gpus all -- true", lambda tmp: pinlab.run(["true"], gpus="all")),
+    refusal(
+        "run --plan in a rank",
+        "run --rank 0/2 --plan {tmp}/p.json -- true",
+        lambda tmp: pinlab.run(["true"], rank="0/2", plan_file=f"{tmp}/p.json"),
+    ),
+    refusal("run --cpu-kind alone in a rank", "run --rank 0/2 --cpu-kind P -- true", lambda tmp: pinlab.run(["true"], rank="0/2", cpu_kind="P")),
+    refusal("run two placements", "run -s compact -c 0 -- true", lambda tmp: pinlab.run(["true"], "compact", cpus="0")),
+    refusal("run -n 0", "run -n 0 -s compact -- true", lambda tmp: pinlab.run(["true"], "compact", threads=0)),
+    refusal("run --mem domain outside a rank", "run --mem domain --rank off -- true", lambda tmp: pinlab.run(["true"], mem="domain")),
+    refusal(
+        "run --record in no directory",
+        "run --record {tmp}/no/such/r.json -- true",
+        lambda tmp: check_writable(f"{tmp}/no/such/r.json", "the record"),
+    ),
+    # -- autopin --------------------------------------------------------------------------------
+    refusal("autopin a program and --pid", "autopin --pid 1 -- true", lambda tmp: autopin(["true"], pid=1)),
+    refusal("autopin nothing to probe", "autopin", lambda tmp: autopin()),
+    refusal("autopin --restore without --pid", "autopin --restore -- true", lambda tmp: autopin(["true"], options=AutopinOptions(restore=True))),
+    refusal("autopin -T 0", "autopin -T 0 -- true", lambda tmp: autopin(["true"], options=AutopinOptions(interval=0))),
+    refusal("autopin --windows 1", "autopin --windows 1 -- true", lambda tmp: autopin(["true"], options=AutopinOptions(windows=1))),
+    refusal(
+        "autopin --threshold without --monitor",
+        "autopin --threshold 20 -- true",
+        lambda tmp: autopin(["true"], options=AutopinOptions(threshold=20)),
+    ),
+    refusal(
+        "autopin --log in no directory",
+        "autopin --log {tmp}/no/such/a.jsonl -- true",
+        lambda tmp: autopin(["true"], options=AutopinOptions(log=f"{tmp}/no/such/a.jsonl")),
+    ),
+    # -- study ----------------------------------------------------------------------------------
+    refusal("study --runs x", "study --db {tmp}/s.db --runs x -- true", lambda tmp: study_plan(program=["true"], runs="x")),
+    refusal(
+        "study --sample-ms often", "study --db {tmp}/s.db --sample-ms often -- true", lambda tmp: study_plan(program=["true"], sample_ms="often")
+    ),
+    refusal(
+        "study on Slurm without -n",
+        "study --db {tmp}/s.db --backend slurm -- true",
+        lambda tmp: study_plan(program=["true"], on_nodes=True),
+    ),
+    refusal(
+        "study on Slurm --resume of no campaign",
+        "study --db {tmp}/s.db --backend slurm --resume old -n 1 -- true",
+        lambda tmp: check_slurm(resume="old", db=f"{tmp}/s.db"),
+    ),
+    refusal("study local with --partition", "study --db {tmp}/s.db --partition p -- true", lambda tmp: check_local(slurm_options=["p"])),
+    refusal("study --resume with a program", "study --db {tmp}/s.db --resume old -- true", lambda tmp: check_local(resume="old", program=["true"])),
+    refusal(
+        "study --resume with --metric-better",
+        "study --db {tmp}/s.db --resume old --metric-better higher",
+        lambda tmp: check_local(resume="old", metric_better="higher"),
+    ),
+    refusal("study --collect and --status", "study --db {tmp}/s.db --collect a --status b", lambda tmp: campaign_action("a", "b", None)),
+    refusal(
+        "study --status with a program",
+        "study --db {tmp}/s.db --status a -- true",
+        lambda tmp: campaign_action(None, "a", None, extra=["true"]),
+    ),
 ]
 
 
@@ -165,3 +236,10 @@ def test_cli_and_api_refuse_alike(case: Refusal, tmp_path: Path) -> None:
 def test_every_case_is_named_once() -> None:
     names = [case.name for case in REFUSALS]
     assert len(names) == len(set(names))
+
+
+def test_run_autopin_and_study_leave_their_refusals_to_the_library() -> None:
+    """Their command modules parse, call and print: every refusal is made (and tested above) below them."""
+    folder = Path(pinlab.cli.__file__).parent
+    for name in ("run.py", "autopin.py", "study.py", "place.py", "report.py", "calibrate.py", "memory.py", "workload.py"):
+        assert "raise UsageError" not in (folder / name).read_text(), name

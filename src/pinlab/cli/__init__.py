@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 
 import click
-from click.utils import make_default_short_help
 
 from pinlab.errors import UsageError
 
@@ -65,7 +64,9 @@ class LazyGroup(click.Group):
         rows = [(name, summary) for name, (_, summary) in REGISTRY.items() if summary is not None]
         width = formatter.width - 6 - max(len(name) for name, _ in rows)
         with formatter.section("Commands"):
-            formatter.write_dl([(name, make_default_short_help(summary, width)) for name, summary in rows])
+            formatter.write_dl(
+                [(name, click.Command(name, help=summary).get_short_help_str(width)) for name, summary in rows]
+            )  # shortened as click does
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from pinlab import terminal
 from pinlab.errors import UsageError
 from pinlab.outputs import check_writable
 from pinlab.topology import load_topology
@@ -30,8 +29,6 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
     """
     from pathlib import Path
 
-    from rich.console import Console
-
     if output is not None:
         if not output.lower().endswith(".xml"):
             raise UsageError(f"-o {output!r}: the calibrated topology is hwloc XML; give a file name ending in .xml")
@@ -40,7 +37,7 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
         check_picture_path(picture)
     topo = load_topology(source)
     result = measure(topo, quick=quick, sample=sample, memory=not no_memory)
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = terminal.console()
     console.print(LATENCY_TITLE, highlight=False)
     console.print(latency_table(result))
     console.print(legend(result))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from pinlab import terminal
 from pinlab.errors import UsageError
 from pinlab.live import Watcher, apply_plan, check_process, pinlab_processes, plan_cpus, select_threads, show
 from pinlab.topology import load_topology
@@ -41,9 +40,7 @@ def ps(pids, watch, as_json, picture) -> int:
         check_process(pid, repin=False)
     topo = None
     watchers = [Watcher(pid) for pid in pids]
-    from rich.console import Console
-
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = terminal.console()
     try:
         while watchers:
             for watcher in list(watchers):

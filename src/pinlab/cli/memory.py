@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from pinlab import terminal
 from pinlab.errors import UsageError
 from pinlab.memory import show
 from pinlab.memory.memmap import memmap as look_at
@@ -32,9 +33,7 @@ def memmap(pid, watch, as_json, show_all, top) -> int:
     if watch is not None and not 0 < watch <= 86400:
         raise UsageError(f"--watch must be a positive number of seconds, at most a day (got {watch})")
     looks = watching(pid, watch) if watch is not None else iter([look_at(pid)])
-    from rich.console import Console
-
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = terminal.console()
     try:
         for look in looks:
             if as_json:

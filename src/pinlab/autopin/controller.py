@@ -432,7 +432,7 @@ class Autopin(ControllerBase):
     def _node_of_cpu(self, cpu: int) -> int:
         """The NUMA node of ``cpu`` (the machine's node map, read once)."""
         if self._node_of is None:
-            self._node_of = {c: node for node, cpus in linux.numa_nodes().items() for c in cpus}
+            self._node_of = linux.node_of_cpus()
         return self._node_of.get(cpu, 0)
 
     def _nodes(self, candidate: int) -> set[int]:

@@ -8,6 +8,7 @@ from pinlab.cli.common import GRAPH_STRATEGY_HELP, graph_option, started, this_t
 from pinlab.errors import UsageError
 from pinlab.launch import plan_spec, write_record
 from pinlab.launch.runner import run as launch
+from pinlab.memory.balance import INTERVAL as BALANCE_INTERVAL
 from pinlab.memory.balance import Steal
 from pinlab.ranks.launch import domain_placement, no_domain_memory, rank_memory, this_rank
 
@@ -67,7 +68,7 @@ from pinlab.ranks.launch import domain_placement, no_domain_memory, rank_memory,
     is_flag=True,
     help="An idle NUMA node steals half the busy threads of an overloaded one, with the data attached to them (libpinlab-mem).",
 )
-@click.option("--balance-interval", type=float, help="Seconds between --balance's looks at the threads [default: 0.25].")
+@click.option("--balance-interval", type=float, help=f"Seconds between --balance's looks at the threads [default: {BALANCE_INTERVAL}].")
 @click.option(
     "--balance-data",
     type=click.Choice(["attached", "accessed"]),

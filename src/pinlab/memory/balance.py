@@ -41,6 +41,7 @@ from pinlab.memory.attached import AttachTable
 from pinlab.memory.migrate import ProcessEnded, errno_name
 from pinlab.words import plural
 
+INTERVAL = 0.25  # seconds between two looks at the threads, unless --balance-interval says otherwise
 IDLE_CPUS = 0.25  # a node whose threads want less than this many CPUs is idle
 BUSY_SHARE = 0.5  # a thread that wants at least this share of a CPU (running or waiting) is busy
 IDLE_LOOKS = 2  # looks in a row a node must be idle before it steals
@@ -127,7 +128,7 @@ class Balancer:
     """
 
     nodes: dict[int, list[int]]
-    interval: float = 0.25
+    interval: float = INTERVAL
     table: object | None = None
     tracker: object | None = None  # a pinlab.memory.accessed.PageTracker (--balance-data accessed)
     say: Callable[[str], None] | None = None
@@ -279,7 +280,7 @@ class StealPlan:
 def members_by_node(nodes: dict[int, list[int]], threads: list) -> dict[int, list]:
     """The threads pinned inside each node (a mask within its CPUs); threads free to run on
     several nodes belong to none (the kernel balances them)."""
-    node_of_cpu = {cpu: node for node, cpus in nodes.items() for cpu in cpus}
+    node_of_cpu = linux.node_of_cpus(nodes)
     members: dict[int, list] = {node: [] for node in nodes}
     for t in threads:
         homes = {node_of_cpu.get(cpu) for cpu in t.mask}

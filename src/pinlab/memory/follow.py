@@ -85,7 +85,7 @@ class Follow:
             self.program_ended = True
             return False
         except OSError as exc:
-            self.why[errno_name(exc.errno)] += pages
+            self.why[errno_name(exc.errno or 0)] += pages
             moved, left = 0, pages
         self._count(tid, moved, left)
         return True

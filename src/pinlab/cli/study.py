@@ -9,8 +9,9 @@ from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.measure.counters import parse_events, probe
 from pinlab.study import slurm
-from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, StudyPlan, parse_command, parse_workload, run_study
+from pinlab.study.engine import StudyInterrupted, run_study
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG
+from pinlab.study.plan import FIXED_RUNS, StudyPlan, parse_command, parse_workload
 from pinlab.study.slurm import SlurmOptions, run_task, submit
 from pinlab.study.store import Store
 from pinlab.words import plural

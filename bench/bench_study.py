@@ -30,7 +30,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=41)
     args = parser.parse_args()
-    from pinlab.study.engine import Program, StudyPlan, execute_run
+    from pinlab.study.engine import execute_run
+    from pinlab.study.plan import Program, StudyPlan
     from pinlab.study.store import Store
 
     cpus = sorted(os.sched_getaffinity(0))

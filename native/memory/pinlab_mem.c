@@ -15,6 +15,7 @@
  * first moved as if the calling thread had touched them.
  */
 #define _GNU_SOURCE
+#include "cpulist.h"
 #include "pinlab_mem.h"
 
 #include <dirent.h>
@@ -26,6 +27,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -127,23 +129,20 @@ static int from_errno(int err, const char *what)
 
 /* ---- machine ---------------------------------------------------------------------------- */
 
+/* One item of a node list into the mask; nodes past MAX_NODES are not pinlab's to place. */
+static int list_item(long first, long last, void *arg)
+{
+    unsigned long *mask = arg;
+    for (long n = first; n <= last && n < MAX_NODES; n++)
+        mask[n / (8 * sizeof(unsigned long))] |= 1UL << (n % (8 * sizeof(unsigned long)));
+    return 0;
+}
+
+/* A node list of /sys ("0-1,3\n") into mask: the items before the newline (or anything else that
+ * is not a list) count. */
 static void parse_list(const char *text, unsigned long *mask)
 {
-    const char *p = text;
-    while (*p) {
-        char *end;
-        long a = strtol(p, &end, 10), b = a;
-        if (end == p)
-            break;
-        if (*end == '-')
-            b = strtol(end + 1, &end, 10);
-        for (long n = a; n <= b && n < MAX_NODES; n++)
-            if (n >= 0)
-                mask[n / (8 * sizeof(unsigned long))] |= 1UL << (n % (8 * sizeof(unsigned long)));
-        p = *end == ',' ? end + 1 : end;
-        if (*end != ',')
-            break;
-    }
+    pinlab_cpulist_items(text, NULL, LONG_MAX, list_item, mask);
 }
 
 static int read_text(const char *path, char *buf, size_t size)

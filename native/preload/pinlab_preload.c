@@ -61,6 +61,8 @@
  * a plain pass-through pthread_create; a thread that cannot be pinned is created unpinned.
  */
 #define _GNU_SOURCE
+#include "cpulist.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -694,39 +696,37 @@ static int parse_numbers(const char *s, long min, long max, long **out)
     return n;
 }
 
+/* Where the items of a CPU list go: the set, and (if order) the CPUs in written order. */
+struct cpulist_into {
+    cpu_set_t *set;
+    int *order;
+    int order_max;
+    int n;
+};
+
+static int cpulist_item(long first, long last, void *arg)
+{
+    struct cpulist_into *into = arg;
+    for (long c = first; c <= last; c++) {
+        if (into->order && !CPU_ISSET(c, into->set)) {
+            if (into->n >= into->order_max)
+                return -1;
+            into->order[into->n++] = (int)c;
+        }
+        CPU_SET(c, into->set);
+    }
+    return 0;
+}
+
 /* A CPU list "0-3,8" between s and end, into set and (if order) the CPUs in written order.
- * Returns the number of CPUs written in order, or -1. */
+ * Returns the number of CPUs written in order (without order: in the set), or -1. */
 static int parse_cpulist(const char *s, const char *end, cpu_set_t *set, int *order, int order_max)
 {
     CPU_ZERO(set);
-    int n = 0;
-    const char *p = s;
-    if (p == end)
+    struct cpulist_into into = { set, order, order_max, 0 };
+    if (pinlab_cpulist_items(s, end, CPU_SETSIZE - 1, cpulist_item, &into))
         return -1;
-    for (;;) {
-        long a, b;
-        if (parse_number(&p, CPU_SETSIZE - 1, &a))
-            return -1;
-        b = a;
-        if (p < end && *p == '-') {
-            p++;
-            if (parse_number(&p, CPU_SETSIZE - 1, &b) || b < a)
-                return -1;
-        }
-        for (long c = a; c <= b; c++) {
-            if (order && !CPU_ISSET(c, set)) {
-                if (n >= order_max)
-                    return -1;
-                order[n++] = (int)c;
-            }
-            CPU_SET(c, set);
-        }
-        if (p == end)
-            return order ? n : CPU_COUNT(set);
-        if (*p != ',')
-            return -1;
-        p++;
-    }
+    return order ? into.n : CPU_COUNT(set);
 }
 
 static const char *env_or_null(const char *name)

@@ -3,11 +3,13 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include "cpulist.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -525,30 +527,17 @@ uint64_t pl_llc_total_bytes(void)
     return v > 0 ? (uint64_t)v : 0;
 }
 
-/* Number of entries of a list such as "0-3,8,10-11". */
+static int count_item(long first, long last, void *arg)
+{
+    *(int *)arg += (int)(last - first + 1);
+    return 0;
+}
+
+/* Number of entries of a list such as "0-3,8,10-11" (a line of /sys: the items before its end). */
 static int count_list(const char *s)
 {
     int n = 0;
-    while (*s) {
-        char *end;
-        long a = strtol(s, &end, 10);
-        if (end == s)
-            break;
-        long b = a;
-        s = end;
-        if (*s == '-') {
-            b = strtol(s + 1, &end, 10);
-            if (end == s + 1)
-                break;
-            s = end;
-        }
-        if (b >= a)
-            n += (int)(b - a + 1);
-        if (*s == ',')
-            s++;
-        else
-            break;
-    }
+    pinlab_cpulist_items(s, NULL, LONG_MAX, count_item, &n);
     return n;
 }
 

@@ -14,7 +14,7 @@ from pinlab.autopin.options import AutopinOptions
 from pinlab.errors import UsageError
 from pinlab.graph.model import graph_from_matrix
 from pinlab.native import native_path
-from pinlab.study.engine import Program, StudyPlan
+from pinlab.study.plan import Program, StudyPlan
 from pinlab.study.store import Store
 from pinlab.topology.sources import load_preset, load_topology
 from tests.conftest import run_pinlab
@@ -106,7 +106,7 @@ def test_a_study_stores_its_graph_and_maps_it_again_on_resume(tmp_path):
     assert stored["threads"] == n and stored["weights"][0][1] == 100
     mapped = [r for r in runs if r["placement"] == "lpgp"]
     assert len(mapped) == 2 and all(r["status"] == "ok" and len(r["placement_cpus"]) == n for r in mapped)
-    from pinlab.study.engine import plan_from_parameters
+    from pinlab.study.plan import plan_from_parameters
 
     again = plan_from_parameters("g", study.parameters, 0, 10)
     again.validate()

@@ -81,7 +81,7 @@ def test_run_takes_the_option_and_refuses_it_with_a_given_plan(tmp_path):
 
 
 def test_a_study_places_every_configuration_on_the_kind_and_stores_it(hybrid, tmp_path):
-    from pinlab.study.engine import Program, StudyPlan, plan_from_parameters
+    from pinlab.study.plan import Program, StudyPlan, plan_from_parameters
 
     def plan(kind, threads):
         return StudyPlan(

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from pinlab.errors import UsageError
-from pinlab.study.engine import Program, StudyPlan, plan_from_parameters
+from pinlab.study.plan import Program, StudyPlan, plan_from_parameters
 from pinlab.study.store import Store
 from pinlab.workloads import workload_path
 from tests.conftest import run_pinlab

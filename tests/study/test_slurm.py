@@ -16,7 +16,7 @@ import pytest
 
 from pinlab.errors import UsageError
 from pinlab.report.data import node_summary
-from pinlab.study.engine import Program, StudyPlan
+from pinlab.study.plan import Program, StudyPlan
 from pinlab.study.slurm import SlurmOptions, filesystem_type, split_runs
 from tests.conftest import PINLAB, run_pinlab
 from tests.study import slurm_cluster

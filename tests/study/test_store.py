@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from pinlab.errors import UsageError
-from pinlab.study.store import APPLICATION_ID, RUN_FIELDS, SCHEMA_VERSION, DuplicateRun, Store, canonical_json, dataframe, fields_from_record
+from pinlab.study.columns import RUN_FIELDS, canonical_json, dataframe, fields_from_record
+from pinlab.study.store import APPLICATION_ID, SCHEMA_VERSION, DuplicateRun, Store
 
 PARAMS = {"repeats": 5, "warmups": 1, "strategies": ["compact", "scatter"], "timeout_s": 60.0, "nested": {"b": 1, "a": [1.5, None]}}
 CONFIGS = [

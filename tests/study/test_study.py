@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from pinlab.study.engine import StudyPlan, schedule
+from pinlab.study.plan import StudyPlan
+from pinlab.study.schedule import schedule
 from pinlab.study.store import Store
 from tests.conftest import PINLAB, run_pinlab
 

@@ -17,8 +17,9 @@ import time
 import pytest
 
 from pinlab.errors import UsageError
-from pinlab.study.engine import Program, StudyPlan, sample_period, schedule, scheduled_runs
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG
+from pinlab.study.plan import Program, StudyPlan
+from pinlab.study.schedule import sample_period, schedule, scheduled_runs
 from pinlab.study.store import Store
 from tests.conftest import PINLAB, run_pinlab
 

@@ -48,7 +48,8 @@ from pinlab.cpuset import format_cpulist
 from pinlab.launch.runner import ControllerBase
 from pinlab.measure import linux
 from pinlab.memory.attached import read_attachments
-from pinlab.memory.migrate import ProcessEnded, migrate_pages, move_page_list, move_pages
+from pinlab.memory.follow import Follow
+from pinlab.memory.migrate import migrate_pages
 
 Say = Callable[[str], None]
 
@@ -432,7 +433,7 @@ class Autopin(ControllerBase):
     def _node_of_cpu(self, cpu: int) -> int:
         """The NUMA node of ``cpu`` (the machine's node map, read once)."""
         if self._node_of is None:
-            self._node_of = {c: node for node, cpus in linux.numa_nodes().items() for c in cpus}
+            self._node_of = linux.node_of_cpus()
         return self._node_of.get(cpu, 0)
 
     def _nodes(self, candidate: int) -> set[int]:
@@ -463,31 +464,40 @@ class Autopin(ControllerBase):
         )
         self.say(f"moved pages from nodes {format_cpulist(old)} to {format_cpulist(new)} in {seconds:.3g} s")
 
+    def _follow(self, cpu_of: dict[int, int]) -> Follow:
+        """The move of each re-pinned worker's data to its new CPU's node (the memory layer's, shared with --balance)."""
+        return Follow(self.pid, {tid: self._node_of_cpu(cpu) for tid, cpu in cpu_of.items()})
+
+    @staticmethod
+    def _left(follow: Follow, what: str) -> str:
+        """The end of a move's line: how many pages stayed, and why."""
+        if not follow.pages_left:
+            return ""
+        errors = follow.errors()
+        return f"; {follow.pages_left}{' ' + what if what else ''} could not move" + (f" ({errors})" if errors else "")
+
     def _move_attached(self, cpu_of: dict[int, int]) -> None:
         """Each re-pinned worker's attached regions (libpinlab-mem) to its new CPU's node."""
         if self.attachments is None:
             return
         began = self.clock()
-        moved = left = regions = 0
-        nbytes = 0
-        for region in read_attachments(self.attachments):
-            cpu = cpu_of.get(region.tid)
-            if cpu is None:
-                continue
-            try:
-                there, stuck = move_pages(self.pid, region.start, region.size, self._node_of_cpu(cpu))
-            except ProcessEnded:
-                return  # the program ended: its data with it
-            except OSError as exc:
-                self.say(f"cannot move the data attached to thread {region.tid}: {exc.strerror or exc}")
-                continue
-            moved, left, regions, nbytes = moved + there, left + stuck, regions + 1, nbytes + region.size
-        if regions:
+        follow = self._follow(cpu_of)
+        follow.attached(read_attachments(self.attachments))
+        if follow.program_ended:
+            return  # the program ended: its data with it
+        if follow.regions:
             seconds = self.clock() - began
-            self._event("migrate_attached", regions=regions, bytes=nbytes, pages_on_node=moved, not_moved=left, seconds=round(seconds, 6))
+            self._event(
+                "migrate_attached",
+                regions=follow.regions,
+                bytes=follow.attached_bytes,
+                pages_on_node=follow.pages_moved,
+                not_moved=follow.pages_left,
+                seconds=round(seconds, 6),
+            )
             self.say(
-                f"moved {regions} attached regions ({nbytes / 2**20:.1f} MiB) with their threads in {seconds:.3g} s"
-                + (f"; {left} pages could not move" if left else "")
+                f"moved {follow.regions} attached regions ({follow.attached_bytes / 2**20:.1f} MiB) with their threads in {seconds:.3g} s"
+                + self._left(follow, "pages")
             )
 
     def _move_accessed(self, cpu_of: dict[int, int]) -> None:
@@ -496,27 +506,15 @@ class Autopin(ControllerBase):
         if self.tracker is None:
             return
         began = self.clock()
-        by_node: dict[int, list[int]] = {}
-        for tid, pages in self.tracker.majority_pages(cpu_of).items():
-            by_node.setdefault(self._node_of_cpu(cpu_of[tid]), []).extend(pages)
-        found = sum(len(p) for p in by_node.values())
-        moved = left = 0
-        with self.tracker.paused():
-            for node, pages in sorted(by_node.items()):
-                try:
-                    there, stuck = move_page_list(self.pid, sorted(pages), node)
-                except ProcessEnded:
-                    return  # the program ended: its data with it
-                except OSError as exc:
-                    self.say(f"cannot move the pages the workers accessed to node {node}: {exc.strerror or exc}")
-                    continue
-                moved, left = moved + there, left + stuck
+        follow = self._follow(cpu_of)
+        follow.accessed(self.tracker, cpu_of)
+        if follow.program_ended:
+            return  # the program ended: its data with it
+        found = follow.accessed_pages
         if found:
             seconds = self.clock() - began
-            self._event("migrate_accessed", pages=found, pages_on_node=moved, not_moved=left, seconds=round(seconds, 6))
-            self.say(
-                f"moved the {found} pages the workers mostly accessed with them in {seconds:.3g} s" + (f"; {left} could not move" if left else "")
-            )
+            self._event("migrate_accessed", pages=found, pages_on_node=follow.pages_moved, not_moved=follow.pages_left, seconds=round(seconds, 6))
+            self.say(f"moved the {found} pages the workers mostly accessed with them in {seconds:.3g} s" + self._left(follow, ""))
 
     def _reading(self) -> tuple[Any, int]:
         """The metric now over the workers now (those found off the candidate re-pinned first), and their number."""

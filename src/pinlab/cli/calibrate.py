@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from pinlab import terminal
 from pinlab.topology import load_topology
 from pinlab.topology.calibrate import CalibrationOutputs
 from pinlab.topology.calibrate import calibrate as measure
@@ -26,12 +25,10 @@ def calibrate(quick, sample, no_memory, output, picture, source) -> None:
     With -o, the topology is written with the measurements in it (hwloc user distances); give that
     file to --topology of any pinlab command and placements follow the measured machine.
     """
-    from rich.console import Console
-
     outputs = CalibrationOutputs(output, picture)
     topo = load_topology(source)
     result = measure(topo, quick=quick, sample=sample, memory=not no_memory)
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = terminal.console()
     console.print(LATENCY_TITLE, highlight=False)
     console.print(latency_table(result))
     console.print(legend(result))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from pinlab import terminal
 from pinlab.measure.noise import WARNING
 from pinlab.measure.noise import check as run_checks
 from pinlab.words import plural
@@ -21,7 +20,6 @@ def check(as_json: bool) -> None:
 
         click.echo(json.dumps([f.to_dict() for f in findings], indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="pinlab check: what will add noise or bias to measurements here", show_lines=True)
@@ -30,6 +28,6 @@ def check(as_json: bool) -> None:
     colours = {"ok": "green", "info": "cyan", "warning": "yellow"}
     for f in findings:
         table.add_row(f.name, f"[{colours[f.status]}]{f.status}[/]", f.found, f.meaning, f.fix)
-    Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped: do not wrap at 80
+    terminal.console().print(table)
     warnings = sum(1 for f in findings if f.status == WARNING)
     click.echo(f"{plural(warnings, 'warning')}." if warnings else "No warnings.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pinlab import terminal
 from pinlab.graph.model import convert_graph, load_graph
 from pinlab.graph.picture import draw
 from pinlab.graph.progress import terminal_progress
@@ -27,15 +28,13 @@ def graph() -> None:
 @click.option("--threads", "-n", type=int, help="Refuse the graph unless it has this many threads (as a placement of -n threads would).")
 def graph_show(file, picture, strict, threads) -> None:
     """Print the affinity graph FILE as a heat map with the heaviest pairs."""
-    from rich.console import Console
-
     if picture:
         check_picture(picture)
     loaded = load_graph(file, strict=strict, notice=_graph_notice, progress=terminal_progress())
     if threads is not None:
         loaded.check_threads(threads)
     # No markup or emoji: a program's arguments in the summary are printed as they are.
-    console = Console(highlight=False, markup=False, emoji=False)
+    console = terminal.console(piped_width=None, highlight=False, markup=False, emoji=False)
     for part in render(loaded, console.width):
         if isinstance(part, str):
             console.print(part, soft_wrap=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from pinlab import terminal
 from pinlab.live import Watcher, WatchRequest, apply_plan, check_process, pinlab_processes, plan_cpus, select_threads, show
 from pinlab.topology import load_topology
 from pinlab.words import plural
@@ -35,9 +34,7 @@ def ps(pids, watch, as_json, picture) -> int:
         check_process(pid, repin=False)
     topo = None
     watchers = [Watcher(pid) for pid in pids]
-    from rich.console import Console
-
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = terminal.console()
     try:
         while watchers:
             for watcher in list(watchers):

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from pinlab import terminal
 from pinlab.memory import show
 from pinlab.memory.memmap import memmap as look_at
 from pinlab.memory.memmap import watch as watching
@@ -29,9 +30,7 @@ def memmap(pid, watch, as_json, show_all, top) -> int:
     import json
 
     looks = watching(pid, watch) if watch is not None else iter([look_at(pid)])
-    from rich.console import Console
-
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = terminal.console()
     try:
         for look in looks:
             if as_json:

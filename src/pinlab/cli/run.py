@@ -7,6 +7,7 @@ import click
 from pinlab.cli.common import GRAPH_STRATEGY_HELP, graph_option, started, this_topology
 from pinlab.launch import plan_spec, write_record
 from pinlab.launch.runner import run as launch
+from pinlab.memory.balance import INTERVAL as BALANCE_INTERVAL
 from pinlab.memory.balance import Steal
 from pinlab.outputs import check_writable
 
@@ -66,7 +67,7 @@ from pinlab.outputs import check_writable
     is_flag=True,
     help="An idle NUMA node steals half the busy threads of an overloaded one, with the data attached to them (libpinlab-mem).",
 )
-@click.option("--balance-interval", type=float, help="Seconds between --balance's looks at the threads [default: 0.25].")
+@click.option("--balance-interval", type=float, help=f"Seconds between --balance's looks at the threads [default: {BALANCE_INTERVAL}].")
 @click.option(
     "--balance-data",
     type=click.Choice(["attached", "accessed"]),

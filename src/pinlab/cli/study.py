@@ -8,8 +8,9 @@ import click
 
 from pinlab.cli.common import graph_option
 from pinlab.study import slurm
-from pinlab.study.engine import FIXED_RUNS, StudyInterrupted, run_study
+from pinlab.study.engine import StudyInterrupted, run_study
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG
+from pinlab.study.plan import FIXED_RUNS
 from pinlab.study.request import campaign_action, check_local, check_slurm, study_plan
 from pinlab.study.slurm import SlurmOptions, run_task, submit
 from pinlab.study.store import Store

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from pinlab import terminal
+
 
 class TerminalProgress:
     """A transient rich progress display on ``stream`` (stderr), started on the first step."""
@@ -27,7 +29,6 @@ class TerminalProgress:
     def step(self, description: str, total: int | None = None) -> None:
         """A new phase: a bar to ``total`` (bytes), or a pulsing one where the total is not known."""
         if self._bar is None:
-            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 Progress,
@@ -37,7 +38,7 @@ class TerminalProgress:
                 TimeElapsedColumn,
             )
 
-            console = Console(file=self.stream or sys.stderr, force_terminal=True, highlight=False)
+            console = terminal.console(piped_width=None, file=self.stream or sys.stderr, force_terminal=True, highlight=False)
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),

@@ -23,6 +23,7 @@ from pinlab.launch.runner import run as launch
 from pinlab.measure import linux
 from pinlab.measure.counters import parse_events, probe
 from pinlab.measure.linux import check_cpus
+from pinlab.memory.balance import INTERVAL as BALANCE_INTERVAL
 from pinlab.memory.balance import BalanceController
 from pinlab.placement import Placement, make_placement
 from pinlab.placement.expressions import is_cpulist
@@ -71,7 +72,6 @@ def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
     raise UsageError(f"unknown nested domain {kind!r}: use --nested inherit (NUMA node) or inherit:cache")
 
 
-BALANCE_INTERVAL = 0.25  # seconds between the looks of --balance
 BALANCE_DATA = ("attached", "accessed")
 
 
@@ -198,8 +198,9 @@ def plan_spec(
     if policy.kind == "follow":
         if planned is None:
             raise UsageError("--mem follow binds each pinned thread's memory to its CPU's node: it needs a placement (-s, -c or --plan)")
-        node_of = {cpu: memory.nearest_memory_node(node) for node, node_cpus in linux.numa_nodes().items() for cpu in node_cpus}
-        follow_nodes = [node_of.get(cpu, 0) for cpu in planned]
+        node_of = linux.node_of_cpus()
+        memory_of = {node: memory.nearest_memory_node(node) for node in set(node_of.values())}
+        follow_nodes = [memory_of[node_of[cpu]] if cpu in node_of else 0 for cpu in planned]
     balance_interval = None
     if balance is not None and balance is not False:
         balance_interval = BALANCE_INTERVAL if balance is True else float(balance)

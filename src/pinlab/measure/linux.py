@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Iterable, Mapping
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
@@ -28,6 +29,16 @@ def numa_nodes() -> dict[int, frozenset[int]]:
         text = (path / "cpulist").read_text().strip()
         nodes[int(path.name[4:])] = frozenset(parse_cpulist(text)) if text else frozenset()
     return nodes or {0: present_cpus()}
+
+
+def node_of_cpus(nodes: Mapping[int, Iterable[int]] | None = None) -> dict[int, int]:
+    """CPU -> its NUMA node, from ``nodes`` (node -> CPUs; this machine's :func:`numa_nodes` by default).
+
+    The inverse map every mover of pages needs: a thread is re-pinned to a CPU, its memory goes to
+    that CPU's node. A CPU missing from the map belongs to no node the caller knows of; callers say
+    what that means for them (``.get(cpu)``).
+    """
+    return {cpu: node for node, cpus in (numa_nodes() if nodes is None else nodes).items() for cpu in cpus}
 
 
 def environ_path(pid: int, name: str) -> str | None:

@@ -28,19 +28,18 @@ import math
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.measure import linux
 from pinlab.measure.threads import process_threads
-from pinlab.memory import migrate
 from pinlab.memory.accessed import PageTracker
 from pinlab.memory.attached import AttachTable
-from pinlab.memory.migrate import ProcessEnded, errno_name
+from pinlab.memory.follow import Follow
 from pinlab.words import plural
 
+INTERVAL = 0.25  # seconds between two looks at the threads, unless --balance-interval says otherwise
 IDLE_CPUS = 0.25  # a node whose threads want less than this many CPUs is idle
 BUSY_SHARE = 0.5  # a thread that wants at least this share of a CPU (running or waiting) is busy
 IDLE_LOOKS = 2  # looks in a row a node must be idle before it steals
@@ -127,7 +126,7 @@ class Balancer:
     """
 
     nodes: dict[int, list[int]]
-    interval: float = 0.25
+    interval: float = INTERVAL
     table: object | None = None
     tracker: object | None = None  # a pinlab.memory.accessed.PageTracker (--balance-data accessed)
     say: Callable[[str], None] | None = None
@@ -207,51 +206,13 @@ class Balancer:
         """Move the stolen threads' attached ``regions``, then (--balance-data accessed) the pages
         that those without attached data mostly accessed, to the thief's node. The program may
         end meanwhile: what had moved is counted, the rest is not called left behind."""
-        why: Counter = Counter()
-
-        def attempt(move, pages: int) -> tuple[int, int]:
-            """(moved, left) of ``move()``; a move the kernel refuses whole leaves all ``pages``."""
-            try:
-                return move()
-            except ProcessEnded:
-                raise
-            except OSError as exc:
-                why[errno_name(exc.errno)] += pages
-                return 0, pages
-
-        page = os.sysconf("SC_PAGE_SIZE")
-        chunk = 1024 * page  # a refusal of the kernel for one call costs that call's pages, not the region's
-
-        moving = [0]  # the thread whose data is moving now
-
-        def count(tid: int, moved: int, left: int) -> None:
-            steal.pages_moved += moved
-            steal.pages_left += left
-            mine = steal.per_thread.setdefault(tid, {"pages_moved": 0, "pages_left": 0})
-            mine["pages_moved"] += moved
-            mine["pages_left"] += left
-
-        try:
-            for region in regions:
-                moving[0] = region.tid
-                for start in range(region.start, region.start + region.size, chunk):
-                    size = min(chunk, region.start + region.size - start)
-                    count(region.tid, *attempt(lambda: migrate.move_pages(self.pid, start, size, steal.to_node, why=why), -(-size // page)))
+        follow = Follow(self.pid, {tid: steal.to_node for tid in steal.tids})
+        follow.attached(regions)
+        if self.tracker is not None:
             owners = {r.tid for r in regions}
-            without = [tid for tid in steal.tids if tid not in owners]
-            if without and self.tracker is not None:
-                owned = self.tracker.majority_pages(without)
-                addresses = sorted(a for tid in without for a in owned[tid])
-                steal.accessed_pages = len(addresses)
-                with self.tracker.paused():
-                    for tid in without:
-                        moving[0] = tid
-                        mine = sorted(owned[tid])
-                        count(tid, *attempt(lambda: migrate.move_page_list(self.pid, mine, steal.to_node, why=why), len(mine)))
-        except ProcessEnded as ended:
-            count(moving[0], ended.moved, 0)
-            steal.program_ended = True
-        steal.errors = dict(why)
+            follow.accessed(self.tracker, [tid for tid in steal.tids if tid not in owners])
+        steal.pages_moved, steal.pages_left, steal.accessed_pages = follow.pages_moved, follow.pages_left, follow.accessed_pages
+        steal.per_thread, steal.errors, steal.program_ended = follow.per_thread, dict(follow.why), follow.program_ended
 
 
 def demand_seconds(pid: int, tid: int, cpu_seconds: float) -> float:
@@ -279,7 +240,7 @@ class StealPlan:
 def members_by_node(nodes: dict[int, list[int]], threads: list) -> dict[int, list]:
     """The threads pinned inside each node (a mask within its CPUs); threads free to run on
     several nodes belong to none (the kernel balances them)."""
-    node_of_cpu = {cpu: node for node, cpus in nodes.items() for cpu in cpus}
+    node_of_cpu = linux.node_of_cpus(nodes)
     members: dict[int, list] = {node: [] for node in nodes}
     for t in threads:
         homes = {node_of_cpu.get(cpu) for cpu in t.mask}

@@ -58,7 +58,7 @@ from pinlab.placement.cost import distance_table
 from pinlab.placement.strategies import GRAPH_STRATEGIES
 from pinlab.placement.tree import Tree, choose_units, pair_slots, pair_threads, pairs_on_slots, socket_domains, unit_tree
 from pinlab.placement.treematch import treematch
-from pinlab.placement.units import smt_would_help, units_under
+from pinlab.placement.units import no_room, units_under
 from pinlab.topology.model import Topology
 
 
@@ -198,10 +198,7 @@ def polish(topo: Topology, w, units: Sequence[int], order: list[int], passes: in
 def _compact_units(topo: Topology, n: int, smt: bool) -> list[int]:
     units = [u.os_index for u in units_under(topo, topo.root, smt)]
     if n > len(units):
-        kind = "cores" if not smt else "hardware threads (PUs)"
-        raise UsageError(
-            f"{n} threads but only {len(units)} {kind} are available; use fewer threads" + (", or --smt" if smt_would_help(topo, smt) else "")
-        )
+        raise no_room(topo, n, len(units), smt, oversubscribe=False)
     return units[:n]
 
 

@@ -15,7 +15,7 @@ from pinlab.errors import UsageError
 from pinlab.graph.kernels import heaviest, unique
 from pinlab.graph.matching import max_weight_matching, max_weight_matching_edges
 from pinlab.placement.strategies import GRAPH_STRATEGIES
-from pinlab.placement.units import capacities, share, smt_would_help, units_under
+from pinlab.placement.units import capacities, no_room, share, units_under
 from pinlab.topology.model import Topology
 from pinlab.words import plural
 
@@ -81,11 +81,7 @@ def choose_units(
     room = sum(len(s) for s in chosen)
     if n > room:
         where = f" on {len(chosen)} sockets" if domains is not None else ""
-        raise UsageError(
-            f"{n} threads but only {room} {kind} are available{where}; use fewer threads"
-            + (", more --domains" if domains is not None else "")
-            + (", or --smt" if smt_would_help(topo, smt) else "")
-        )
+        raise no_room(topo, n, room, smt, where=where, oversubscribe=False, more="more --domains" if domains is not None else "")
     if whole_sockets:
         picked = {u for s in chosen for u in s}
         return [u for u in units if u in picked]

@@ -72,9 +72,18 @@ def smt_would_help(topo: Topology, smt: bool) -> bool:
     return not smt and len(topo.allowed_cpus) > len(units_under(topo, topo.root, False))
 
 
-def no_room(topo: Topology, n: int, available: int, smt: bool, where: str = "") -> UsageError:
+def no_room(topo: Topology, n: int, available: int, smt: bool, where: str = "", oversubscribe: bool = True, more: str = "") -> UsageError:
+    """The error of every placement that has fewer units than threads, worded once for all strategies.
+
+    ``where`` narrows the count (" on 2 sockets"); ``oversubscribe`` is False for the strategies
+    that cannot share a CPU (the graph strategies), which then do not suggest it; ``more`` is one
+    more way out of the strategy's own ("more --domains"). --smt is suggested only where it adds units.
+    """
     unit = "hardware threads (PUs)" if smt else "cores"
-    hint = "fewer threads, --oversubscribe to share CPUs" + (", or --smt to also use hardware threads" if smt_would_help(topo, smt) else "")
+    hints = ["fewer threads"] + ([more] if more else []) + (["--oversubscribe to share CPUs"] if oversubscribe else [])
+    if smt_would_help(topo, smt):
+        hints.append("--smt to also use hardware threads")
+    hint = ", ".join(hints[:-1]) + ", or " + hints[-1] if len(hints) > 1 else hints[0]
     return UsageError(
         f"{n} threads but only {available} {unit} are available{where} (allowed CPUs: {format_cpulist(topo.allowed_cpus) or 'none'}); use {hint}"
     )

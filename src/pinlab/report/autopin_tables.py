@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pinlab import terminal
 from pinlab.autopin.logread import AutopinLog
 from pinlab.report.autopin_data import (
     Search,
@@ -49,12 +50,9 @@ def candidates_table(log: AutopinLog, search: Search):
 
 def print_autopin_report(log: AutopinLog, console=None) -> None:
     """The report on the terminal (or ``console``)."""
-    import sys
-
-    from rich.console import Console
     from rich.markup import escape
 
-    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    console = console or terminal.console()
     start = log.start
     console.print(f"[bold]autopin log {escape(log.path)}[/]: {escape(what_ran(log))}")
     notice = f": {escape(start.metric_notice)}" if start.metric_notice else ""

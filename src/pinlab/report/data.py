@@ -18,7 +18,7 @@ from typing import Any
 from pinlab.errors import UsageError
 from pinlab.stats import compare, decided, describe, overall
 from pinlab.study.direction import study_direction
-from pinlab.study.engine import FIXED_RUNS
+from pinlab.study.plan import FIXED_RUNS
 from pinlab.study.store import Store, damaged_database
 
 GROUP = ["program", "threads", "mem", "corun"]

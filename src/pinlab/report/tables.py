@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from pinlab import terminal
 from pinlab.report.data import StudyReport, by_node, direction_of
 
 RUN_COLUMNS = [
@@ -65,12 +66,9 @@ def write_csv(report: StudyReport, directory: str | Path) -> tuple[Path, Path]:
 
 def print_by_node(report: StudyReport, console=None) -> None:
     """pinlab report --by-node: each configuration's successful runs and median on each node."""
-    import sys
-
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 180)
+    console = console or terminal.console(piped_width=180)
     if "node" not in report.runs:
         console.print("the runs of this study do not say which node they ran on (stored by an older pinlab)")
         return
@@ -112,13 +110,10 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 def print_report(report: StudyReport, console=None) -> None:
     """Readable tables: per configuration, then overall; the check warnings recorded with the study."""
-    import sys
-
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 180)
+    console = console or terminal.console(piped_width=180)
     study = report.study
     direction = direction_of(report)
     console.print(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.measure.counters import parse_events, probe
-from pinlab.study.engine import StudyPlan, parse_command, parse_workload
+from pinlab.study.plan import StudyPlan, parse_command, parse_workload
 
 #: ``pinlab study``'s defaults, for the Python API as for the command line.
 DEFAULTS = dict(

@@ -38,9 +38,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pinlab.errors import UsageError
-from pinlab.study.engine import StudyFailed, StudyInterrupted, plan_from_parameters, run_study, schedule
+from pinlab.study.columns import RUN_FIELDS
+from pinlab.study.engine import StudyFailed, StudyInterrupted, run_study
 from pinlab.study.machine import machine_description
-from pinlab.study.store import RUN_FIELDS, Store, leave_in_rollback_journal
+from pinlab.study.plan import plan_from_parameters
+from pinlab.study.schedule import schedule
+from pinlab.study.store import Store, leave_in_rollback_journal
 from pinlab.version import __version__
 from pinlab.words import plural
 

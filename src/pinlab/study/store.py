@@ -12,13 +12,13 @@ code keeps:
 * Errors the user can act on (disk full, database locked, file not writable) become one-line
   ``UsageError`` messages that say the runs stored so far are intact and how to continue.
 
-Only the standard library is used (no ORM, no pandas; :func:`dataframe` imports pandas lazily).
+Only the standard library is used (no ORM, no pandas). The columns of a run and the encoding of
+their values are in :mod:`pinlab.study.columns`.
 """
 
 from __future__ import annotations
 
 import json
-import operator
 import os
 import sqlite3
 import time
@@ -30,6 +30,21 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from pinlab.errors import UsageError
+from pinlab.study.columns import (
+    CONFIG_KEYS,
+    FRAME_COLUMNS,
+    INT_FIELDS,
+    JSON_FIELDS,
+    REAL_FIELDS,
+    RUN_COLUMNS,
+    RUN_FIELDS,
+    RUN_STATUSES,
+    canonical_json,
+    integer_value,
+    loads_json,
+    real_value,
+    text_value,
+)
 from pinlab.version import __version__
 
 #: ``PRAGMA application_id`` of every pinlab study database: the bytes "PNLB".
@@ -39,7 +54,6 @@ SCHEMA_VERSION = 1
 #: How long a write waits for another connection's write to finish before giving up.
 BUSY_TIMEOUT_S = 30.0
 
-RUN_STATUSES = ("ok", "failed", "timeout")
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _TABLES = ("meta", "studies", "configs", "runs")
 
@@ -97,32 +111,6 @@ _SCHEMA = (
     )""",
 )
 
-CONFIG_KEYS = ("program", "argv", "threads", "placement", "mem", "corun", "extra")
-_REAL_FIELDS = ("started_at", "wall_seconds", "user_seconds", "system_seconds", "metric")
-_INT_FIELDS = ("exit_status", "signal", "migrations", "voluntary_context_switches", "involuntary_context_switches", "max_rss_kib")
-_JSON_FIELDS = ("placement_cpus", "record")
-#: The keyword fields :meth:`Store.add_run` accepts (``status`` is required).
-RUN_FIELDS = ("status", *_REAL_FIELDS, *_INT_FIELDS, *_JSON_FIELDS, "stderr_tail")
-_RUN_COLUMNS = ("id", "config_id", "run_index", "warmup", "stored_at", *RUN_FIELDS)
-#: Columns of :meth:`Store.run_rows` rows, in order (``record`` only when asked for).
-FRAME_COLUMNS = (
-    "study",
-    "config_id",
-    "position",
-    "program",
-    "argv",
-    "threads",
-    "placement",
-    "mem",
-    "corun",
-    "extra",
-    "run_id",
-    "run_index",
-    "warmup",
-    "stored_at",
-    *RUN_FIELDS,
-)
-
 
 @dataclass(frozen=True)
 class Study:
@@ -145,73 +133,6 @@ class Study:
 
 class DuplicateRun(UsageError):
     """A run with this (configuration, index, warmup) is already stored; the stored one is kept."""
-
-
-# --------------------------------------------------------------------------- value encoding
-
-
-def _json_default(value: Any) -> Any:
-    """numpy scalars and arrays, sets and paths as plain JSON values (so a run is never lost to a type)."""
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "tolist"):  # numpy arrays and scalars
-        return value.tolist()
-    if hasattr(value, "__index__"):
-        return operator.index(value)
-    if hasattr(value, "__float__"):
-        return float(value)
-    raise TypeError(f"{type(value).__name__} value {value!r} cannot be stored as JSON")
-
-
-def canonical_json(value: Any) -> str:
-    """The one text of a JSON value: sorted keys, no spaces, ASCII only (so equal values give equal bytes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=_json_default)
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _text(value: Any, name: str, nullable: bool = True) -> str | None:
-    """A text column: str (or bytes, decoded as UTF-8 with replacement); lone surrogates escaped."""
-    if value is None:
-        if nullable:
-            return None
-        raise TypeError(f"{name} is required")
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be text, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # e.g. undecodable bytes from os.fsdecode: keep them visible
-        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return value
-
-
-def _integer(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__} {value!r}") from None
-    if not -(2**63) <= number < 2**63:
-        raise ValueError(f"{name} = {number} does not fit in a 64-bit integer")
-    return number
-
-
-def _real(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}") from None
 
 
 def _error_name(error: sqlite3.Error) -> str:
@@ -534,17 +455,17 @@ class Store:
         With ``new=True`` any study of that name is refused, checked under the write lock, so of
         two studies started at once with one name exactly one is created.
         """
-        name = _text(name, "study name", nullable=False)
+        name = text_value(name, "study name", nullable=False)
         if not name.strip():
             raise UsageError("the study name is empty: give a name with --name")
         if not isinstance(parameters, dict):
             raise TypeError("parameters must be a dict")
         params_json = canonical_json(parameters)
         rows = [self._config_row(config, position) for position, config in enumerate(configs)]
-        seed = _integer(seed, "seed")
+        seed = integer_value(seed, "seed")
         machine_json = canonical_json(machine)
-        warnings_json = canonical_json([_text(w, "warning", nullable=False) for w in warnings])
-        tool_version = _text(tool_version, "tool_version", nullable=False)
+        warnings_json = canonical_json([text_value(w, "warning", nullable=False) for w in warnings])
+        tool_version = text_value(tool_version, "tool_version", nullable=False)
         with self._write(f"creating study {name}", None) as conn:
             existing = conn.execute("SELECT id, parameters, seed FROM studies WHERE name = ?", (name,)).fetchone()
             if existing is not None and new:
@@ -597,7 +518,7 @@ class Store:
         argv = config.get("argv") or []
         if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv):
             raise TypeError(f"configuration {position}: argv must be a list of strings")
-        threads = _integer(config.get("threads"), f"configuration {position} threads")
+        threads = integer_value(config.get("threads"), f"configuration {position} threads")
         if threads is None or threads < 1:
             raise ValueError(f"configuration {position}: threads must be at least 1, not {threads}")
         extra = config.get("extra") or {}
@@ -605,12 +526,12 @@ class Store:
             raise TypeError(f"configuration {position}: extra must be a dict")
         return (
             position,
-            _text(config.get("program"), f"configuration {position} program", nullable=False),
+            text_value(config.get("program"), f"configuration {position} program", nullable=False),
             canonical_json(list(argv)),
             threads,
-            _text(config.get("placement"), "placement"),
-            _text(config.get("mem"), "mem"),
-            _text(config.get("corun"), "corun"),
+            text_value(config.get("placement"), "placement"),
+            text_value(config.get("mem"), "mem"),
+            text_value(config.get("corun"), "corun"),
             canonical_json(extra),
         )
 
@@ -676,7 +597,7 @@ class Store:
         """Add to the study's warnings those not there yet (a resumed session may find new ones);
         returns the study's warnings. Nothing is written when there is nothing new."""
         study = self.study_by_id(study_id)
-        new = [_text(w, "warning", nullable=False) for w in warnings]
+        new = [text_value(w, "warning", nullable=False) for w in warnings]
         new = [w for i, w in enumerate(new) if w not in study.warnings and w not in new[:i]]
         if not new:
             return study.warnings
@@ -709,21 +630,21 @@ class Store:
         status = fields.get("status")
         if status not in RUN_STATUSES:
             raise ValueError(f"run status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
-        run_index = _integer(run_index, "run_index")
+        run_index = integer_value(run_index, "run_index")
         if run_index is None or run_index < 0:
             raise ValueError(f"run_index must be 0 or more, not {run_index}")
         if not isinstance(warmup, bool):
             raise TypeError("warmup must be True or False")
         values: dict[str, Any] = {"status": status}
-        for name in _REAL_FIELDS:
-            values[name] = _real(fields.get(name), name)
-        for name in _INT_FIELDS:
-            values[name] = _integer(fields.get(name), name)
+        for name in REAL_FIELDS:
+            values[name] = real_value(fields.get(name), name)
+        for name in INT_FIELDS:
+            values[name] = integer_value(fields.get(name), name)
         cpus = fields.get("placement_cpus")
-        values["placement_cpus"] = None if cpus is None else canonical_json([_integer(c, "placement_cpus") for c in cpus])
+        values["placement_cpus"] = None if cpus is None else canonical_json([integer_value(c, "placement_cpus") for c in cpus])
         record = fields.get("record")
         values["record"] = None if record is None else canonical_json(record)
-        values["stderr_tail"] = _text(fields.get("stderr_tail"), "stderr_tail")
+        values["stderr_tail"] = text_value(fields.get("stderr_tail"), "stderr_tail")
 
         found = self._conn.execute(
             "SELECT s.name, c.position FROM configs c JOIN studies s ON s.id = c.study_id WHERE c.id = ?", (config_id,)
@@ -759,17 +680,17 @@ class Store:
 
     @staticmethod
     def _run(row: tuple) -> dict[str, Any]:
-        run = dict(zip(_RUN_COLUMNS, row))
+        run = dict(zip(RUN_COLUMNS, row))
         run["warmup"] = bool(run["warmup"])
-        for name in _JSON_FIELDS:
-            run[name] = _loads(run[name])
+        for name in JSON_FIELDS:
+            run[name] = loads_json(run[name])
         return run
 
     def _runs(self, where: str, args: tuple, warmup: bool | None) -> list[dict[str, Any]]:
         if warmup is not None:
             where += " AND r.warmup = ?"
             args += (int(warmup),)
-        sql = f"SELECT {', '.join('r.' + c for c in _RUN_COLUMNS)} FROM runs r JOIN configs c ON c.id = r.config_id WHERE {where} ORDER BY r.id"
+        sql = f"SELECT {', '.join('r.' + c for c in RUN_COLUMNS)} FROM runs r JOIN configs c ON c.id = r.config_id WHERE {where} ORDER BY r.id"
         return [self._run(row) for row in self._conn.execute(sql, args)]
 
     def runs(self, study_id: int, warmup: bool | None = None) -> list[dict[str, Any]]:
@@ -808,7 +729,7 @@ class Store:
             row["warmup"] = bool(row["warmup"])
             for name in ("argv", "extra", "placement_cpus", "record"):
                 if name in row:
-                    row[name] = _loads(row[name])
+                    row[name] = loads_json(row[name])
             rows.append(row)
         return rows
 
@@ -816,36 +737,12 @@ class Store:
         return dict(self._conn.execute("SELECT key, value FROM meta"))
 
 
-def fields_from_record(record: dict[str, Any]) -> dict[str, Any]:
-    """The run columns found in a ``pinlab run`` record (:meth:`RunRecord.to_json`), plus the record itself."""
-    fields = {name: record.get(name) for name in (*_REAL_FIELDS, *_INT_FIELDS) if name != "metric"}
-    plan = record.get("plan") or {}
-    fields["placement_cpus"] = plan.get("cpus")
-    fields["record"] = record
-    return fields
-
-
-def dataframe(rows: list[dict[str, Any]]):
-    """A pandas DataFrame of :meth:`Store.run_rows` rows (pandas imported only here)."""
-    import pandas
-
-    columns = [c for c in FRAME_COLUMNS if c != "record" or any("record" in row for row in rows)]
-    return pandas.DataFrame(rows, columns=columns)
-
-
 __all__ = [
     "damaged",
     "damaged_database",
     "APPLICATION_ID",
     "SCHEMA_VERSION",
-    "RUN_STATUSES",
-    "RUN_FIELDS",
-    "CONFIG_KEYS",
-    "FRAME_COLUMNS",
     "Store",
     "Study",
     "DuplicateRun",
-    "canonical_json",
-    "fields_from_record",
-    "dataframe",
 ]

@@ -8,7 +8,6 @@ matplotlib.
 from __future__ import annotations
 
 import inspect
-import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +16,7 @@ from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.graph import load_graph
 from pinlab.launch import memory
-from pinlab.launch.record import RunRecord, ThreadRecord
+from pinlab.launch.record import RunRecord, ThreadRecord, write_record
 from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, parse_skip
 from pinlab.launch.runner import run as launch
 from pinlab.measure import linux
@@ -27,32 +26,15 @@ from pinlab.memory.balance import INTERVAL as BALANCE_INTERVAL
 from pinlab.memory.balance import BalanceController
 from pinlab.placement import Placement, make_placement
 from pinlab.placement.expressions import is_cpulist
+from pinlab.placement.plan import explicit_placement_json, read_placement_file
 from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES, canonical_strategy
 from pinlab.placement.units import take
 from pinlab.ranks.launch import RankPlan, domain_placement, no_domain_memory, rank_memory, this_rank
 from pinlab.topology import load_topology
 
-__all__ = ["LaunchSpec", "ProgramNotExecutable", "ProgramNotFound", "RunRecord", "ThreadRecord", "plan_spec", "run"]
+__all__ = ["LaunchSpec", "ProgramNotExecutable", "ProgramNotFound", "RunRecord", "ThreadRecord", "plan_spec", "run", "write_record"]
 
 NESTED_DOMAINS = ("numa", "cache")
-
-
-def _load_plan_file(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as plan_file:
-            data = json.load(plan_file)
-    except OSError as exc:
-        raise UsageError(f"cannot read plan file {path!r}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"plan file {path!r} is not valid JSON ({exc}); write one with `pinlab place ... -f json`") from None
-    if not isinstance(data, dict) or data.get("pinlab_placement") != 1:
-        raise UsageError(f"plan file {path!r} is not a pinlab placement (version 1); write one with `pinlab place ... -f json`")
-    cpus = data.get("cpus")
-    if cpus is not None and (not isinstance(cpus, list) or not cpus or not all(isinstance(c, int) and c >= 0 for c in cpus)):
-        raise UsageError(f"plan file {path!r}: 'cpus' must be a non-empty list of CPU numbers (or null for no pinning)")
-    if not isinstance(data.get("threads"), int) or data["threads"] < 1:
-        raise UsageError(f"plan file {path!r}: 'threads' must be a positive integer")
-    return data
 
 
 def _nested_domains(kind: str | None) -> list[frozenset[int]] | None:
@@ -149,7 +131,7 @@ def plan_spec(
         if strategy is None or canonical_strategy(strategy) not in GRAPH_STRATEGIES:
             raise UsageError(f"--graph, --domains and --level go with a graph strategy: use -s {' or '.join(GRAPH_STRATEGIES)}")
     if plan_file is not None:
-        plan = _load_plan_file(plan_file)
+        plan = read_placement_file(plan_file)
         planned, threads = plan["cpus"], threads or plan["threads"]
     elif isinstance(cpus, str) and is_cpulist(cpus.strip()) and cpu_kind is None:
         # A plain CPU list needs no topology: checked against the kernel's CPUs and our mask.
@@ -164,13 +146,13 @@ def plan_spec(
             oversubscribe,
             UsageError(f"{threads} threads but {cpus!r} lists only {len(listed)} CPUs; list more or use --oversubscribe"),
         )
-        plan = {"pinlab_placement": 1, "strategy": "explicit", "expression": cpus, "threads": threads, "cpus": planned}
+        plan = explicit_placement_json(threads, planned, cpus)
     elif cpus is not None and not isinstance(cpus, str):
         planned = [int(c) for c in cpus]
         if not planned:
             raise UsageError("an explicit placement needs at least one CPU")
         threads = threads or len(planned)
-        plan = {"pinlab_placement": 1, "strategy": "explicit", "expression": None, "threads": threads, "cpus": planned}
+        plan = explicit_placement_json(threads, planned)
     elif strategy is not None or cpus is not None or placement is not None:
         if placement is None:
             if isinstance(graph, (str, os.PathLike)):
@@ -304,12 +286,3 @@ def run(
             f"the options are those of plan_spec: {', '.join(sorted(known))}"
         )
     return launch(plan_spec(argv, threads=threads, mem=mem, **kwargs, **options))
-
-
-def write_record(record: RunRecord, path: str) -> None:
-    """Write the record as JSON atomically (a crash never leaves half a file)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as out:
-        json.dump(record.to_json(), out, indent=1)
-        out.write("\n")
-    os.replace(tmp, path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -10,7 +11,21 @@ from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.words import plural
 
+#: The version of the run record (key ``pinlab_run``): fields are only added within a version.
 RECORD_FORMAT_VERSION = 1
+
+#: Fields every run record has, with the JSON types a reader may rely on.
+_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
+    "argv": (list,),
+    "threads": (list,),
+    "processes": (list,),
+    "exit_status": (int,),
+    "wall_seconds": (int, float),
+    "migrations": (int,),
+    "warnings": (list,),
+}
+
+_RECORD_HINT = "give a file written by `pinlab run --record FILE.json`"
 
 
 @dataclass
@@ -394,3 +409,40 @@ class RunRecord:
         if self.balance is not None:
             text += f"; --balance: {plural(len(self.balance), 'steal')}"
         return text
+
+
+def write_record(record: RunRecord, path: str) -> None:
+    """Write the record as JSON atomically (a crash never leaves half a file)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as out:
+        json.dump(record.to_json(), out, indent=1)
+        out.write("\n")
+    os.replace(tmp, path)
+
+
+def check_record_json(data: Any, source: str = "run record") -> dict[str, Any]:
+    """``data`` if it is a run record this pinlab reads, else a one-line UsageError saying what is
+    wrong: the version, then the fields every record has (a later version may add others)."""
+    if not isinstance(data, dict) or "pinlab_run" not in data:
+        raise UsageError(f"{source} is not a pinlab run record (no 'pinlab_run' field); {_RECORD_HINT}")
+    version = data["pinlab_run"]
+    if version != RECORD_FORMAT_VERSION:
+        raise UsageError(f"{source} is a run record of format {version!r}; this pinlab reads format {RECORD_FORMAT_VERSION}: {_RECORD_HINT} with this pinlab")
+    for name, types in _RECORD_FIELDS.items():
+        value = data.get(name)
+        if isinstance(value, bool) or not isinstance(value, types):
+            wanted = " or ".join("a list" if t is list else "a whole number" if t is int else "a number" for t in types)
+            raise UsageError(f"{source}: field {name!r} should be {wanted}, not {json.dumps(value)[:40]}; {_RECORD_HINT}")
+    return data
+
+
+def read_record(path: str) -> dict[str, Any]:
+    """The run record in the file ``path``, checked (:func:`check_record_json`)."""
+    try:
+        with open(path, encoding="utf-8") as record_file:
+            data = json.load(record_file)
+    except OSError as exc:
+        raise UsageError(f"cannot read run record {path!r}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"run record {path!r} is not valid JSON ({exc}); {_RECORD_HINT}") from None
+    return check_record_json(data, f"run record {path!r}")

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.cpuset import format_cpulist
+from pinlab.errors import UsageError
 from pinlab.topology.model import Topology
 
-JSON_FORMAT_VERSION = 1
+#: The version of pinlab's placement JSON (key ``pinlab_placement``); fields are only added within
+#: a version, so a reader refuses only another version, never a field it does not know.
+PLACEMENT_FORMAT_VERSION = 1
+
+#: What every refusal of a placement file tells the user to do instead.
+_PLACEMENT_HINT = "write one with `pinlab place ... -f json`"
 
 
 @dataclass
@@ -49,9 +56,9 @@ class Placement:
         return info
 
     def to_json(self) -> dict[str, Any]:
-        """pinlab's placement JSON (format version 1, documented in the README)."""
+        """pinlab's placement JSON (docs/reference/file-formats.md, schema placement.schema.json)."""
         return {
-            "pinlab_placement": JSON_FORMAT_VERSION,
+            "pinlab_placement": PLACEMENT_FORMAT_VERSION,
             "strategy": self.strategy,
             "expression": self.expression,
             "threads": self.threads,
@@ -63,3 +70,58 @@ class Placement:
             "cpus": self.cpus,
             "threads_detail": None if self.cpus is None else [dict(thread=i, **self.where(c)) for i, c in enumerate(self.cpus)],
         }
+
+    @classmethod
+    def from_json(cls, data: Any, topology: Topology, source: str = "placement") -> Placement:
+        """The placement a placement JSON describes, on ``topology`` (the JSON names its machine but
+        does not hold it); checked as :func:`check_placement_json` does."""
+        plan = check_placement_json(data, source)
+        return cls(
+            strategy=plan.get("strategy") or "explicit",
+            threads=plan["threads"],
+            cpus=None if plan.get("cpus") is None else list(plan["cpus"]),
+            topology=topology,
+            smt=bool(plan.get("smt", False)),
+            oversubscribe=bool(plan.get("oversubscribe", False)),
+            seed=plan.get("seed"),
+            expression=plan.get("expression"),
+        )
+
+
+def explicit_placement_json(threads: int, cpus: list[int], expression: str | None = None) -> dict[str, Any]:
+    """The placement JSON of a plan given as CPUs (``-c``), which needs no topology: ``pinlab run``
+    records it as the run's plan without loading hwloc's model of the machine."""
+    return {"pinlab_placement": PLACEMENT_FORMAT_VERSION, "strategy": "explicit", "expression": expression, "threads": threads, "cpus": cpus}
+
+
+def check_placement_json(data: Any, source: str = "placement") -> dict[str, Any]:
+    """``data`` if it is a placement JSON this pinlab reads, else a one-line UsageError saying
+    what is wrong. Only what a run needs is checked (version, ``threads``, ``cpus``): the other
+    fields describe the plan and a later version may add more."""
+    if not isinstance(data, dict) or "pinlab_placement" not in data:
+        raise UsageError(f"{source} is not a pinlab placement (no 'pinlab_placement' field); {_PLACEMENT_HINT}")
+    version = data["pinlab_placement"]
+    if version != PLACEMENT_FORMAT_VERSION:
+        raise UsageError(
+            f"{source} is a pinlab placement of format {version!r}; this pinlab reads format {PLACEMENT_FORMAT_VERSION}: "
+            f"{_PLACEMENT_HINT} with this pinlab"
+        )
+    cpus = data.get("cpus")
+    if cpus is not None and (not isinstance(cpus, list) or not cpus or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)):
+        raise UsageError(f"{source}: 'cpus' must be a non-empty list of CPU numbers (or null for no pinning)")
+    threads = data.get("threads")
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise UsageError(f"{source}: 'threads' must be a positive integer")
+    return data
+
+
+def read_placement_file(path: str) -> dict[str, Any]:
+    """The placement JSON in the file ``path`` (``pinlab run --plan``), checked."""
+    try:
+        with open(path, encoding="utf-8") as plan_file:
+            data = json.load(plan_file)
+    except OSError as exc:
+        raise UsageError(f"cannot read plan file {path!r}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"plan file {path!r} is not valid JSON ({exc}); {_PLACEMENT_HINT}") from None
+    return check_placement_json(data, f"plan file {path!r}")

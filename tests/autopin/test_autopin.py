@@ -977,7 +977,7 @@ def test_a_failure_inside_autopin_leaves_the_program_running_to_its_end(spinner,
     assert any("stopped probing: the metric broke" in line for line in lines)
     assert not any("initialisation" in line for line in lines)  # it was over: the metric broke after it
     assert record.wall_seconds >= 0.9  # it ran to its own end
-    from pinlab.autopin.logread import read_log
+    from pinlab.autopin.log import read_log
 
     read = read_log(log)  # begins with what ran, though no metric was chosen
     assert read.start.argv is None and read.summary.exit_status == 4 and read.other[0]["error"] == "RuntimeError"

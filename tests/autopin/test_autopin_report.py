@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinlab.autopin.logread import read_log
+from pinlab.autopin.log import read_log
 from pinlab.errors import UsageError
 from pinlab.report import autopin_data
 from pinlab.report.autopin_timeline import save_picture, timeline
@@ -208,7 +208,7 @@ def test_rows_are_the_pooled_sub_windows(levels, windows, rounds):
     b = LogBuilder(candidates=len(levels), windows=windows).start()
     b.search(levels, rounds=rounds, noise=0.05)
     b.choice(probing_started=b.init)
-    from pinlab.autopin.logread import parse_log
+    from pinlab.autopin.log import parse_log
 
     search = autopin_data.searches(parse_log(b.lines()))[0]
     chosen = b.chosen

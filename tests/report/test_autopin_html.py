@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from pinlab.autopin.logread import read_log
+from pinlab.autopin.log import read_log
 from pinlab.report.autopin_html import write_autopin_html
 from tests.autopin.logbuilder import LogBuilder, phase_change_log
 

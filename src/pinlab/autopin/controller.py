@@ -30,7 +30,6 @@ finds elsewhere at its next reading); one that ends is dropped from the measurem
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import sys
 import threading
@@ -42,6 +41,21 @@ from typing import IO, Any
 
 from pinlab import live
 from pinlab.autopin.decide import Judgement, judge
+from pinlab.autopin.log import (
+    Candidate,
+    Choice,
+    Failure,
+    Migration,
+    MigrationAccessed,
+    MigrationAttached,
+    Probe,
+    Rate,
+    Reprobe,
+    RunnerUp,
+    Start,
+    Summary,
+    event_line,
+)
 from pinlab.autopin.metrics import rates
 from pinlab.autopin.options import AutopinOptions
 from pinlab.cpuset import format_cpulist
@@ -154,7 +168,7 @@ class Autopin(ControllerBase):
             self.say(f"stopped probing: {exc}; the program goes on where it is")
             if not self._start_logged:  # failed before the metric was chosen: the log still begins with what ran
                 self._start_event()
-            self._event("error", text=str(exc), error=type(exc).__name__)
+            self._event(Failure(t=self._since(), text=str(exc), error=type(exc).__name__))
             self.stop()
 
     def stop(self) -> None:
@@ -179,37 +193,39 @@ class Autopin(ControllerBase):
                 yield self.clock() + opts.warmup_seconds  # moved to the choice: warm up before measuring it
             yield from self._keep()
 
-    def _start_event(self, **fields: Any) -> None:
+    def _start_event(self, t: float | None = None) -> None:
         """What runs and how; after the initialisation, when the metric is chosen (without one when
-        the run ended before)."""
+        the run ended before: then at ``t`` 0)."""
         opts = self.options
         self._start_logged = True
-        metric = {"metric": self.metric.name, "metric_unit": self.metric.unit, "metric_notice": self.metric.notice} if self.metric else {}
+        metric = self.metric
         self._event(
-            "start",
-            version=1,
-            mode=self.mode,
-            argv=self.argv or None,
-            pid=self.pid,
-            threads=len(self.candidates[0].cpus),
-            **metric,
-            topology=self.topology_name,
-            params={
-                "init": opts.init_seconds,
-                "warmup": opts.warmup_seconds,
-                "interval": opts.interval,
-                "windows": opts.windows,
-                "rounds": opts.rounds,
-                "max_rounds": opts.max_rounds,
-                "alpha": opts.alpha,
-                "tolerance": opts.tolerance,
-                "migrate_pages": opts.migrate_pages,
-                "monitor": opts.monitor,
-                "threshold": opts.monitor_threshold,
-                "patience": opts.monitor_patience,
-            },
-            candidates=[{"index": i, "name": c.name, "cpus": list(c.cpus)} for i, c in enumerate(self.candidates)],
-            **fields,
+            Start(
+                t=self._since() if t is None else t,
+                mode=self.mode,
+                argv=tuple(self.argv) if self.argv else None,
+                pid=self.pid,
+                threads=len(self.candidates[0].cpus),
+                metric=metric.name if metric else None,
+                metric_unit=metric.unit if metric else None,
+                metric_notice=metric.notice if metric else None,
+                topology=self.topology_name,
+                params={
+                    "init": opts.init_seconds,
+                    "warmup": opts.warmup_seconds,
+                    "interval": opts.interval,
+                    "windows": opts.windows,
+                    "rounds": opts.rounds,
+                    "max_rounds": opts.max_rounds,
+                    "alpha": opts.alpha,
+                    "tolerance": opts.tolerance,
+                    "migrate_pages": opts.migrate_pages,
+                    "monitor": opts.monitor,
+                    "threshold": opts.monitor_threshold,
+                    "patience": opts.monitor_patience,
+                },
+                candidates=tuple(Candidate(index=i, name=c.name, cpus=tuple(c.cpus)) for i, c in enumerate(self.candidates)),
+            )
         )
 
     def _search(self) -> Iterator[float]:
@@ -285,19 +301,21 @@ class Autopin(ControllerBase):
             self.best_so_far = max(self.samples, key=lambda c: _mean(self.samples[c]) if self.samples[c] else -math.inf)
         cand = self.candidates[window.candidate]
         self._event(
-            "probe",
-            candidate=window.candidate,
-            name=cand.name,
-            cpus=list(cand.cpus),
-            round=window.round,
-            repinned_at=window.repinned_at,
-            start=self._since(readings[0].time),
-            end=self._since(readings[-1].time),
-            rates={str(tid): rate for tid, rate in per_thread.items()},
-            mean=mean,
-            windows=subs,
-            threads=len(per_thread) or min(window.workers),
-            **({"partial": True} if partial else {}),
+            Probe(
+                t=self._since(),
+                candidate=window.candidate,
+                name=cand.name,
+                cpus=tuple(cand.cpus),
+                round=window.round,
+                repinned_at=window.repinned_at,
+                start=self._since(readings[0].time),
+                end=self._since(readings[-1].time),
+                rates={str(tid): rate for tid, rate in per_thread.items()},
+                mean=mean,
+                windows=tuple(subs),
+                threads=len(per_thread) or min(window.workers),
+                partial=partial,
+            )
         )
         spread = f", ±{_spread(subs):.1%} over {len(subs)} sub-windows" if len(subs) > 1 else ""
         self.say(
@@ -317,27 +335,24 @@ class Autopin(ControllerBase):
         runner = None
         if judgement.runner_up is not None:
             other = self.candidates[judgement.runner_up]
-            runner = {
-                "candidate": judgement.runner_up,
-                "name": other.name,
-                "cpus": list(other.cpus),
-                "rate": _mean(self.samples[judgement.runner_up]),
-            }
+            runner = RunnerUp(candidate=judgement.runner_up, name=other.name, cpus=tuple(other.cpus), rate=_mean(self.samples[judgement.runner_up]))
         self._event(
-            "choice",
-            candidate=best,
-            name=cand.name,
-            cpus=list(cand.cpus),
-            rate=rate,
-            runner_up=runner,
-            p_value=judgement.p_value,
-            effect=judgement.effect,
-            decided=judgement.decided,
-            equivalent=judgement.equivalent,
-            within_tolerance=judgement.within_tolerance,
-            verdict=judgement.verdict,
-            rounds=self.rounds_done,
-            probing_seconds=round(self.probing_seconds, 6),
+            Choice(
+                t=self._since(),
+                candidate=best,
+                name=cand.name,
+                cpus=tuple(cand.cpus),
+                rate=rate,
+                runner_up=runner,
+                p_value=judgement.p_value,
+                effect=judgement.effect,
+                decided=judgement.decided,
+                equivalent=tuple(judgement.equivalent),
+                within_tolerance=tuple(judgement.within_tolerance),
+                verdict=judgement.verdict,
+                rounds=self.rounds_done,
+                probing_seconds=round(self.probing_seconds, 6),
+            )
         )
         self.say(f"chose {self._label(best)}: {judgement.verdict}")
         self.reference = rate
@@ -359,12 +374,14 @@ class Autopin(ControllerBase):
                 if len(recent) == recent.maxlen and min(recent) > self.reference:
                     self.reference = min(recent)  # a lasting rise: the level held since, to keep
             self._event(
-                "rate",
-                start=self._since(before.time),
-                end=self._since(after.time),
-                rate=rate,
-                candidate=self.current,
-                **({"reference": self.reference} if opts.monitor else {}),
+                Rate(
+                    t=self._since(),
+                    start=self._since(before.time),
+                    end=self._since(after.time),
+                    rate=rate,
+                    candidate=self.current,
+                    reference=self.reference if opts.monitor else None,
+                )
             )
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
             if not opts.monitor or not math.isfinite(rate):
@@ -375,7 +392,7 @@ class Autopin(ControllerBase):
                     f"the rate stayed more than {opts.monitor_threshold:g}% below the rate kept since the choice for {low} intervals "
                     f"({_number(rate)} against {_number(self.reference)} {self.metric.unit}/s per thread): a new phase"
                 )
-                self._event("reprobe", why=why, rate=rate, reference=self.reference, intervals=low)
+                self._event(Reprobe(t=self._since(), why=why, rate=rate, reference=self.reference, intervals=low))
                 self.say(f"re-probing: {why}")
                 return
 
@@ -454,13 +471,15 @@ class Autopin(ControllerBase):
         seconds = self.clock() - began
         after = live.pages_per_node(self.pid)
         self._event(
-            "migrate",
-            from_nodes=sorted(old),
-            to_nodes=sorted(new),
-            pages_before={str(k): v for k, v in before.items()},
-            pages_after={str(k): v for k, v in after.items()},
-            not_moved=left,
-            seconds=round(seconds, 6),
+            Migration(
+                t=self._since(),
+                from_nodes=sorted(old),
+                to_nodes=sorted(new),
+                pages_before={str(k): v for k, v in before.items()},
+                pages_after={str(k): v for k, v in after.items()},
+                not_moved=left,
+                seconds=round(seconds, 6),
+            )
         )
         self.say(f"moved pages from nodes {format_cpulist(old)} to {format_cpulist(new)} in {seconds:.3g} s")
 
@@ -488,12 +507,14 @@ class Autopin(ControllerBase):
         if follow.regions:
             seconds = self.clock() - began
             self._event(
-                "migrate_attached",
-                regions=follow.regions,
-                bytes=follow.attached_bytes,
-                pages_on_node=follow.pages_moved,
-                not_moved=follow.pages_left,
-                seconds=round(seconds, 6),
+                MigrationAttached(
+                    t=self._since(),
+                    regions=follow.regions,
+                    bytes=follow.attached_bytes,
+                    pages_on_node=follow.pages_moved,
+                    not_moved=follow.pages_left,
+                    seconds=round(seconds, 6),
+                )
             )
             self.say(
                 f"moved {follow.regions} attached regions ({follow.attached_bytes / 2**20:.1f} MiB) with their threads in {seconds:.3g} s"
@@ -513,7 +534,11 @@ class Autopin(ControllerBase):
         found = follow.accessed_pages
         if found:
             seconds = self.clock() - began
-            self._event("migrate_accessed", pages=found, pages_on_node=follow.pages_moved, not_moved=follow.pages_left, seconds=round(seconds, 6))
+            self._event(
+                MigrationAccessed(
+                    t=self._since(), pages=found, pages_on_node=follow.pages_moved, not_moved=follow.pages_left, seconds=round(seconds, 6)
+                )
+            )
             self.say(f"moved the {found} pages the workers mostly accessed with them in {seconds:.3g} s" + self._left(follow, ""))
 
     def _reading(self) -> tuple[Any, int]:
@@ -564,7 +589,7 @@ class Autopin(ControllerBase):
             "interrupted": interrupted,
             "restored": restored,
         }
-        self._event("summary", **summary)
+        self._event(Summary(t=self._since(), **summary))
         log, self._log = self._log, None
         if log is not None:
             try:
@@ -581,11 +606,12 @@ class Autopin(ControllerBase):
     def _since(self, when: float | None = None) -> float:
         return round((self.clock() if when is None else when) - self.t0, 6)
 
-    def _event(self, kind: str, **fields: Any) -> None:
+    def _event(self, event: Any) -> None:
+        """Write one event (a dataclass of pinlab.autopin.log) as a line of the log, if there is one."""
         if self._log is None:
             return
         try:
-            self._log.write(json.dumps(_finite({"event": kind, "t": self._since(), **fields}), allow_nan=False) + "\n")
+            self._log.write(event_line(event) + "\n")
         except OSError as exc:
             self._drop_log(exc)
 
@@ -622,17 +648,6 @@ def _unfailing(say: Say) -> Say:
             pass
 
     return said
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no infinity or NaN: such numbers (an effect over a rate of 0) are written as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -427,7 +427,9 @@ def check_record_json(data: Any, source: str = "run record") -> dict[str, Any]:
         raise UsageError(f"{source} is not a pinlab run record (no 'pinlab_run' field); {_RECORD_HINT}")
     version = data["pinlab_run"]
     if version != RECORD_FORMAT_VERSION:
-        raise UsageError(f"{source} is a run record of format {version!r}; this pinlab reads format {RECORD_FORMAT_VERSION}: {_RECORD_HINT} with this pinlab")
+        raise UsageError(
+            f"{source} is a run record of format {version!r}; this pinlab reads format {RECORD_FORMAT_VERSION}: {_RECORD_HINT} with this pinlab"
+        )
     for name, types in _RECORD_FIELDS.items():
         value = data.get(name)
         if isinstance(value, bool) or not isinstance(value, types):

@@ -107,7 +107,9 @@ def check_placement_json(data: Any, source: str = "placement") -> dict[str, Any]
             f"{_PLACEMENT_HINT} with this pinlab"
         )
     cpus = data.get("cpus")
-    if cpus is not None and (not isinstance(cpus, list) or not cpus or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)):
+    if cpus is not None and (
+        not isinstance(cpus, list) or not cpus or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)
+    ):
         raise UsageError(f"{source}: 'cpus' must be a non-empty list of CPU numbers (or null for no pinning)")
     threads = data.get("threads")
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinlab.autopin.logread import AutopinLog, Choice, Migration, Probe, Rate, Reprobe, finite
+from pinlab.autopin.log import AutopinLog, Choice, Migration, Probe, Rate, Reprobe, finite
 from pinlab.cpuset import format_cpulist
 
 __all__ = [
@@ -169,7 +169,7 @@ def _fill_rows(log: AutopinLog, search: Search) -> None:
 # -- words and numbers ----------------------------------------------------------------------------
 def rate_unit(log: AutopinLog) -> str:
     """The unit of every rate in the log: the metric's unit per second per worker thread."""
-    unit = log.start.metric_unit or log.start.metric
+    unit = log.start.metric_unit or log.start.metric_label
     return f"{unit}/s per thread"
 
 

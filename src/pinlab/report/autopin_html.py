@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from pinlab.autopin.logread import AutopinLog
+from pinlab.autopin.log import AutopinLog
 from pinlab.errors import UsageError
 from pinlab.report.autopin_data import choice_lines, migration_sentence, parameters, rate_unit, reprobe_sentence, run_summary, searches, si, what_ran
 from pinlab.report.autopin_timeline import timeline
@@ -73,7 +73,7 @@ def render_autopin_html(log: AutopinLog) -> str:
     context = {
         "path": log.path,
         "what": what_ran(log),
-        "metric": start.metric,
+        "metric": start.metric_label,
         "notice": start.metric_notice,
         "unit": rate_unit(log),
         "parameters": parameters(log),

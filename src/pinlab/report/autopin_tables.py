@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pinlab import terminal
-from pinlab.autopin.logread import AutopinLog
+from pinlab.autopin.log import AutopinLog
 from pinlab.report.autopin_data import (
     Search,
     choice_lines,
@@ -59,7 +59,7 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
     if log.summary is not None and log.summary.ended_during_init:
         console.print("Metric none: the run ended during the initialisation, before autopin chose one")
     else:
-        console.print(f"Metric {escape(start.metric)}, rates in {escape(rate_unit(log))}{notice}")
+        console.print(f"Metric {escape(start.metric_label)}, rates in {escape(rate_unit(log))}{notice}")
     params = parameters(log)
     if params:
         console.print("Parameters: " + escape(", ".join(f"{k} {v}" for k, v in params)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pinlab.autopin.logread import AutopinLog, finite
+from pinlab.autopin.log import AutopinLog, finite
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
 from pinlab.outputs import check_picture
@@ -116,7 +116,7 @@ def timeline(log: AutopinLog):
     ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 1.2 M rather than an offset 1e6 above the axis
     ax.grid(alpha=0.3)
     n_search = len(searches(log))
-    ax.set_title(f"autopin {what_ran(log)}; metric {start.metric}" + (f"; {n_search} searches" if n_search > 1 else ""), fontsize=10)
+    ax.set_title(f"autopin {what_ran(log)}; metric {start.metric_label}" + (f"; {n_search} searches" if n_search > 1 else ""), fontsize=10)
 
     handles = [Patch(facecolor=palette[c.index], alpha=0.5, linewidth=0) for c in start.candidates]
     labels = [f"{c.index}: {c.name} ({_cpus(c.cpus)})" for c in start.candidates]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from pinlab.autopin.logread import AutopinLog, read_log
+from pinlab.autopin.log import AutopinLog, read_log
 from pinlab.errors import UsageError
 from pinlab.outputs import check_picture, check_writable_directory
 from pinlab.report.autopin_html import write_autopin_html

@@ -455,6 +455,18 @@ class _Fields:
             raise self._bad(name, "a whole number")
         return int(value)
 
+    def need_number(self, name: str) -> float:
+        """A number the event cannot do without."""
+        value = self.number(name, required=True)
+        assert value is not None  # required: refused when absent
+        return value
+
+    def need_integer(self, name: str) -> int:
+        """A whole number the event cannot do without."""
+        value = self.integer(name, required=True)
+        assert value is not None  # required: refused when absent
+        return value
+
     def text(self, name: str, required: bool = False) -> str | None:
         value = self._get(name, required)
         if value is None:
@@ -548,18 +560,18 @@ def _start(f: _Fields) -> Start:
 
 
 def _probe(f: _Fields, line: int, start: Start) -> Probe:
-    index = f.integer("candidate", required=True)
+    index = f.need_integer("candidate")
     known = _candidate(f, index, start)
     rates = f.mapping("rates")
     for tid, rate in rates.items():
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))):
             raise f._bad("rates", "an object of tid -> rate")
-    begin, end = f.number("start", required=True), f.number("end", required=True)
+    begin, end = f.need_number("start"), f.need_number("end")
     if end < begin:
         raise UsageError(f"{f.where}: the probe ends (end {end:g}) before it starts (start {begin:g}); {_HINT}")
     return Probe(
         line=line,
-        t=f.number("t", required=True),
+        t=f.need_number("t"),
         candidate=index,
         name=f.text("name") or known.name,
         cpus=f.cpus("cpus") or known.cpus,
@@ -586,7 +598,7 @@ def _candidate(f: _Fields, index: int, start: Start) -> Candidate:
 
 
 def _choice(f: _Fields, line: int, start: Start) -> Choice:
-    index = f.integer("candidate", required=True)
+    index = f.need_integer("candidate")
     known = _candidate(f, index, start)
     runner = f.raw("runner_up")
     runner_up = None
@@ -594,13 +606,13 @@ def _choice(f: _Fields, line: int, start: Start) -> Choice:
         if not isinstance(runner, dict):
             raise f._bad("runner_up", "an object or null")
         r = _Fields(runner, f"{f.where}, runner_up")
-        r_index = r.integer("candidate", required=True)
+        r_index = r.need_integer("candidate")
         r_known = _candidate(r, r_index, start)
         runner_up = RunnerUp(candidate=r_index, name=r.text("name") or r_known.name, cpus=r.cpus("cpus") or r_known.cpus, rate=r.number("rate"))
     equivalent, within = f.indexes("equivalent"), f.indexes("within_tolerance")
     return Choice(
         line=line,
-        t=f.number("t", required=True),
+        t=f.need_number("t"),
         candidate=index,
         name=f.text("name") or known.name,
         cpus=f.cpus("cpus") or known.cpus,
@@ -621,9 +633,9 @@ def _choice(f: _Fields, line: int, start: Start) -> Choice:
 def _rate(f: _Fields, line: int, start: Start) -> Rate:
     return Rate(
         line=line,
-        t=f.number("t", required=True),
-        start=f.number("start", required=True),
-        end=f.number("end", required=True),
+        t=f.need_number("t"),
+        start=f.need_number("start"),
+        end=f.need_number("end"),
         rate=f.number("rate"),
         candidate=f.integer("candidate"),
         reference=f.number("reference"),
@@ -634,7 +646,7 @@ def _rate(f: _Fields, line: int, start: Start) -> Rate:
 def _reprobe(f: _Fields, line: int, start: Start) -> Reprobe:
     return Reprobe(
         line=line,
-        t=f.number("t", required=True),
+        t=f.need_number("t"),
         why=f.text("why"),
         rate=f.number("rate"),
         reference=f.number("reference"),
@@ -646,7 +658,7 @@ def _reprobe(f: _Fields, line: int, start: Start) -> Reprobe:
 def _migrate(f: _Fields, line: int, start: Start) -> Migration:
     return Migration(
         line=line,
-        t=f.number("t", required=True),
+        t=f.need_number("t"),
         from_nodes=f.raw("from_nodes"),
         to_nodes=f.raw("to_nodes"),
         pages_before=f.mapping("pages_before"),
@@ -660,7 +672,7 @@ def _migrate(f: _Fields, line: int, start: Start) -> Migration:
 def _migrate_attached(f: _Fields, line: int, start: Start) -> MigrationAttached:
     return MigrationAttached(
         line=line,
-        t=f.number("t", required=True),
+        t=f.need_number("t"),
         regions=f.integer("regions"),
         bytes=f.integer("bytes"),
         pages_on_node=f.integer("pages_on_node"),
@@ -673,7 +685,7 @@ def _migrate_attached(f: _Fields, line: int, start: Start) -> MigrationAttached:
 def _migrate_accessed(f: _Fields, line: int, start: Start) -> MigrationAccessed:
     return MigrationAccessed(
         line=line,
-        t=f.number("t", required=True),
+        t=f.need_number("t"),
         pages=f.integer("pages"),
         pages_on_node=f.integer("pages_on_node"),
         not_moved=f.integer("not_moved"),
@@ -683,7 +695,7 @@ def _migrate_accessed(f: _Fields, line: int, start: Start) -> MigrationAccessed:
 
 
 def _failure(f: _Fields, line: int, start: Start) -> Failure:
-    return Failure(line=line, t=f.number("t", required=True), text=f.text("text"), error=f.text("error"), extra=f.extra())
+    return Failure(line=line, t=f.need_number("t"), text=f.text("text"), error=f.text("error"), extra=f.extra())
 
 
 def _summary(f: _Fields, line: int, start: Start) -> Summary:
@@ -692,7 +704,7 @@ def _summary(f: _Fields, line: int, start: Start) -> Summary:
         raise f._bad("final", "an object or null")
     return Summary(
         line=line,
-        t=f.number("t", required=True),
+        t=f.need_number("t"),
         exit_status=f.integer("exit_status"),
         signal=f.integer("signal"),
         wall_seconds=f.number("wall_seconds"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from pinlab.report.autopin_tables import print_autopin_report
+from pinlab.report.export import dump_json
 from pinlab.report.requests import AutopinReportRequest, ReportRequest
-from pinlab.report.tables import dump_json, print_by_node, print_report
+from pinlab.report.tables import print_by_node, print_report
 
 
 @click.command()

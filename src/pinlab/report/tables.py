@@ -1,8 +1,7 @@
-"""The report as terminal tables, CSV files and JSON."""
+"""The report as terminal tables and CSV files (the JSON export is pinlab.report.export's)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -32,18 +31,6 @@ RUN_COLUMNS = [
     "placement_cpus",
     "stored_at",
 ]
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "item"):  # numpy scalars
-        return _clean(value.item())
-    return value
-
-
-def _records(frame) -> list[dict[str, Any]]:
-    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
 
 def runs_table(report: StudyReport):
@@ -78,26 +65,6 @@ def print_by_node(report: StudyReport, console=None) -> None:
     for row in by_node(report):
         table.add_row(row["config"], str(row["node"]), str(row["hardware"]), str(row["runs"]), str(row["ok"]), _fmt(row["median"]))
     console.print(table)
-
-
-def to_json(report: StudyReport) -> dict[str, Any]:
-    return {
-        "study": report.study.name,
-        "parameters": report.study.parameters,
-        "machine": {k: v for k, v in report.study.machine.items() if k != "topology_xml"},
-        "warnings": report.study.warnings + ([report.node_warning] if getattr(report, "node_warning", None) else []),
-        "nodes": getattr(report, "nodes", []),
-        "baseline": report.baseline,
-        "alpha": report.alpha,
-        "metric": report.metric,
-        "metric_better": direction_of(report).better,
-        "metric_direction": direction_of(report).to_dict(),
-        "counters": report.counters,
-        "adaptive": report.adaptive,
-        "runs": _records(runs_table(report)),
-        "stats": _records(report.stats),
-        "overall": [{k: _clean(v) for k, v in row.items()} for row in report.overall],
-    }
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -267,7 +234,3 @@ def _count(event: str, value: Any) -> str:
     if event in ("task-clock", "cpu-clock"):
         return f"{value / 1e6:,.1f} ms"
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def dump_json(report: StudyReport) -> str:
-    return json.dumps(to_json(report), indent=1)

@@ -28,6 +28,7 @@ from statistics import mean
 
 import pytest
 
+from pinlab.autopin.log import Failure, read_log
 from pinlab.workloads.corun import CoRunners
 from tests.conftest import PINLAB, run_pinlab, this_cpus
 from tests.memory import mem_expect
@@ -977,10 +978,9 @@ def test_a_failure_inside_autopin_leaves_the_program_running_to_its_end(spinner,
     assert any("stopped probing: the metric broke" in line for line in lines)
     assert not any("initialisation" in line for line in lines)  # it was over: the metric broke after it
     assert record.wall_seconds >= 0.9  # it ran to its own end
-    from pinlab.autopin.log import read_log
-
     read = read_log(log)  # begins with what ran, though no metric was chosen
-    assert read.start.argv is None and read.summary.exit_status == 4 and read.other[0]["error"] == "RuntimeError"
+    failures = [e for e in read.events if isinstance(e, Failure)]
+    assert read.start.argv is None and read.summary.exit_status == 4 and [f.error for f in failures] == ["RuntimeError"]
 
 
 def test_progress_lines_that_cannot_be_written_do_not_stop_the_program():

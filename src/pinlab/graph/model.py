@@ -42,6 +42,9 @@ from pinlab.errors import UsageError
 from pinlab.graph.binary import binary_threads, load_binary, write_binary
 from pinlab.outputs import check_writable
 
+#: The version of the JSON graph (key ``pinlab_graph``); this module owns the format: it writes it
+#: (AffinityGraph.to_json, to_json_text, save) and reads it (graph_from_json, load_graph). Schema:
+#: docs/reference/formats/affinity-graph.schema.json.
 JSON_FORMAT_VERSION = 1
 GRANULARITIES = ("line", "page", "message", "unknown")
 MATRIX_SUFFIXES = (".csv", ".txt", ".mat")
@@ -368,7 +371,10 @@ def graph_from_json(data: Any, *, source: str = "JSON", strict: bool = False, no
         raise UsageError(f"graph {source} has no 'weights' (a list of rows); is it a pinlab graph?")
     version = data.get("pinlab_graph", JSON_FORMAT_VERSION)
     if version != JSON_FORMAT_VERSION:
-        raise UsageError(f"graph {source} is format {version!r}; this pinlab reads format {JSON_FORMAT_VERSION}")
+        raise UsageError(
+            f"graph {source} is format {version!r}; this pinlab reads format {JSON_FORMAT_VERSION}: "
+            "write it again with this pinlab (pinlab trace -o, or pinlab graph convert from a matrix)"
+        )
     weights = data["weights"]
     if not isinstance(weights, list):
         raise UsageError(f"graph {source}: 'weights' must be a list of rows, one per thread (got {type(weights).__name__})")

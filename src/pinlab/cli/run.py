@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import GRAPH_STRATEGY_HELP, graph_option, started, this_topology
-from pinlab.launch import plan_spec, write_record
+from pinlab.launch import plan_spec
+from pinlab.launch.record import write_record
 from pinlab.launch.runner import run as launch
 from pinlab.memory.balance import INTERVAL as BALANCE_INTERVAL
 from pinlab.memory.balance import Steal

@@ -16,7 +16,7 @@ from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.graph import load_graph
 from pinlab.launch import memory
-from pinlab.launch.record import RunRecord, ThreadRecord, write_record
+from pinlab.launch.record import RunRecord, ThreadRecord
 from pinlab.launch.runner import LaunchSpec, ProgramNotExecutable, ProgramNotFound, parse_skip
 from pinlab.launch.runner import run as launch
 from pinlab.measure import linux
@@ -32,7 +32,7 @@ from pinlab.placement.units import take
 from pinlab.ranks.launch import RankPlan, domain_placement, no_domain_memory, rank_memory, this_rank
 from pinlab.topology import load_topology
 
-__all__ = ["LaunchSpec", "ProgramNotExecutable", "ProgramNotFound", "RunRecord", "ThreadRecord", "plan_spec", "run", "write_record"]
+__all__ = ["LaunchSpec", "ProgramNotExecutable", "ProgramNotFound", "RunRecord", "ThreadRecord", "plan_spec", "run"]
 
 NESTED_DOMAINS = ("numa", "cache")
 

@@ -909,7 +909,7 @@ def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(sp
         (["-n", "3", "-C", "0;0,0", "--", "true"], "3 threads"),
         (["--metric", "no-such-metric", "--", "true"], "no-such-metric"),
         (["--pid", "999999999"], "999999999"),
-        (["-T", "0", "--", "true"], "-T/--interval"),
+        (["-T", "0", "--", "true"], "raise --interval"),
         (["--rounds", "zero", "--", "true"], "--rounds"),
         (["--threshold", "150", "--monitor", "--", "true"], "--threshold"),
         (["--pid", "1", "--", "true"], "not both"),

@@ -1,0 +1,113 @@
+"""The autopin log, written by the controller and read by the reports: this package owns it: the events and their writing in
+:mod:`pinlab.autopin.log.events`, their reading in :mod:`pinlab.autopin.log.reading`.
+
+JSON lines, one event per line, each with an ``event`` field and ``t``. Each kind of event is a
+dataclass below: the controller builds one and writes it with :func:`event_line`; :func:`read_log`
+reads the lines back into the same dataclasses, so what a writer writes and what a reader
+expects cannot drift apart. The JSON Schema of a line is
+``docs/reference/formats/autopin-log-event.schema.json``.
+
+``t`` is seconds since autopin started (the program's start in launch mode, the attach in
+``--pid`` mode). Rates are in the metric's unit per second per worker thread (``metric_unit``).
+CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main thread).
+
+``start``   ``version`` (1), ``mode`` (launch|attach), ``argv`` (launch) or ``pid``, ``threads``, ``metric``,
+            ``metric_unit``, ``metric_notice`` (why this metric), ``topology``, ``params``
+            (``init``, ``warmup``, ``interval``, ``windows``, ``rounds``, ``alpha``,
+            ``migrate_pages``, ``monitor``, ``threshold``), ``candidates``: a list of
+            ``{"index", "name", "cpus"}``.
+``probe``   one candidate measured once: ``candidate`` (index), ``name``, ``cpus``, ``round``
+            (1, 2, ...), ``repinned_at`` (when the threads were moved to it; the warm-up runs from
+            there, or from the end of the ``migrate`` event that follows, to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
+            measured over the whole window, as strings of tids), ``mean`` (the paper's r_avg),
+            ``windows`` (the mean rate of each sub-window, the samples the verdict is computed
+            from; sub-window k spans start + k (end - start) / windows, in equal parts), ``threads``
+            (the number of workers measured); ``partial``: true for a window the program's end cut
+            short. ``round`` starts again at 1 in each search (after a ``reprobe``).
+``migrate`` pages moved after a re-pin that changed NUMA nodes: ``from_nodes``, ``to_nodes``
+            (lists of node numbers), ``pages_before`` and ``pages_after`` (node number as a string
+            -> pages), ``not_moved`` (pages the kernel could not move), ``seconds``; ``t`` is when
+            the move ended (it began ``seconds`` earlier), after the re-pin it follows.
+``migrate_attached`` with ``--migrate-pages attached``, after a re-pin: the regions the program
+            attached to its workers (libpinlab-mem) moved to each worker's new node: ``regions``,
+            ``bytes``, ``pages_on_node`` (pages on the new node after the move), ``not_moved``,
+            ``seconds``.
+``migrate_accessed`` with ``--migrate-pages accessed``, after a re-pin: the pages each worker
+            touched first in most of the page tracer's rounds moved to its new node: ``pages``
+            (found), ``pages_on_node``, ``not_moved``, ``seconds``.
+``choice``  ``candidate``, ``name``, ``cpus``, ``rate`` (the mean of its sub-window rates of this
+            search, all rounds pooled), ``runner_up`` (``{"candidate", "name",
+            "cpus", "rate"}`` or null with one candidate), ``p_value`` (one-sided, best better than
+            runner-up; null when not computable), ``effect`` (best / runner-up - 1), ``decided``
+            (p < alpha), ``equivalent`` (indexes of the other candidates the best does not beat
+            significantly), ``within_tolerance`` (those surely within ``tolerance`` of it),
+            ``verdict`` (one sentence), ``rounds``, ``probing_seconds``.
+``rate``    after a choice, every interval: ``start``, ``end``, ``rate``, ``candidate``; with
+            ``--monitor`` also ``reference``: the rate a drop is measured against (the chosen
+            candidate's probed rate, raised to the lowest of the last ``patience`` intervals when
+            all are higher).
+``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (as in ``rate``), ``intervals``.
+``error``   autopin stopped probing because something failed (``text``, ``error``: the exception's
+            type); the program runs on where it is.
+``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds`` (searches,
+            warm-ups included),
+            ``choices`` (how many), ``final`` (``{"candidate", "name", "cpus"}`` or null),
+            ``ended_during_init`` (nothing measured: the run ended before ``-i`` was over; the
+            ``start`` event before it, at ``t`` 0, then has no ``metric``), ``ended_during_probing``,
+            ``interrupted``, ``restored`` (``--pid`` with ``--restore``, or nothing measured).
+
+Reading (:mod:`pinlab.autopin.log.reading`). The report (``pinlab autopin-report``) and the tests read logs through :func:`read_log` only,
+so what a log must hold is checked in one place. A log is written while the program runs, and
+autopin may be killed mid-line: an unusable *last* line is dropped with a warning (kept in
+:attr:`AutopinLog.warnings`) so that everything measured before still shows. Anything else that
+is wrong (a line that is not JSON, no ``start`` event first, a version this pinlab does not
+know, a field of the wrong type) is a :class:`~pinlab.errors.UsageError` naming the line.
+
+Later pinlabs may add fields and events: unknown fields are kept in each record's ``extra`` and
+unknown events in :attr:`AutopinLog.other`, never refused.
+"""
+
+from __future__ import annotations
+
+from pinlab.autopin.log.events import (
+    LOG_FORMAT_VERSION,
+    SUPPORTED_VERSIONS,
+    AutopinLog,
+    Candidate,
+    Choice,
+    Failure,
+    Migration,
+    MigrationAccessed,
+    MigrationAttached,
+    Probe,
+    Rate,
+    Reprobe,
+    RunnerUp,
+    Start,
+    Summary,
+    event_line,
+    finite,
+)
+from pinlab.autopin.log.reading import parse_log, read_log
+
+__all__ = [
+    "AutopinLog",
+    "Candidate",
+    "Start",
+    "Probe",
+    "Migration",
+    "MigrationAttached",
+    "MigrationAccessed",
+    "Choice",
+    "RunnerUp",
+    "Rate",
+    "Reprobe",
+    "Failure",
+    "Summary",
+    "event_line",
+    "read_log",
+    "parse_log",
+    "finite",
+    "LOG_FORMAT_VERSION",
+    "SUPPORTED_VERSIONS",
+]

@@ -99,9 +99,7 @@ def plan_spec(
     ``rank``: the MPI rank context as ``pinlab run --rank`` reads it (auto, off, LOCAL/COUNT; None
     is off): the plan is placed inside the rank's part of the node, next to its GPUs with ``gpus``.
     """
-    if sample_ms is not None and not (isinstance(sample_ms, (int, float)) and 0 < sample_ms <= 3_600_000):
-        shown = f"{sample_ms:g}" if isinstance(sample_ms, (int, float)) else repr(sample_ms)
-        raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {shown})")
+    _check_sample_ms(sample_ms)
     if balance_interval is not None:
         if not balance:
             raise UsageError("--balance-interval sets how often --balance looks: give --balance too")
@@ -124,87 +122,20 @@ def plan_spec(
         raise UsageError(f"THREADS must be at least 1 (got {threads})")
     if thp not in (None, "never", "always"):
         raise UsageError(f"unknown --thp {thp!r}: use never or always")
-    plan: dict[str, Any] | None
-    if cpu_kind is not None and (plan_file is not None or placement is not None or (cpus is not None and not isinstance(cpus, str))):
-        raise UsageError("--cpu-kind narrows a strategy or a CPU expression: it does not apply to a given plan")
-    if graph is not None or domains is not None or level is not None:
-        if strategy is None or canonical_strategy(strategy) not in GRAPH_STRATEGIES:
-            raise UsageError(f"--graph, --domains and --level go with a graph strategy: use -s {' or '.join(GRAPH_STRATEGIES)}")
-    if plan_file is not None:
-        plan = read_placement_file(plan_file)
-        planned, threads = plan["cpus"], threads or plan["threads"]
-    elif isinstance(cpus, str) and is_cpulist(cpus.strip()) and cpu_kind is None:
-        # A plain CPU list needs no topology: checked against the kernel's CPUs and our mask.
-        listed = parse_cpulist(cpus)
-        if not oversubscribe and len(set(listed)) != len(listed):
-            repeated = next(c for c in listed if listed.count(c) > 1)
-            raise UsageError(f"CPU {repeated} is listed twice in {cpus!r}; use --oversubscribe to let threads share it")
-        threads = threads or len(listed)
-        planned = take(
-            listed,
-            threads,
-            oversubscribe,
-            UsageError(f"{threads} threads but {cpus!r} lists only {len(listed)} CPUs; list more or use --oversubscribe"),
-        )
-        plan = explicit_placement_json(threads, planned, cpus)
-    elif cpus is not None and not isinstance(cpus, str):
-        planned = [int(c) for c in cpus]
-        if not planned:
-            raise UsageError("an explicit placement needs at least one CPU")
-        threads = threads or len(planned)
-        plan = explicit_placement_json(threads, planned)
-    elif strategy is not None or cpus is not None or placement is not None:
-        if placement is None:
-            if isinstance(graph, (str, os.PathLike)):
-                graph = load_graph(os.fspath(graph))
-            placement = make_placement(
-                load_topology("this"),
-                strategy=strategy,
-                threads=threads,
-                cpus=cpus,
-                smt=smt,
-                oversubscribe=oversubscribe,
-                seed=seed,
-                cpu_kind=cpu_kind,
-                graph=graph,
-                domains=domains,
-                level=level,
-            )
-        plan, planned, threads = placement.to_json(), placement.cpus, placement.threads
-    else:
-        plan, planned = None, None
-    if planned is not None:
-        check_cpus(planned)
+    plan, planned, threads = _plan(
+        strategy,
+        threads,
+        cpus,
+        plan_file,
+        placement,
+        dict(smt=smt, oversubscribe=oversubscribe, seed=seed, cpu_kind=cpu_kind),
+        dict(graph=graph, domains=domains, level=level),
+    )
     policy = memory.parse_policy(mem)
-    follow_nodes = None
-    if policy.kind == "follow":
-        if planned is None:
-            raise UsageError("--mem follow binds each pinned thread's memory to its CPU's node: it needs a placement (-s, -c or --plan)")
-        node_of = linux.node_of_cpus()
-        memory_of = {node: memory.nearest_memory_node(node) for node in set(node_of.values())}
-        follow_nodes = [memory_of[node_of[cpu]] if cpu in node_of else 0 for cpu in planned]
-    balance_interval = None
-    if balance is not None and balance is not False:
-        balance_interval = BALANCE_INTERVAL if balance is True else float(balance)
-        if not 0.01 <= balance_interval <= 3600:
-            raise UsageError(f"--balance-interval must be between 0.01 and 3600 seconds (got {balance})")
-        if planned is None:
-            raise UsageError(
-                "--balance moves pinned threads between NUMA nodes: it needs a pinned placement (-s STRATEGY other than none or autonuma, -c or --plan)"
-            )
-    if balance_data is not None:
-        if balance_interval is None:
-            raise UsageError("--balance-data says what moves with the threads --balance steals: give --balance too")
-        if balance_data not in BALANCE_DATA:
-            raise UsageError(f"unknown --balance-data {balance_data!r}: use attached or accessed")
-    nested_kind = None
-    if nested not in (None, "off"):
-        head, _, domain = nested.partition(":")
-        if head != "inherit":
-            raise UsageError(f"unknown --nested {nested!r}: use inherit, inherit:numa or inherit:cache")
-        nested_kind = domain or "numa"
-        if planned is None:
-            raise UsageError("--nested inherit needs a placement (-s, -c or --plan)")
+    policy = memory.parse_policy(mem)
+    follow_nodes = _follow_nodes(policy, planned)
+    balance_interval = _balance(balance, balance_data, planned)
+    nested_kind = _nested_kind(nested, planned)
     wanted = None
     if counters is not None:
         wanted = probe(parse_events(counters if isinstance(counters, str) else ",".join(counters)))
@@ -215,7 +146,7 @@ def plan_spec(
         numa_balancing=True if plan is not None and plan.get("strategy") == "autonuma" else None,
         balance=balance_interval,
         balance_data=balance_data or "attached",
-        controller=None if balance_interval is None else BalanceController(planned, balance_interval, balance_data or "attached"),
+        controller=None if balance_interval is None or planned is None else BalanceController(planned, balance_interval, balance_data or "attached"),
         counters=wanted,
         argv=list(argv),
         cpus=planned,
@@ -233,6 +164,106 @@ def plan_spec(
         sample_ms=sample_ms,
         env=env,
     )
+
+
+def _check_sample_ms(sample_ms: float | None) -> None:
+    """How often the threads' CPUs are sampled: more than never, at most hourly."""
+    if sample_ms is not None and not (isinstance(sample_ms, (int, float)) and 0 < sample_ms <= 3_600_000):
+        shown = f"{sample_ms:g}" if isinstance(sample_ms, (int, float)) else repr(sample_ms)
+        raise UsageError(f"--sample-ms must be a positive number of milliseconds, at most one hour (got {shown})")
+
+
+def _plan(
+    strategy, threads, cpus, plan_file, placement, choices: dict, graph_options: dict
+) -> tuple[dict[str, Any] | None, list[int] | None, int | None]:
+    """The plan (its JSON), its CPUs and its thread count, from the one placement given (None: unpinned)."""
+    cpu_kind, oversubscribe = choices["cpu_kind"], choices["oversubscribe"]
+    graph, domains, level = graph_options["graph"], graph_options["domains"], graph_options["level"]
+    plan: dict[str, Any] | None
+    if cpu_kind is not None and (plan_file is not None or placement is not None or (cpus is not None and not isinstance(cpus, str))):
+        raise UsageError("--cpu-kind narrows a strategy or a CPU expression: it does not apply to a given plan")
+    if graph is not None or domains is not None or level is not None:
+        if strategy is None or canonical_strategy(strategy) not in GRAPH_STRATEGIES:
+            raise UsageError(f"--graph, --domains and --level go with a graph strategy: use -s {' or '.join(GRAPH_STRATEGIES)}")
+    if plan_file is not None:
+        plan = read_placement_file(plan_file)
+        planned, threads = plan["cpus"], threads or plan["threads"]
+    elif isinstance(cpus, str) and is_cpulist(cpus.strip()) and cpu_kind is None:
+        planned, threads = _listed(cpus, threads, oversubscribe)
+        plan = explicit_placement_json(threads, planned, cpus)
+    elif cpus is not None and not isinstance(cpus, str):
+        planned = [int(c) for c in cpus]
+        if not planned:
+            raise UsageError("an explicit placement needs at least one CPU")
+        threads = threads or len(planned)
+        plan = explicit_placement_json(threads, planned)
+    elif strategy is not None or cpus is not None or placement is not None:
+        if placement is None:
+            if isinstance(graph, (str, os.PathLike)):
+                graph = load_graph(os.fspath(graph))
+            placement = make_placement(
+                load_topology("this"), strategy=strategy, threads=threads, cpus=cpus, **choices, **{**graph_options, "graph": graph}
+            )
+        plan, planned, threads = placement.to_json(), placement.cpus, placement.threads
+    else:
+        plan, planned = None, None
+    if planned is not None:
+        check_cpus(planned)
+    return plan, planned, threads
+
+
+def _listed(cpus: str, threads: int | None, oversubscribe: bool) -> tuple[list[int], int]:
+    """A plain CPU list needs no topology: checked against the kernel's CPUs and our mask."""
+    listed = parse_cpulist(cpus)
+    if not oversubscribe and len(set(listed)) != len(listed):
+        repeated = next(c for c in listed if listed.count(c) > 1)
+        raise UsageError(f"CPU {repeated} is listed twice in {cpus!r}; use --oversubscribe to let threads share it")
+    threads = threads or len(listed)
+    more = UsageError(f"{threads} threads but {cpus!r} lists only {len(listed)} CPUs; list more or use --oversubscribe")
+    return take(listed, threads, oversubscribe, more), threads
+
+
+def _follow_nodes(policy: memory.MemPolicy, planned: list[int] | None) -> list[int] | None:
+    """--mem follow: each planned CPU's nearest memory node, in plan order."""
+    if policy.kind != "follow":
+        return None
+    if planned is None:
+        raise UsageError("--mem follow binds each pinned thread's memory to its CPU's node: it needs a placement (-s, -c or --plan)")
+    node_of = linux.node_of_cpus()
+    memory_of = {node: memory.nearest_memory_node(node) for node in set(node_of.values())}
+    return [memory_of[node_of[cpu]] if cpu in node_of else 0 for cpu in planned]
+
+
+def _balance(balance: float | bool | None, balance_data: str | None, planned: list[int] | None) -> float | None:
+    """--balance's seconds between looks (None: off), checked with what it moves."""
+    balance_interval = None
+    if balance is not None and balance is not False:
+        balance_interval = BALANCE_INTERVAL if balance is True else float(balance)
+        if not 0.01 <= balance_interval <= 3600:
+            raise UsageError(f"--balance-interval must be between 0.01 and 3600 seconds (got {balance})")
+        if planned is None:
+            raise UsageError(
+                "--balance moves pinned threads between NUMA nodes: it needs a pinned placement (-s STRATEGY other than none or autonuma, -c or --plan)"
+            )
+    if balance_data is not None:
+        if balance_interval is None:
+            raise UsageError("--balance-data says what moves with the threads --balance steals: give --balance too")
+        if balance_data not in BALANCE_DATA:
+            raise UsageError(f"unknown --balance-data {balance_data!r}: use attached or accessed")
+    return balance_interval
+
+
+def _nested_kind(nested: str | None, planned: list[int] | None) -> str | None:
+    """--nested inherit[:numa|cache]: the kind of domain nested threads stay in (None: off)."""
+    nested_kind = None
+    if nested not in (None, "off"):
+        head, _, domain = nested.partition(":")
+        if head != "inherit":
+            raise UsageError(f"unknown --nested {nested!r}: use inherit, inherit:numa or inherit:cache")
+        nested_kind = domain or "numa"
+        if planned is None:
+            raise UsageError("--nested inherit needs a placement (-s, -c or --plan)")
+    return nested_kind
 
 
 def _rank_placement(rank_plan: RankPlan, options: dict, plan_file: str | None, mem: str | None) -> tuple[Placement | None, str | None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from pinlab import terminal
@@ -16,8 +18,6 @@ def check(as_json: bool) -> None:
     """Tell what on this machine will add noise or bias to measurements, and how to change it."""
     findings = run_checks()
     if as_json:
-        import json
-
         click.echo(json.dumps([f.to_dict() for f in findings], indent=2))
         return
     from rich.table import Table

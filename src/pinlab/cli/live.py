@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import click
 
 from pinlab import terminal
@@ -21,9 +24,6 @@ def ps(pids, watch, as_json, picture) -> int:
     With no PID, the processes of yours that run under `pinlab run`. Exits with 0 (also when the
     processes end while watched), 2 for a PID that does not exist.
     """
-    import json
-    import time
-
     request = WatchRequest(tuple(pids), watch, picture)
     if not pids:
         pids = pinlab_processes()

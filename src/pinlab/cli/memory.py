@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -27,8 +28,6 @@ def memmap(pid, watch, as_json, show_all, top) -> int:
     files) and its memory policy. Exits 0 (also when a watched process ends), 2 for a PID that
     does not exist or is not yours.
     """
-    import json
-
     looks = watching(pid, watch) if watch is not None else iter([look_at(pid)])
     console = terminal.console()
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import tempfile
+
 import click
 
 from pinlab.cli.common import TOPOLOGY_HELP
@@ -25,14 +28,10 @@ def topology(source: str, fmt: str, list_presets: bool) -> None:
     if fmt == "tree":
         click.echo(render_tree(topo))
     elif fmt == "json":
-        import json
-
         click.echo(json.dumps(topology_to_json(topo), indent=2))
     elif fmt == "xml":
         click.echo(topo.xml, nl=not topo.xml.endswith("\n"))
     else:
-        import tempfile
-
         with tempfile.NamedTemporaryFile("w", suffix=".xml") as tmp:
             tmp.write(topo.xml)
             tmp.flush()

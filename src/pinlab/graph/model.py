@@ -33,6 +33,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,8 +342,6 @@ def peek_threads(path: str | Path) -> int | None:
     JSON as pinlab writes it has ``"threads": N`` before the weights; a matrix has as many
     numbers on its first row as it has rows; a compact file stores the count on its own.
     """
-    import re
-
     path = Path(path)
     fmt = graph_format(path, reading=True)
     if fmt == "binary":

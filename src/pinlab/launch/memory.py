@@ -18,6 +18,7 @@ by every thread it creates.
 
 from __future__ import annotations
 
+import ctypes  # only where a policy is really set (keeps the launch path's imports small)
 import os
 from dataclasses import dataclass
 
@@ -123,8 +124,6 @@ def _syscall(name: str, table: dict[str, int]) -> int:
 
 def set_mempolicy(mode: int, nodes: tuple[int, ...] = ()) -> None:
     """Set the calling thread's memory policy (inherited by children and kept across exec)."""
-    import ctypes  # only where a policy is really set (keeps the launch path's imports small)
-
     number = _syscall("set_mempolicy", _SYSCALL_SET_MEMPOLICY)
     maxnode = max(nodes, default=0) + 2
     words = (maxnode + 63) // 64
@@ -143,8 +142,6 @@ _GET_MAXNODE = 4096
 
 def get_mempolicy() -> tuple[int, tuple[int, ...]]:
     """The calling thread's memory policy: its mode (with any mode flags) and its nodes."""
-    import ctypes
-
     number = _syscall("get_mempolicy", _SYSCALL_GET_MEMPOLICY)
     mode = ctypes.c_int(0)
     mask = (ctypes.c_ulong * (_GET_MAXNODE // 64))()

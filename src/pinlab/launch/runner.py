@@ -15,6 +15,7 @@ here the same).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -426,8 +427,6 @@ def run(spec: LaunchSpec) -> RunRecord:
 
 def _interleave_weights(policy: memory.MemPolicy):
     """The system's interleave weights set for a weighted-interleave run (nothing for other policies)."""
-    import contextlib
-
     if policy.weights is None:
         return contextlib.nullcontext()
 

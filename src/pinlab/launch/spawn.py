@@ -13,6 +13,7 @@ follow the same path into the child.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 from collections.abc import Iterator, Sequence
@@ -30,16 +31,12 @@ def _c():
     """libc through ctypes, loaded the first time a setting needs it (not on every launch)."""
     global _libc
     if _libc is None:
-        import ctypes
-
         _libc = ctypes.CDLL(None, use_errno=True)
     return _libc
 
 
 def _check(result: int, what: str) -> int:
     if result == -1:
-        import ctypes
-
         errno = ctypes.get_errno()
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
     return result

@@ -9,6 +9,7 @@ how to change it. Nothing here changes the machine.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -223,7 +224,6 @@ def busy(root: Path, threshold: float = 0.1) -> Finding:
             p.cpu_percent(None)
         except psutil.Error:
             pass
-    import time
 
     time.sleep(0.5)
     hot = []

@@ -33,6 +33,7 @@ the topology has them, overwrite the pairs they cover in that same table (above)
 
 from __future__ import annotations
 
+import statistics
 import weakref
 from typing import Sequence
 
@@ -166,8 +167,6 @@ def compare(placement, graph, *, seeds: int = 5) -> dict:
     Returns ``{"costs": {name: cost}, "best": name}``; the placement's own entry is its strategy
     name (``explicit`` for CPUs given by hand). The baselines use the placement's smt choice.
     """
-    import statistics
-
     topo, n, smt = placement.topology, placement.threads, placement.smt
     graph.check_threads(n)
     costs: dict[str, float] = {}

@@ -7,6 +7,7 @@ and accept what users write by hand too).
 
 from __future__ import annotations
 
+import json
 import re
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
@@ -21,8 +22,6 @@ def export(placement: Placement, fmt: str) -> str:
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if fmt == "json":
-        import json
-
         return json.dumps(placement.to_json(), indent=2)
     cpus = placement.cpus
     allowed = format_cpulist(placement.allowed_cpus)

@@ -26,6 +26,7 @@ Grouping one level:
 
 from __future__ import annotations
 
+from itertools import combinations
 from math import comb
 
 from pinlab.graph.kernels import Weights, group_sums, grow, inside_weight, refine
@@ -172,8 +173,6 @@ def _exhaustive(c, parents: int, arity: int) -> list[int]:
 
     Each way is made once: a set always holds the lowest-numbered free group, and sets are numbered
     in that order (the parents are alike, so their order does not matter)."""
-    from itertools import combinations
-
     m = parents * arity
     rows = [[float(x) for x in row] for row in c]
     best: list = [-1.0, None]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -333,8 +334,6 @@ class _progress:
         elif self.bar:
             self.bar.console.print(text, markup=False, highlight=False)
         else:
-            import sys
-
             print(text, file=sys.stderr, flush=True)
 
     def advance(self) -> None:

@@ -5,6 +5,7 @@ groups its runs by it)."""
 from __future__ import annotations
 
 import functools
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,6 @@ from pinlab.words import plural
 
 def machine_description() -> dict[str, Any]:
     """Where the study ran: topology summary, kernel, CPU model, governor, tool version."""
-    import platform
-
     described: dict[str, Any] = {"hostname": platform.node(), "kernel": platform.release(), "machine": platform.machine()}
     try:
         topo = load_topology("this")
@@ -36,8 +35,6 @@ def node_identity() -> dict[str, str]:
     """The machine a run ran on, kept in every run's record: its host name and its hardware in
     one line (CPU model, packages, cores, PUs, NUMA nodes, memory). Runs of one study spread over
     a cluster's nodes are grouped by it, and nodes of different hardware are told apart."""
-    import platform
-
     hardware = platform.machine()
     try:
         topo = this_topology()

@@ -9,6 +9,8 @@ plan is :mod:`pinlab.study.engine`'s; the order of its runs, :mod:`pinlab.study.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import shlex
@@ -102,8 +104,6 @@ class StudyPlan:
         placements must fit; ``fits=False`` leaves that check to the machines that will run the
         study (a Slurm campaign's nodes check it as each task starts).
         """
-        import math
-
         if not isinstance(self.name, str) or not self.name.strip():
             raise UsageError("the study name is empty: give a name with --name")
         if not self.programs:
@@ -328,8 +328,6 @@ def extract_metric(metric: str, stdout: str, wall: float) -> float | None:
     if metric == "time":
         return wall
     if metric.startswith("json:"):
-        import json
-
         try:
             value: Any = json.loads(stdout)
             for key in metric[5:].split("."):

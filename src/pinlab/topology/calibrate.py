@@ -25,6 +25,7 @@ import random
 import statistics
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from pinlab.errors import UsageError
@@ -230,8 +231,6 @@ def calibrate(topo: Topology, quick: bool = False, sample: bool = False, memory:
 
 def calibrated_xml(topo: Topology, result: Calibration) -> str:
     """The topology's hwloc XML with the measurements in it (earlier pinlab measurements replaced)."""
-    import xml.etree.ElementTree as ET
-
     elements = cpu_latency_element(result.latency)
     if result.memory is not None:
         elements += memory_elements(ET.fromstring(topo.xml), result.memory)

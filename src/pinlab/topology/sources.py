@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import xml.parsers.expat
 from pathlib import Path
 
 from pinlab.cpuset import parse_cpulist
@@ -143,8 +144,6 @@ SUPPORTED_XML_MAJORS = ("2", "3")
 
 def _check_well_formed(text: str, path: Path) -> None:
     """UsageError naming the line and column where ``text`` stops being well-formed XML."""
-    import xml.parsers.expat
-
     parser = xml.parsers.expat.ParserCreate()
     try:
         parser.Parse(text, True)

@@ -4,6 +4,7 @@ import, a badly formatted line."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -88,3 +89,32 @@ def test_ruff_passes_on_the_tree_and_refuses_an_unused_import_and_a_bad_format(t
     assert check.returncode != 0 and "F401" in check.stdout, check.stdout
     fmt = subprocess.run([ruff, "format", "--check", str(planted)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert fmt.returncode == 1 and "planted.py" in fmt.stdout + fmt.stderr, fmt.stdout + fmt.stderr  # 1: it would reformat the file
+
+
+#: Third-party modules heavy enough that a command's path should not pay for them until it needs them.
+LAZY_ALLOWED = {"numpy", "pandas", "scipy", "matplotlib", "rich", "jinja2", "pymetis", "psutil"}
+#: The root module's public names load their layers when called, so that `import pinlab` stays cheap.
+ROOT = Path("src/pinlab/__init__.py")
+
+
+def lazy_imports(root: Path) -> list[str]:
+    """Every import statement inside a function of the package at ``root`` that is not of a heavy third-party module."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in (n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                if isinstance(node, ast.ImportFrom) and node.level or any(name.split(".")[0] not in LAZY_ALLOWED for name in names):
+                    where = path.relative_to(root.parent.parent)
+                    if where != ROOT:
+                        found.append(f"{where}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_imports_inside_functions_are_only_of_heavy_third_party_modules(tmp_path):
+    assert lazy_imports(REPO / "src" / "pinlab") == []
+    planted = tmp_path / "src" / "pinlab"
+    planted.mkdir(parents=True)
+    (planted / "m.py").write_text("def f():\n    import json\n    from pinlab import errors\n    import numpy\n")
+    assert lazy_imports(planted) == ["src/pinlab/m.py:2 import json", "src/pinlab/m.py:3 from pinlab import errors"]

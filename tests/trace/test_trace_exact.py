@@ -27,19 +27,22 @@ from tests.conftest import PINLAB, run_pinlab
 REPO = Path(__file__).resolve().parents[2]
 WORKLOADS = REPO / "native" / "workloads"
 INCLUDE = REPO / "native" / "include"
+COMMON = REPO / "native" / "common"  # the CPU-list reader the workloads share with the native libraries
 CPUS = len(os.sched_getaffinity(0))
 
 
 def build(tmp: Path, sources: list[Path], name: str, *extra: str) -> Path:
     out = tmp / name
-    done = run_pinlab("cc", "--", "gcc", "-O2", "-fopenmp", f"-I{WORKLOADS}", f"-I{INCLUDE}", *map(str, sources), "-o", str(out), *extra, "-lm")
+    done = run_pinlab(
+        "cc", "--", "gcc", "-O2", "-fopenmp", f"-I{WORKLOADS}", f"-I{INCLUDE}", f"-I{COMMON}", *map(str, sources), "-o", str(out), *extra, "-lm"
+    )
     assert done.returncode == 0, done.stderr
     return out
 
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("pairs"), [WORKLOADS / "pairs.c", WORKLOADS / "common.c"], "pairs")
+    return build(tmp_path_factory.mktemp("pairs"), [WORKLOADS / "pairs.c", WORKLOADS / "common.c", COMMON / "cpulist.c"], "pairs")
 
 
 def plain_run(argv: list[str], threads: int) -> subprocess.CompletedProcess:

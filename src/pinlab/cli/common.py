@@ -108,3 +108,43 @@ def _respell(command: RenamingCommand, ctx: click.Context, args: list[str]) -> l
             out.append(args[i])
             i += 1
     return out
+
+
+def options(*decorators):
+    """Several click options as one decorator, listed in the order they are written."""
+
+    def apply(function):
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+
+    return apply
+
+
+def placement_options(threads_help: str = "Number of threads (thread 0 is the main thread)."):
+    """The options that choose a placement, with the same spelling and meaning in every command that takes one."""
+    return options(
+        click.option(
+            "--strategy",
+            "-s",
+            help="compact|close, scatter|spread, random, none|os, intra-socket, inter-socket, autonuma" + GRAPH_STRATEGY_HELP,
+        ),
+        click.option("--threads", "-n", type=int, help=threads_help),
+        click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S1:0-3, M0:0-1@M1:0-1, E:N:4:1:2)."),
+        click.option("--smt", is_flag=True, help="Allow hardware-thread siblings (default: one thread per physical core)."),
+        click.option("--oversubscribe", is_flag=True, help="Allow more threads than CPUs in the plan: they wrap round-robin."),
+        click.option("--seed", type=int, help="Seed for the random strategy (default: a fresh one, kept in the plan's JSON)."),
+        click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name."),
+    )
+
+
+def graph_strategy_options(
+    graph_help: str = "Affinity graph (pinlab trace) for the graph strategies: lp-compact, lp-scatter, gp, lpgp, gplp, treematch.",
+):
+    """The options of the graph strategies (pinlab.placement.mapping)."""
+    return options(
+        click.option("--graph", "graph_file", type=click.Path(dir_okay=False), help=graph_help),
+        click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes)."),
+        click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...)."),
+        click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it."),
+    )

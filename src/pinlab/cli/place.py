@@ -6,7 +6,7 @@ import json
 
 import click
 
-from pinlab.cli.common import GRAPH_STRATEGY_HELP, TOPOLOGY_HELP, graph_option
+from pinlab.cli.common import TOPOLOGY_HELP, graph_option, graph_strategy_options, placement_options
 from pinlab.cpuset import format_cpulist
 from pinlab.placement.cost import compare, format_comparison
 from pinlab.placement.exports import export
@@ -20,26 +20,11 @@ from pinlab.words import plural
 
 
 @click.command()
-@click.option("--strategy", "-s", help="compact|close, scatter|spread, random, none|os, intra-socket, inter-socket, autonuma" + GRAPH_STRATEGY_HELP)
-@click.option("--threads", "-n", type=int, help="Number of threads (thread 0 is the main thread).")
-@click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S1:0-3, M0:0-1@M1:0-1, E:N:4:1:2).")
+@placement_options()
 @click.option("--topology", "-t", "source", default="this", show_default=True, help=TOPOLOGY_HELP)
-@click.option("--seed", type=int, help="Seed for the random strategy (default: a fresh one, printed in the JSON).")
-@click.option("--smt", is_flag=True, help="Allow hardware-thread siblings (default: one thread per physical core).")
-@click.option("--oversubscribe", is_flag=True, help="Wrap round-robin when there are more threads than CPUs.")
-@click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option("--format", "-f", "fmt", default="list", show_default=True, help="list, json, omp, kmp, numactl, taskset, likwid, slurm")
 @click.option("--picture", type=click.Path(dir_okay=False, writable=True), help="Also draw the placement to FILE.svg or FILE.png.")
-# -- graph strategies --
-@click.option(
-    "--graph",
-    "graph_file",
-    type=click.Path(dir_okay=False),
-    help="Affinity graph (pinlab trace) for lp-compact, lp-scatter, gp, lpgp, gplp, treematch; also prints placement costs.",
-)
-@click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
-@click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...).")
-@click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
+@graph_strategy_options("Affinity graph (pinlab trace) for lp-compact, lp-scatter, gp, lpgp, gplp, treematch; also prints placement costs.")
 @click.option("--ranks", type=int, help="Preview the node split among R MPI ranks (with -s/-n: each rank's threads inside its part).")
 @click.option("--gpus", is_flag=False, flag_value="all", help="With --ranks: ranks next to the GPUs (all, or a list: cuda0,cuda1 / rsmi2 / bus ids).")
 @click.option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pinlab.cli.common import GRAPH_STRATEGY_HELP, graph_option, started, this_topology
+from pinlab.cli.common import graph_option, graph_strategy_options, placement_options, started, this_topology
 from pinlab.launch import plan_spec
 from pinlab.launch.record import write_record
 from pinlab.launch.runner import run as launch
@@ -14,18 +14,8 @@ from pinlab.outputs import check_writable
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
-@click.option(
-    "--strategy",
-    "-s",
-    help="compact|close, scatter|spread, random, none|os, intra-socket, inter-socket, autonuma" + GRAPH_STRATEGY_HELP + " (see pinlab place)",
-)
-@click.option("--threads", "-n", type=int, help="Number of threads of the plan (also OMP_NUM_THREADS when unset).")
-@click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3).")
+@placement_options("Number of threads of the plan (also OMP_NUM_THREADS when unset).")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A placement written by `pinlab place -f json`.")
-@click.option("--smt", is_flag=True, help="Allow hardware-thread siblings in the plan.")
-@click.option("--oversubscribe", is_flag=True, help="Allow more threads than CPUs in the plan (round-robin).")
-@click.option("--seed", type=int, help="Seed for the random strategy.")
-@click.option("--cpu-kind", help="Hybrid processors: only this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option(
     "--mem",
     help="Memory policy: first-touch, local, bind:NODES, interleave:NODES|all, weighted-interleave:NODES[@WEIGHTS], preferred:NODE, follow; domain with --rank.",
@@ -54,15 +44,7 @@ from pinlab.outputs import check_writable
     help="Performance counters of the whole program (perf list names, comma-separated; 'default' = cycles,instructions,cache-misses and software events).",
 )
 @click.option("--sample-ms", type=float, default=100.0, show_default=True, help="How often to sample where each thread runs.")
-@click.option(
-    "--graph",
-    "graph_file",
-    type=click.Path(dir_okay=False),
-    help="Affinity graph (pinlab trace) for the graph strategies: lp-compact, lp-scatter, gp, lpgp, gplp, treematch.",
-)
-@click.option("--domains", type=int, help="Graph strategies: use only this many sockets (or NUMA nodes).")
-@click.option("--level", help="gp: partition into the objects of this level (package, numa, l3, l2...).")
-@click.option("--strict", is_flag=True, help="Refuse an asymmetric graph instead of symmetrising it.")
+@graph_strategy_options()
 @click.option(
     "--balance",
     is_flag=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,13 @@ from pinlab.topology.hwloc_xml import parse_xml
 from pinlab.topology.model import Topology
 
 PINLAB = Path(sys.executable).parent / "pinlab"
+
+# A suite started in the background by a non-interactive shell (`make test &`, some CI runners)
+# inherits SIGINT ignored, and so would every program the tests start: the tests that stop a
+# program or pinlab with Ctrl-C's signal would then see it ignored. Put the default back, as an
+# interactive run has it; pinlab itself keeps whatever disposition it is given.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_pinlab(*args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""Output files checked before the work that fills them.
+"""Output files checked before the work that fills them, and pinlab's JSON files read back.
 
 A command that measures for seconds (calibrate, trace) or prints a table before drawing must
 not find out at the end that its output cannot be written: ``/proc`` and read-only mounts pass
@@ -7,9 +7,11 @@ not find out at the end that its output cannot be written: ``/proc`` and read-on
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pinlab.errors import UsageError
 
@@ -78,3 +80,15 @@ def check_writable_directory(directory: str, option: str) -> None:
                 os.rmdir(path)
             except OSError:
                 pass
+
+
+def read_json_file(path: str, what: str, hint: str) -> Any:
+    """The JSON in the file ``path``, or a one-line UsageError naming ``what`` it should be (a
+    "plan file", a "run record") and, for a file that is not JSON, ``hint``: how to write one."""
+    try:
+        with open(path, encoding="utf-8") as source:
+            return json.load(source)
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path!r}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{what} {path!r} is not valid JSON ({exc}); {hint}") from None

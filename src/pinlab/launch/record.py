@@ -9,6 +9,7 @@ from typing import Any
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
+from pinlab.outputs import read_json_file
 from pinlab.words import plural
 
 #: The version of the run record (key ``pinlab_run``): fields are only added within a version.
@@ -440,11 +441,4 @@ def check_record_json(data: Any, source: str = "run record") -> dict[str, Any]:
 
 def read_record(path: str) -> dict[str, Any]:
     """The run record in the file ``path``, checked (:func:`check_record_json`)."""
-    try:
-        with open(path, encoding="utf-8") as record_file:
-            data = json.load(record_file)
-    except OSError as exc:
-        raise UsageError(f"cannot read run record {path!r}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"run record {path!r} is not valid JSON ({exc}); {_RECORD_HINT}") from None
-    return check_record_json(data, f"run record {path!r}")
+    return check_record_json(read_json_file(path, "run record", _RECORD_HINT), f"run record {path!r}")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
+from pinlab.outputs import read_json_file
 from pinlab.topology.model import Topology
 
 #: The version of pinlab's placement JSON (key ``pinlab_placement``); fields are only added within
@@ -119,11 +119,4 @@ def check_placement_json(data: Any, source: str = "placement") -> dict[str, Any]
 
 def read_placement_file(path: str) -> dict[str, Any]:
     """The placement JSON in the file ``path`` (``pinlab run --plan``), checked."""
-    try:
-        with open(path, encoding="utf-8") as plan_file:
-            data = json.load(plan_file)
-    except OSError as exc:
-        raise UsageError(f"cannot read plan file {path!r}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"plan file {path!r} is not valid JSON ({exc}); {_PLACEMENT_HINT}") from None
-    return check_placement_json(data, f"plan file {path!r}")
+    return check_placement_json(read_json_file(path, "plan file", _PLACEMENT_HINT), f"plan file {path!r}")

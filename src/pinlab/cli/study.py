@@ -11,7 +11,7 @@ from pinlab.study import slurm
 from pinlab.study.engine import StudyInterrupted, run_study
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG
 from pinlab.study.plan import FIXED_RUNS
-from pinlab.study.request import campaign_action, check_local, check_slurm, study_plan
+from pinlab.study.request import DEFAULTS, campaign_action, check_local, check_slurm, study_plan
 from pinlab.study.slurm import SlurmOptions, run_task, submit
 from pinlab.study.store import Store
 from pinlab.words import plural
@@ -23,34 +23,36 @@ from pinlab.words import plural
 @click.option(
     "--strategies",
     "-s",
-    default="none,compact,scatter",
+    default=DEFAULTS["strategies"],
     show_default=True,
     help="Placements to compare, comma-separated (the strategies of pinlab run -s); none is the baseline.",
 )
 @click.option("--threads", "-n", default=None, help="Thread counts, e.g. 1,2 (default: the number of CPUs this process may use).")
 @click.option(
     "--runs",
-    default="35",
+    default=DEFAULTS["runs"],
     show_default=True,
     help=f"Measured runs per configuration (at most {MAX_RUNS_PER_CONFIG}), or auto: add runs until every comparison with the baseline is decided.",
 )
-@click.option("--max-runs", type=int, default=100, show_default=True, help="--runs auto: most runs per configuration.")
-@click.option("--min-runs", type=int, default=10, show_default=True, help="--runs auto: runs per configuration before the first test.")
-@click.option("--alpha", type=float, default=0.05, show_default=True, help="--runs auto: risk level at which a comparison is decided.")
+@click.option("--max-runs", type=int, default=DEFAULTS["max_runs"], show_default=True, help="--runs auto: most runs per configuration.")
+@click.option(
+    "--min-runs", type=int, default=DEFAULTS["min_runs"], show_default=True, help="--runs auto: runs per configuration before the first test."
+)
+@click.option("--alpha", type=float, default=DEFAULTS["alpha"], show_default=True, help="--runs auto: risk level at which a comparison is decided.")
 @click.option(
     "--counters",
     help="Performance counters per run (perf list names, comma-separated; 'default' = cycles,instructions,cache-misses and software events).",
 )
-@click.option("--order", type=click.Choice(["interleaved", "blocked", "shuffled"]), default="interleaved", show_default=True)
-@click.option("--warmup", type=int, default=1, show_default=True, help="Warm-up runs per configuration, not counted.")
-@click.option("--mem", default="first-touch", show_default=True, help="Memory policies, comma-separated (see pinlab run).")
+@click.option("--order", type=click.Choice(["interleaved", "blocked", "shuffled"]), default=DEFAULTS["order"], show_default=True)
+@click.option("--warmup", type=int, default=DEFAULTS["warmup"], show_default=True, help="Warm-up runs per configuration, not counted.")
+@click.option("--mem", default=DEFAULTS["mem"], show_default=True, help="Memory policies, comma-separated (see pinlab run).")
 @click.option(
     "--corun",
-    default="none",
+    default=DEFAULTS["corun"],
     show_default=True,
     help="Co-runner configurations, comma-separated: none, cpu:1, sleep:2+cpu:1... (at most one co-runner per CPU).",
 )
-@click.option("--metric", default="time", show_default=True, help="time, json:KEY, or a regular expression with one group.")
+@click.option("--metric", default=DEFAULTS["metric"], show_default=True, help="time, json:KEY, or a regular expression with one group.")
 @click.option(
     "--metric-better", help="Which way the metric is better: lower (times) or higher (rates such as MB/s); required for any metric but time."
 )
@@ -58,12 +60,12 @@ from pinlab.words import plural
 @click.option("--cpu-kind", help="Hybrid processors: every placement on this kind of core: performance (P), efficiency (E), or hwloc's kind name.")
 @click.option(
     "--sample-ms",
-    default="auto",
+    default=DEFAULTS["sample_ms"],
     show_default=True,
     help="How often to sample where each thread runs: milliseconds, or auto (about 20 samples per run, from the warm-up runs' length, 5-100 ms).",
 )
-@click.option("--max-failures", type=int, default=10, show_default=True, help="Stop after this many failed runs.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random placements and of the shuffled order.")
+@click.option("--max-failures", type=int, default=DEFAULTS["max_failures"], show_default=True, help="Stop after this many failed runs.")
+@click.option("--seed", type=int, default=DEFAULTS["seed"], show_default=True, help="Seed of random placements and of the shuffled order.")
 @click.option(
     "--workload", "-w", "workloads", multiple=True, help="A built-in workload with its options, quoted as one word: 'stream:--size 10M' (repeatable)."
 )

@@ -55,3 +55,43 @@ def test_after_the_program_ended_nothing_more_is_tried():
     follow.attached([SimpleNamespace(tid=7, start=0x10000000, size=2**20), SimpleNamespace(tid=7, start=0x20000000, size=2**20)])
     assert follow.program_ended and follow.regions == 1 and (follow.pages_moved, follow.pages_left) == (0, 0)
     assert follow.per_thread == {7: {"pages_moved": 0, "pages_left": 0}}
+
+
+class _Tracker:
+    """A page tracker that owns ``pages`` for thread 7 and answers the pause or not."""
+
+    def __init__(self, pages, answers):
+        self.pages, self.answers = pages, answers
+
+    def majority_pages(self, tids):
+        return {tid: self.pages for tid in tids}
+
+    def paused(self):
+        import contextlib
+
+        @contextlib.contextmanager
+        def pause():
+            yield self.answers
+
+        return pause()
+
+
+def _refused_as_protected(pid, addresses, node, why=None):
+    """What a kernel before 6.5 answers for pages still mapped PROT_NONE: EFAULT, each left."""
+    addresses = list(addresses)
+    why["EFAULT"] += len(addresses)
+    return 0, len(addresses)
+
+
+def test_pages_left_protected_because_the_tracer_did_not_pause_say_so(monkeypatch):
+    from pinlab.memory import follow as module
+
+    monkeypatch.setattr(module.migrate, "move_page_list", _refused_as_protected)
+    late = Follow(os.getpid(), {7: 0})
+    late.why["EFAULT"] = 2  # from an earlier move, not this one
+    late.accessed(_Tracker([0x1000, 0x2000, 0x3000], answers=False), [7])
+    assert (late.accessed_pages, late.pages_moved, late.pages_left) == (3, 0, 3)
+    assert late.why == {"EFAULT": 2, module.TRACER_BUSY: 3}, late.why
+    on_time = Follow(os.getpid(), {7: 0})
+    on_time.accessed(_Tracker([0x1000], answers=True), [7])
+    assert on_time.why == {"EFAULT": 1}, "a refusal after the tracer paused is the kernel's own"

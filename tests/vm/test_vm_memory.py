@@ -414,11 +414,19 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
             assert first["tids"] == expected, (steals, workers)
         if mode == "attached":
             # every page moved, unless the program ended first (moving is slow under emulation)
-            moves = {k: first[k] for k in ("pages_moved", "pages_left", "errors", "program_ended")}
-            assert first["pages_left"] == 0 and (first["pages_moved"] > 0 or first["program_ended"]), moves
+            assert first["pages_left"] == 0 and (first["pages_moved"] > 0 or first["program_ended"]), json.dumps(first)
         elif mode == "accessed":
             pages = sum(mib[i] << 20 for i, w in workers.items() if w["tid"] in first["tids"]) // page
-            assert pages / 2 < first["accessed_pages"] <= pages + 64 and first["pages_moved"] >= 0.9 * first["accessed_pages"], first
+            assert pages / 2 < first["accessed_pages"] <= pages + 64, json.dumps(first)
+            # most pages moved; or the program ended first; or pinlab named why the rest stayed (a
+            # 6.1 guest kernel refuses pages still protected when the program's tracer, starved of
+            # CPU on a loaded host, has not yet answered the pause: EFAULT)
+            short = first["accessed_pages"] - first["pages_moved"]
+            assert (
+                first["pages_moved"] >= 0.9 * first["accessed_pages"]
+                or first["program_ended"]
+                or (first["errors"] and first["pages_left"] >= short - 64)
+            ), json.dumps(first)
 
 
 def test_imbalanced_stream_steals_threads_with_or_without_their_data(guest):

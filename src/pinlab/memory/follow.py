@@ -26,6 +26,10 @@ from pinlab.memory.migrate import ProcessEnded, errno_name
 #: that call's pages, not the whole region's.
 CHUNK_PAGES = 1024
 
+#: Why pages were left when the page tracer had not answered the pause before they moved: the
+#: kernel (before Linux 6.5) will not move a page still protected, and answers EFAULT for it.
+TRACER_BUSY = "still protected (the tracer had not paused)"
+
 
 @dataclass
 class Follow:
@@ -69,11 +73,19 @@ class Follow:
             return
         owned = tracker.majority_pages(tids)
         self.accessed_pages += sum(len(owned[tid]) for tid in tids)
-        with tracker.paused():
-            for tid in tids:
-                mine = sorted(owned[tid])
-                if not self._move(tid, lambda: migrate.move_page_list(self.pid, mine, self.node_of[tid], why=self.why), len(mine)):
-                    return
+        with tracker.paused() as answered:
+            refused_before = self.why["EFAULT"]
+            try:
+                for tid in tids:
+                    mine = sorted(owned[tid])
+                    if not self._move(tid, lambda: migrate.move_page_list(self.pid, mine, self.node_of[tid], why=self.why), len(mine)):
+                        return
+            finally:
+                if not answered and self.why["EFAULT"] > refused_before:
+                    # pages the kernel would not move because the tracer still protected them
+                    self.why[TRACER_BUSY] += self.why.pop("EFAULT") - refused_before
+                    if refused_before:
+                        self.why["EFAULT"] = refused_before
 
     def _move(self, tid: int, move: Callable[[], tuple[int, int]], pages: int) -> bool:
         """Count ``move()`` for ``tid``; a move the kernel refuses whole leaves all ``pages``.

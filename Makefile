@@ -7,7 +7,7 @@ STAMP := $(VENV)/.pinlab-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native -type f -not -name '*.pyc' 2>/dev/null)
 DEMO_DIR ?= demo-output
 
-.PHONY: install system-packages test check test-busy demo bench clean docs
+.PHONY: install system-packages test check test-busy demo bench clean docs dist
 
 install: system-packages $(STAMP)
 
@@ -21,9 +21,21 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) $(SOURCES)
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "cmake>=3.18" ninja
-	$(PY) -m pip install -q --no-build-isolation ".[test,docs]"
+	$(PY) -m pip install -q "scikit-build-core>=0.10" "setuptools-scm>=8" "click>=8.1" "cmake>=3.18" ninja
+	$(PY) -m pip install -q --no-build-isolation ".[test,docs,dist]"
 	@touch $(STAMP)
+
+# The release files: an sdist and a wheel built from it by the standard front end (python -m build,
+# in an isolated environment), the wheel repaired by auditwheel to the manylinux tag its libraries
+# allow (the OpenMP runtimes the probes link are copied in). Both land in DIST.
+DIST ?= dist
+dist: install
+	rm -rf build/dist-raw
+	$(PY) -m build --outdir build/dist-raw .
+	mkdir -p $(DIST)
+	cp build/dist-raw/*.tar.gz $(DIST)/
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair --wheel-dir $(DIST) build/dist-raw/*.whl
+	@ls -l $(DIST)
 
 test: install check
 	$(PY) -m pytest -q
@@ -89,4 +101,4 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) build $(DEMO_DIR)
+	rm -rf $(VENV) build dist $(DEMO_DIR)

@@ -11,6 +11,7 @@ packages=(
   busybox-static   # its init
   cpio             # building its initramfs
   chromium         # a real browser: the tests render the HTML report
+  python3-venv     # the system Python's venv: the test that installs the wheel as an unprivileged user
   strace           # system calls per thread: the preload library's per-thread cost (tests, bench)
   openmpi-bin      # mpirun: hybrid MPI + OpenMP runs placed rank by rank (tests/ranks)
   libopenmpi-dev   # mpicc, to build the tests' MPI program

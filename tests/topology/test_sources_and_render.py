@@ -157,15 +157,6 @@ def test_unreadable_xml_file(tmp_path):
     assert result.returncode == 2 and "cannot read topology file" in result.stderr
 
 
-def test_missing_hwloc_is_explained(tmp_path):
-    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
-    result = run_pinlab("topology", env=env)
-    assert result.returncode == 2
-    assert "lstopo-no-graphics not found" in result.stderr and "apt-get install hwloc-nox" in result.stderr
-    # presets need no hwloc at all
-    assert run_pinlab("place", "-t", "clovertown", "-s", "scatter", "-n", "4", env=env).stdout.strip() == "0,4,1,5"
-
-
 def test_sizes_are_written_in_exact_units_where_possible():
     from pinlab.topology.render import format_size
 

@@ -10,6 +10,7 @@ from typing import Any
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.outputs import read_json_file
+from pinlab.version import __version__
 from pinlab.words import plural
 
 #: The version of the run record (key ``pinlab_run``): fields are only added within a version.
@@ -353,6 +354,7 @@ class RunRecord:
             threads.append(data)
         return {
             "pinlab_run": RECORD_FORMAT_VERSION,
+            "pinlab_version": __version__,
             "argv": self.argv,
             "plan": self.plan,
             "options": self.options,

@@ -10,18 +10,15 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import subprocess
 import xml.parsers.expat
 from pathlib import Path
 
 from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
+from pinlab.measure import system_parts
 from pinlab.topology.hwloc_xml import parse_xml
 from pinlab.topology.model import Topology
-
-LSTOPO = "lstopo-no-graphics"
-_INSTALL_HINT = "install hwloc (Debian/Ubuntu: apt-get install hwloc-nox; or run `make install` as root)"
 
 
 def load_topology(source: str = "this") -> Topology:
@@ -50,10 +47,9 @@ def load_topology(source: str = "this") -> Topology:
 
 
 def lstopo(args: list[str], *, what: str) -> str:
-    """Run lstopo-no-graphics and return its standard output; a failure becomes a UsageError."""
-    exe = shutil.which(LSTOPO)
-    if exe is None:
-        raise UsageError(f"{LSTOPO} not found, needed to read {what}: {_INSTALL_HINT}")
+    """Run hwloc's lstopo (lstopo-no-graphics where there is one) and return its standard output;
+    a missing or too old hwloc, or a failure, becomes a UsageError."""
+    exe = system_parts.require_lstopo(what)
     # hwloc honours HWLOC_* variables that would silently replace the machine we are asked about.
     env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
     proc = subprocess.run([exe, *args], capture_output=True, text=True, env=env, check=False)

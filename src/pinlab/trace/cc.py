@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pinlab.errors import UsageError
 from pinlab.launch.runner import ProgramNotExecutable, ProgramNotFound
+from pinlab.measure import system_parts
 from pinlab.native import native_path
 
 TRACE_LIBRARY = "libpinlab-trace.so"
@@ -97,7 +98,10 @@ def check_compiler(compiler: str) -> None:
                 timeout=120,
             )
         except FileNotFoundError:
-            raise ProgramNotFound(f"compiler {compiler!r} not found: give a compiler on PATH, for example pinlab cc -- gcc ...") from None
+            raise ProgramNotFound(
+                f"compiler {compiler!r} not found: give a compiler on PATH, for example pinlab cc -- gcc ... "
+                f"(to install one: {system_parts.COMPILER.install_line()})"
+            ) from None
         except (PermissionError, IsADirectoryError):
             raise ProgramNotExecutable(f"compiler {compiler!r} cannot be executed: give a C/C++ compiler, for example gcc or clang") from None
         except OSError as exc:  # ENOEXEC: not a program the kernel can run

@@ -21,7 +21,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) $(SOURCES)
-	$(PY) -m pip install -q "scikit-build-core>=0.8" "cmake>=3.18" ninja
+	$(PY) -m pip install -q "scikit-build-core>=0.8" "cmake>=3.18" ninja "click>=8.1"
 	$(PY) -m pip install -q --no-build-isolation ".[test,docs]"
 	@touch $(STAMP)
 

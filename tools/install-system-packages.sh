@@ -19,6 +19,7 @@ packages=(
   slurmd
   slurm-client     # sbatch, squeue, sacct, sinfo
   munge            # Slurm's authentication
+  man-db           # man (and groff): the tests render the man pages and look them up as a user would
 )
 missing=()
 for p in "${packages[@]}"; do

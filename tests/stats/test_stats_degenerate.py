@@ -52,34 +52,36 @@ def _flat(x) -> bool:
     return bool(np.all(d == d[0])) or x.size == 2
 
 
-class _GuardedStats:
-    """scipy.stats as pinlab.stats.speedup sees it, but its tests fail on a degenerate sample."""
+#: scipy's tests that pinlab.stats calls, kept before :func:`scipy_only_on_regular_samples` puts
+#: the guards below in their place on scipy.stats (pinlab.stats imports scipy when it computes).
+_SCIPY = {name: getattr(scipy_stats, name) for name in ("shapiro", "levene", "ttest_ind", "mannwhitneyu")}
 
-    def __getattr__(self, name):
-        return getattr(scipy_stats, name)
+
+class _GuardedStats:
+    """scipy.stats's tests as pinlab.stats.speedup calls them, but failing on a degenerate sample."""
 
     @staticmethod
     def shapiro(x):
         assert len(x) >= 3 and not _constant(x), f"scipy asked for Shapiro-Wilk on {list(x)}"
-        return scipy_stats.shapiro(x)
+        return _SCIPY["shapiro"](x)
 
     @staticmethod
     def levene(*groups, **kw):
         assert all(len(g) >= 2 for g in groups), f"scipy asked for Levene on a one-run sample {groups}"
         assert not all(_flat(g) for g in groups), f"scipy asked for Levene with no within spread {groups}"
-        return scipy_stats.levene(*groups, **kw)
+        return _SCIPY["levene"](*groups, **kw)
 
     @staticmethod
     def ttest_ind(a, b, **kw):
         for x in (a, b):
             assert len(x) >= 2 and not _constant(x), f"scipy asked for a t-test on {list(x)}"
-        return scipy_stats.ttest_ind(a, b, **kw)
+        return _SCIPY["ttest_ind"](a, b, **kw)
 
     @staticmethod
     def mannwhitneyu(x, y, **kw):
         assert not _constant(np.concatenate([x, y])), "scipy asked for Mann-Whitney on all-tied runs"
         assert kw.get("method") in ("exact", "asymptotic"), "the method is pinlab's choice, not scipy's default"
-        return scipy_stats.mannwhitneyu(x, y, **kw)
+        return _SCIPY["mannwhitneyu"](x, y, **kw)
 
 
 @contextlib.contextmanager
@@ -88,7 +90,7 @@ def scipy_only_on_regular_samples():
         warnings.simplefilter("error")
         with (
             np.errstate(all="raise"),
-            mock.patch.object(speedup, "stats", _GuardedStats()),
+            mock.patch.multiple(scipy_stats, **{name: getattr(_GuardedStats, name) for name in _SCIPY}),
             mock.patch.object(speedup, "quiet", contextlib.nullcontext),
         ):
             yield

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 import click
+from click.shell_completion import CompletionItem
 
 from pinlab.errors import UsageError
 
@@ -67,6 +68,12 @@ class LazyGroup(click.Group):
             formatter.write_dl(
                 [(name, click.Command(name, help=summary).get_short_help_str(width)) for name, summary in rows]
             )  # shortened as click does
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """Command names from the registry (click's own would import every command for its help
+        line), then the group's options."""
+        items = [CompletionItem(name, help=summary) for name, (_, summary) in REGISTRY.items() if summary is not None and name.startswith(incomplete)]
+        return items + click.Command.shell_complete(self, ctx, incomplete)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,6 +9,7 @@ from pinlab.autopin.options import AutopinOptions
 from pinlab.autopin.session import autopin as run_autopin
 from pinlab.autopin.session import check_target
 from pinlab.cli.common import RenamingCommand, graph_option, renamed, started
+from pinlab.cli.completion import complete_strategies
 
 
 @renamed({"-c": "--candidates", "-t": "--interval", "-w": "--warmup"})
@@ -26,7 +27,7 @@ from pinlab.cli.common import RenamingCommand, graph_option, renamed, started
     show_default=True,
     help='auto (from the topology) or the paper\'s style: "0,1;0,2;..." (thread i on the i-th CPU listed).',
 )
-@click.option("--strategies", help="Candidates from placement strategies instead: compact,scatter,...")
+@click.option("--strategies", shell_complete=complete_strategies, help="Candidates from placement strategies instead: compact,scatter,...")
 @click.option(
     "--graph",
     "graph_file",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pinlab.cli.completion import complete_strategies
 from pinlab.graph import load_graph
 from pinlab.graph.model import check_strict
 from pinlab.graph.progress import terminal_progress
@@ -127,6 +128,7 @@ def placement_options(threads_help: str = "Number of threads (thread 0 is the ma
         click.option(
             "--strategy",
             "-s",
+            shell_complete=complete_strategies,
             help="compact|close, scatter|spread, random, none|os, intra-socket, inter-socket, autonuma" + GRAPH_STRATEGY_HELP,
         ),
         click.option("--threads", "-n", type=int, help=threads_help),

@@ -8,6 +8,7 @@ import time
 import click
 
 from pinlab import terminal
+from pinlab.cli.completion import complete_strategies
 from pinlab.live import Watcher, WatchRequest, apply_plan, check_process, pinlab_processes, plan_cpus, select_threads, show
 from pinlab.topology import load_topology
 from pinlab.words import plural
@@ -84,7 +85,7 @@ def _old_count(ctx: click.Context, param: click.Parameter, value: int | None) ->
 
 @click.command()
 @click.option("--pid", type=int, required=True, help="The process whose threads to re-pin.")
-@click.option("--strategy", "-s", help="compact, scatter, random, intra-socket, inter-socket (see pinlab place)")
+@click.option("--strategy", "-s", shell_complete=complete_strategies, help="compact, scatter, random, intra-socket, inter-socket (see pinlab place)")
 @click.option("--threads", "-n", "count", callback=_count_or_old_selection, help="Threads of the plan (default: the number of selected threads).")
 @click.option("--count", "old_count", type=int, hidden=True, callback=_old_count)
 @click.option("--cpus", "-c", help="Explicit CPUs (0,2,4-7) or a domain expression (S0:0-3), as pinlab place -c.")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from pinlab.cli.common import graph_option
+from pinlab.cli.completion import complete_strategies
 from pinlab.study import slurm
 from pinlab.study.engine import StudyInterrupted, run_study
 from pinlab.study.limits import MAX_RUNS_PER_CONFIG
@@ -25,6 +26,7 @@ from pinlab.words import plural
     "-s",
     default=DEFAULTS["strategies"],
     show_default=True,
+    shell_complete=complete_strategies,
     help="Placements to compare, comma-separated (the strategies of pinlab run -s); none is the baseline.",
 )
 @click.option("--threads", "-n", default=None, help="Thread counts, e.g. 1,2 (default: the number of CPUs this process may use).")

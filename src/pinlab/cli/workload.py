@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.common import RenamingCommand, renamed
+from pinlab.cli.completion import complete_strategies
 from pinlab.launch.runner import run as launch
 from pinlab.native import include_dir as headers
 from pinlab.words import plural
@@ -43,7 +44,7 @@ def workload_heartbeat_header(include_dir: bool) -> None:
 @click.argument("name")
 @click.option("--threads", "-n", type=int, help="Number of OpenMP threads.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object with the results.")
-@click.option("--strategy", "-s", help="Run pinned with this strategy (through pinlab run).")
+@click.option("--strategy", "-s", shell_complete=complete_strategies, help="Run pinned with this strategy (through pinlab run).")
 @click.option("--cpus", "-c", help="Run pinned on these CPUs (through pinlab run).")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def workload_run(name, threads, as_json, strategy, cpus, args) -> int:

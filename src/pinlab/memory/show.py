@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from pinlab.memory.memmap import MemMap
 from pinlab.words import plural
+
+if TYPE_CHECKING:  # rich loads when a table is drawn: the command modules import with click alone
+    from rich.table import Table
 
 _MIB = 1024 * 1024
 
@@ -20,6 +23,8 @@ def heading(look: MemMap) -> str:
 
 def summary(look: MemMap) -> Table:
     """Resident MiB per kind of mapping (rows) and NUMA node (columns), with totals, as numastat -p."""
+    from rich.table import Table
+
     table = Table()
     table.add_column("kind")
     for node in look.nodes:
@@ -34,6 +39,8 @@ def summary(look: MemMap) -> Table:
 
 def mappings(look: MemMap, show_all: bool = False, top: int = 15) -> Table:
     """The mappings, largest resident first: the ``top`` ones, or every one with ``show_all``."""
+    from rich.table import Table
+
     rows = sorted(look.mappings, key=lambda m: (-m.resident, m.start))
     if not show_all:
         rows = [m for m in rows if m.resident > 0][:top]

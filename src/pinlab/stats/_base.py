@@ -13,10 +13,12 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Iterator, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from pinlab.errors import UsageError
+
+if TYPE_CHECKING:  # numpy and scipy load when a statistic is computed: importing pinlab.stats stays cheap
+    import numpy as np
 
 #: The smallest and largest run time accepted (seconds, or whatever unit the caller uses):
 #: far beyond any real measure, and narrow enough that squares and ratios stay normal floats.
@@ -31,6 +33,8 @@ class InvalidSample(UsageError, ValueError):
 def as_sample(sample: Sequence[float], what: str = "sample") -> np.ndarray:
     """The run times as a 1-D float array; every time must be a finite number of seconds > 0,
     within [MIN_TIME, MAX_TIME]."""
+    import numpy as np
+
     try:
         x = np.asarray(sample, dtype=float)
     except (TypeError, ValueError) as e:
@@ -48,6 +52,8 @@ def as_sample(sample: Sequence[float], what: str = "sample") -> np.ndarray:
 
 def all_equal(x: np.ndarray) -> bool:
     """Whether every run took exactly the same time (a sample of one run counts as all equal)."""
+    import numpy as np
+
     return bool(np.all(x == x[0]))
 
 
@@ -66,6 +72,8 @@ def quiet() -> Iterator[None]:
     their own documented rules. What is left is warnings scipy gives on regular samples (e.g.
     Shapiro-Wilk's "p may be inaccurate for N > 5000", or "precision loss" on nearly constant
     runs), which change no result."""
+    import numpy as np
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with np.errstate(all="ignore"):
@@ -79,6 +87,8 @@ def num(value) -> float:
 
 def jsonable(value):
     """Plain JSON types: NaN and infinities become None, tuples lists, records dicts."""
+    import numpy as np
+
     if isinstance(value, Record):
         return value.to_dict()
     if isinstance(value, (bool, np.bool_)):

@@ -21,12 +21,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
-from scipy import stats
+from typing import TYPE_CHECKING
 
 from pinlab.stats._base import InvalidSample, Record, all_equal, as_sample, check_level, num, quiet
 from pinlab.stats.variability import Description, describe
+
+if TYPE_CHECKING:  # numpy and scipy load when a statistic is computed: importing pinlab.stats stays cheap
+    import numpy as np
 
 FASTER = "faster"
 SLOWER = "slower"
@@ -177,6 +178,9 @@ def _shapiro(x: np.ndarray) -> tuple[float | None, str | None]:
     0/0, and scipy's answer has changed across versions (p = 1 with a warning up to 1.17, NaN
     from 1.18). Whether such a sample may count as normal is :func:`compare`'s rule, not scipy's.
     """
+    import numpy as np
+    from scipy import stats
+
     if x.size < SHAPIRO_MIN_RUNS:
         return None, SHAPIRO_FEW
     if all_equal(x):
@@ -195,6 +199,8 @@ def _flat_deviations(x: np.ndarray) -> bool:
     """Every run is exactly as far from the sample's median as every other: 2 runs, all runs
     equal, or an even number of runs in two tied halves (e.g. 1 1 3 3). Brown-Forsythe's
     within-sample spread is then 0."""
+    import numpy as np
+
     n = x.size
     s = np.sort(x)
     if n % 2:
@@ -213,6 +219,8 @@ def _levene(b: np.ndarray, c: np.ndarray, const_b: bool, const_c: bool) -> tuple
       Undefined selects Welch's t-test, which assumes nothing about the variances.
     - otherwise scipy.stats.levene (center="median").
     """
+    from scipy import stats
+
     if b.size < 2 or c.size < 2:
         return math.nan, "variance test undefined: a sample has a single run"
     if const_b and const_c:
@@ -241,6 +249,8 @@ def _t_test(b: np.ndarray, c: np.ndarray, db: Description, dc: Description, equa
       ttest_ind would see a rounded, non-zero variance and warn.
     - otherwise scipy.stats.ttest_ind (alternative "greater" on (b, c) and on (c, b)).
     """
+    from scipy import stats
+
     if b.size < 2 or c.size < 2:
         return math.nan, math.nan, math.nan, "mean test undefined: a sample has a single run"
     if db.constant and dc.constant:
@@ -279,6 +289,9 @@ def _mann_whitney(b: np.ndarray, c: np.ndarray) -> tuple[float, float, float, st
     the same value the ranks carry no information: every permutation gives U = nb * nc / 2, so
     p = 1 each way (method "all tied"; the normal approximation would divide by 0).
     """
+    import numpy as np
+    from scipy import stats
+
     pooled = np.concatenate([b, c])
     if all_equal(pooled):
         return b.size * c.size / 2, 1.0, 1.0, MWU_ALL_TIED
@@ -455,6 +468,8 @@ def overall(
     ``better="higher"``, see :func:`compare`). Every program must have runs under ``baseline``; a
     placement's row covers the programs that have runs under it.
     """
+    from scipy import stats
+
     alpha = _check_alpha(alpha)
     better = check_better(better)
     if not programs:

@@ -6,9 +6,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy import stats
-
 from pinlab.stats._base import Record, all_equal, as_sample, check_level, num
 
 #: A program has non-negligible variability when AV > 1 s or RV > 1 % ([mazouz2011variability], section 2.4).
@@ -66,6 +63,9 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[tuple[int, int], 
     = 1 - 2 * P(B <= j - 1), whatever the (continuous) distribution. Returns ((j, n + 1 - j),
     coverage) for the largest such j, or None when even j = 1 (min, max) covers less than asked.
     """
+    import numpy as np
+    from scipy import stats
+
     check_level(confidence, "confidence")
     if n < 2:
         return None
@@ -89,6 +89,8 @@ def t_quantile(confidence: float, df: int) -> float:
     them: scipy's value is polished by Newton's method on the upper tail, so the interval is
     the same, to ~1e-15, whichever scipy is installed.
     """
+    from scipy import stats
+
     a = (1 - confidence) / 2
     q = num(stats.t.isf(a, df))
     for _ in range(3):
@@ -121,6 +123,8 @@ def describe(sample: Sequence[float], confidence: float = 0.95, seconds: bool = 
     runs equal) has variance 0, std 0 and mean exactly its value (numpy's mean of [0.1] * 3 is
     0.1 + 1 ulp, and its variance about 1e-34); any mean is clipped into [min, max].
     """
+    import numpy as np
+
     x = as_sample(sample)
     confidence = check_level(confidence, "confidence")
     n = int(x.size)

@@ -77,7 +77,7 @@ def _eb() -> tuple[list[str], dict[str, str]]:
     (Lmod) on PATH even for its checks, and refuses root unless told."""
     eb = os.environ.get("EB", "/work/eb-venv/bin/eb")
     if not Path(eb).is_file():
-        pytest.skip(f"no EasyBuild: $EB not set and {eb} missing")
+        pytest.skip(f"no EasyBuild: no eb at {eb} (from $EB, else /work/eb-venv/bin/eb)")
     lmod = shutil.which("lmod") or next(iter(sorted(Path("/usr/share/lmod").glob("*/libexec/lmod"))), None)
     if lmod is None:
         pytest.skip("no Lmod (EasyBuild's modules tool): apt-get install lmod")

@@ -97,7 +97,7 @@ def test_the_options_are_run_dependencies_only_when_chosen():
 def _spack_checkout() -> Path:
     root = Path(os.environ.get("SPACK_ROOT", "/work/spack"))
     if not (root / "bin" / "spack").is_file():
-        pytest.skip(f"no Spack checkout: neither $SPACK_ROOT nor /work/spack holds bin/spack (looked in {root})")
+        pytest.skip(f"no Spack checkout: no bin/spack under {root} (from $SPACK_ROOT, else /work/spack)")
     return root
 
 

@@ -7,6 +7,7 @@ test run's sys.path (tests/ is on it, for conftest.py) it would hide the `packag
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,11 @@ tomllib = pytest.importorskip("tomllib", reason="tomllib (Python 3.11+) reads py
 REPO = Path(__file__).resolve().parents[2]
 PACKAGING = REPO / "packaging"
 
-# The release the recipes describe. Bump it with the recipes' version entries and their sdist
-# checksums at each release; the version in the package's metadata is not used because it
-# changes between releases (development versions), while a recipe names a published sdist.
-RELEASE = "0.2.0"
+# The release the recipes describe: the changelog's newest (tests/test_version.py holds it equal to
+# the newest git tag, the version's only source). The installed package's version is not used: it
+# changes between releases (development versions), while a recipe names a published sdist. At each
+# release the recipes' version entries and sdist checksums follow.
+RELEASE = re.search(r"^## \[(\d+\.\d+\.\d+)\] - ", (REPO / "CHANGELOG.md").read_text(), re.M).group(1)
 
 
 def pyproject() -> dict:

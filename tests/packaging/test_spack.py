@@ -18,11 +18,12 @@ from tests.packaging.spack_recipe import SPACK_NAMES, SPACK_REPO, dependencies, 
 
 
 def _build_bounds() -> dict[str, str]:
-    """What pyproject.toml says the build needs, by Spack name: the build backend and CMake."""
+    """What pyproject.toml says the build needs, by Spack name: every build requirement (the
+    backend, the version from the git tag, click for the man pages) and CMake."""
     data = pyproject()
-    backend = lower_bounds(data["build-system"]["requires"])
+    build = {f"py-{name}": bound for name, bound in lower_bounds(data["build-system"]["requires"]).items()}
     cmake = lower_bounds([f"cmake{data['tool']['scikit-build']['cmake']['version']}"])
-    return {"py-scikit-build-core": backend["scikit-build-core"], "cmake": cmake["cmake"]}
+    return {**build, "cmake": cmake["cmake"]}
 
 
 def _mismatches(text: str) -> list[str]:
@@ -45,7 +46,7 @@ def test_every_requirement_has_a_spack_name():
         ('"py-psutil@5.9:", type=("build", "run")', '"py-psutil@5.9:", type="build"', "py-psutil: no unconditional run dependency"),
         ('version("0.2.0"', 'version("0.1.9"', "versions ['0.1.9']"),
         ('"python@3.10:"', '"python@3.9:"', "python: @3.9:"),
-        ('"py-scikit-build-core@0.8:+pyproject"', '"py-scikit-build-core@0.7:+pyproject"', "py-scikit-build-core: @0.7:"),
+        ('"py-scikit-build-core@0.10:+pyproject"', '"py-scikit-build-core@0.7:+pyproject"', "py-scikit-build-core: @0.7:"),
         (
             'depends_on("hwloc@2:", type="run")',
             'depends_on("hwloc@2:", type="run")\n    depends_on("py-pyyaml", type="run")',
@@ -131,14 +132,14 @@ def _externals_config(scope: Path, python: str, lstopo: str) -> None:
 
 
 def _pins_for_an_old_checkout(root: Path) -> list[str]:
-    """A checkout older than the recipe's floor (Spack 0.x before scikit-build-core 0.8 was added)
-    cannot satisfy py-scikit-build-core@0.8:; naming a newer release exactly lets its concretiser
+    """A checkout older than the recipe's floor (Spack 0.x before scikit-build-core 0.10 was added)
+    cannot satisfy py-scikit-build-core@0.10:; naming a newer release exactly lets its concretiser
     take a version its builtin recipe does not list, so the rest of the recipe is still checked."""
     old = root / "var" / "spack" / "repos" / "builtin" / "packages" / "py-scikit-build-core" / "package.py"
     if not old.is_file():
         return []
     listed = re.findall(r'version\(\s*"(\d+)\.(\d+)', old.read_text())
-    return [] if any((int(a), int(b)) >= (0, 8) for a, b in listed) else ["^py-scikit-build-core@=0.11.5"]
+    return [] if any((int(a), int(b)) >= (0, 10) for a, b in listed) else ["^py-scikit-build-core@=0.11.5"]
 
 
 def test_spack_concretises_py_pinlab_with_the_machines_python_and_hwloc(tmp_path, request):

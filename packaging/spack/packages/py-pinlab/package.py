@@ -43,7 +43,8 @@ class PyPinlab(PythonPackage):
         depends_on("c", type="build")
     depends_on("python@3.10:", type=("build", "run"))
     # +pyproject brings the packages scikit-build-core needs as a PEP 517 backend (older versions).
-    depends_on("py-scikit-build-core@0.8:+pyproject", type="build")
+    depends_on("py-scikit-build-core@0.10:+pyproject", type="build")
+    depends_on("py-setuptools-scm@8:", type="build")
     depends_on("cmake@3.18:", type="build")
     depends_on("ninja", type="build")
 

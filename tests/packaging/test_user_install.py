@@ -9,6 +9,7 @@ cache, so the account installs offline (``--no-index``), as on a cluster's compu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -25,6 +26,8 @@ import pytest
 
 from pinlab.placement import strategies
 from pinlab.topology.sources import load_topology
+from tests.packaging.requirements import RELEASE
+from tests.packaging.spack_recipe import recipe_text, versions
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "pinlab-tester"
@@ -53,6 +56,15 @@ def dist(tmp_path_factory):
     sdists = list(out.glob("pinlab-*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in out.iterdir())
     return wheels[0], sdists[0]
+
+
+def test_a_release_s_sdist_is_the_one_the_recipes_name(dist):
+    """At a release tag the sdist is reproducible, so its checksum is the recipes' (Spack's, and
+    EasyBuild's, which tests/packaging holds equal)."""
+    _, sdist = dist
+    if sdist.name != f"pinlab-{RELEASE}.tar.gz":
+        pytest.skip(f"{sdist.name} is a development build, not release {RELEASE}: the recipes name the release's sdist")
+    assert hashlib.sha256(sdist.read_bytes()).hexdigest() == versions(recipe_text("py-pinlab"))[RELEASE], "refresh the recipes' checksum"
 
 
 class Account:

@@ -32,7 +32,7 @@ class PyPinlab(PythonPackage):
 
     # The sdist that `python -m build --sdist` writes; its checksum must be taken again from the
     # sdist actually published for each release.
-    version("0.2.0", sha256="a95b9398a56672764c8e1f6335eeb9c34cc63ab4c1f4dff0fbda4adab6cf1fcf")
+    version("0.2.0", sha256="680028e86737c18c686ac71772e30f345ba18805d132ceb2a56134d0acbf7188")
 
     variant("numactl", default=True, description="numactl for the export checks and memory policies")
     variant("likwid", default=False, description="likwid-pin for the export checks and benchmarks")

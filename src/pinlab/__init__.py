@@ -2,7 +2,7 @@
 
 from pinlab.version import __version__
 
-__all__ = ["__version__", "load_study", "run"]
+__all__ = ["__version__", "doctor", "load_study", "run"]
 
 
 def run(argv, placement=None, **options):
@@ -17,3 +17,14 @@ def load_study(db, name=None, **options):
     from pinlab.report.data import load_study as _load
 
     return _load(db, name, **options)
+
+
+def doctor(pids=None, seconds=3.0, **options):
+    """What is wrong with where process ``pids``'s threads are, and the fix; see :func:`pinlab.doctor.doctor`.
+
+    Once ``pinlab.doctor`` (the package) is imported it replaces this function as the attribute,
+    and is callable the same way.
+    """
+    from pinlab.doctor import doctor as _doctor
+
+    return _doctor(pids, seconds, **options)

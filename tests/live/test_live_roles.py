@@ -50,7 +50,14 @@ def test_lines_being_written_are_never_read_as_threads(tmp_path_factory, threads
     pid = 4242
     complete = [(tid, thread_line(pid, index, tid, role, slot, planned, lib)) for tid, index, role, slot, planned, lib in threads]
     truth = {
-        tid: {"index": index, "role": role, "pid": pid, "slot": slot if slot >= 0 else None, "planned": planned if planned >= 0 else None}
+        tid: {
+            "index": index,
+            "role": role,
+            "pid": pid,
+            "slot": slot if slot >= 0 else None,
+            "planned": planned if planned >= 0 else None,
+            "library": None if lib == "-" else lib,
+        }
         for tid, index, role, slot, planned, lib in threads
     }
     pieces = [line for _, line in complete]

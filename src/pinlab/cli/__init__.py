@@ -33,6 +33,10 @@ REGISTRY: dict[str, tuple[str, str | None]] = {
     "memmap": ("memory:memmap", "Where a running process's memory lives: resident MiB per NUMA node, per kind of mapping and per mapping."),
     "migrate": ("memory:migrate", "Move a running process's pages to other NUMA nodes now (as migratepages does), and say where they are."),
     "ps": ("live:ps", "Show every thread of running processes: role, CPU now, mask, migrations, CPU time, pages per NUMA node."),
+    "doctor": (
+        "doctor:doctor",
+        "Find what is wrong with where a program's threads are, and print the exact fix: pinlab doctor PID [PID...] | -- PROGRAM [ARGS...]",
+    ),
     "pin": ("live:pin", "Re-pin the threads of a running program: the i-th selected thread gets plan CPU i."),
     "graph": ("graph:graph", "Affinity graphs: show them, convert them between JSON and a matrix CSV."),
     "calibrate": ("calibrate:calibrate", "Measure this machine's distances: core-to-core latency and each NUMA node's bandwidth and latency."),

@@ -34,11 +34,12 @@ def _thread_entry(line: str) -> tuple[int, dict] | None:
         "pid": numbers["pid"],
         "slot": numbers["slot"] if numbers["slot"] >= 0 else None,
         "planned": numbers["planned"] if numbers["planned"] >= 0 else None,
+        "library": fields.get("lib") if fields.get("lib") not in (None, "", "-") else None,
     }
 
 
 def roles_from_events(path: str) -> dict[int, dict]:
-    """tid -> {index, role, slot, pid, planned} for every thread the event ring at ``path`` names.
+    """tid -> {index, role, slot, pid, planned, library} for every thread the event ring at ``path`` names.
 
     Safe on a ring being written: lines not yet complete are left out (the thread then reads as
     unknown until a later look). A tid named twice (reused by the kernel after a thread ended)

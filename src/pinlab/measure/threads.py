@@ -46,6 +46,7 @@ class LiveThread:
     state: str
     planned: int | None = None  # the CPU its plan slot gave it at creation (pinlab run), None if none
     start_ticks: int = field(default=0, repr=False)  # when it started (ticks since boot): tells a reused tid apart
+    library: str | None = None  # the file its start routine lives in (pinlab run's preload library records it), None if not known
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ def process_threads(pid: int, events: str | None = "environ") -> list[LiveThread
                 state=stat.state,
                 planned=known["planned"] if known else None,
                 start_ticks=stat.start_ticks,
+                library=known.get("library") if known else None,
             )
         )
     threads.sort(key=lambda t: (t.tid != pid, t.index is None, t.index or 0, t.tid))

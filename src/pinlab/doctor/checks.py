@@ -1,0 +1,392 @@
+"""The doctor's checks: each reads one process's observation and returns its findings.
+
+Every check is a function of a :class:`~pinlab.doctor.observe.ProcessObservation` alone, so that
+it can be tried on a made-up observation; :data:`CHECKS` lists them in the order findings are
+reported. A check says nothing rather than guess: a finding names the threads, CPUs and
+variables it rests on, and its fix is lines to paste (the process's own command line with the
+variable that fixes it, a ``pinlab run`` line), not advice.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+
+from pinlab.cpuset import format_cpulist
+from pinlab.doctor.findings import Finding
+from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, python_process
+from pinlab.doctor.observe import BINDING_VARIABLES, ProcessObservation
+from pinlab.measure.threads import LiveThread
+from pinlab.words import plural
+
+#: Share of the window's samples with more runnable threads than CPUs from which the process is
+#: said to be oversubscribed: less is a burst (a pool starting, a barrier), not a steady state.
+OVERSUBSCRIBED_SHARE = 0.5
+
+#: Samples below which no judgement is made on runnable threads (about 0.3 s at 100 ms).
+MIN_SAMPLES = 3
+
+#: A thread is busy in the window when it used at least this share of one CPU.
+BUSY_SHARE = 0.1
+
+
+def _thread(t: LiveThread) -> dict:
+    entry: dict = {"tid": t.tid, "name": t.name}
+    lib = identify(t.library)
+    if t.library:
+        entry["library"] = lib.name if lib is not None else os.path.basename(t.library)
+    return entry
+
+
+def _count(value: str | None) -> int | None:
+    """A thread-count variable's value (the first of a comma list, as OpenMP reads nested levels)."""
+    if value is None:
+        return None
+    try:
+        return int(value.split(",")[0].strip())
+    except ValueError:
+        return None
+
+
+def _with_env(obs: ProcessObservation, settings: dict[str, str], unset: tuple[str, ...] = ()) -> str:
+    """The process's command line with ``settings`` in its environment (and ``unset`` removed)."""
+    prefix = ["env", *[f"-u{name}" for name in unset]] if unset else []
+    return shlex.join([*prefix, *(f"{k}={v}" for k, v in settings.items()), *obs.argv]) if obs.argv else obs.command
+
+
+def busy_threads(obs: ProcessObservation) -> list[LiveThread]:
+    """Threads that used at least :data:`BUSY_SHARE` of a CPU during the window, by tid."""
+    seconds = obs.seconds
+    if seconds <= 0:
+        return []
+    used = obs.cpu_seconds()
+    last = obs.last_threads()
+    return sorted((last[tid] for tid, s in used.items() if s >= BUSY_SHARE * seconds), key=lambda t: t.tid)
+
+
+def _pool_sizes(obs: ProcessObservation) -> dict[str, tuple[int, str]]:
+    """Pool library -> (its size, where the size comes from: observed, a variable, or default)."""
+    env = obs.environ or {}
+    allowed = len(obs.allowed)
+    observed: dict[str, int] = {}
+    for t in obs.last_threads().values():
+        lib = identify(t.library)
+        if lib is not None and t.tid != obs.pid:
+            observed[lib.name] = observed.get(lib.name, 0) + 1
+    sizes: dict[str, tuple[int, str]] = {}
+    for name in loaded_pools(obs.files):
+        lib = by_name(name)
+        assert lib is not None
+        if name in observed:
+            # An OpenMP team counts the thread that starts it: its workers and that one.
+            sizes[name] = (observed[name] + (1 if lib.openmp else 0), "observed")
+            continue
+        variable = next((v for v in lib.variables if _count(env.get(v)) is not None), None)
+        if variable is not None:
+            sizes[name] = (_count(env.get(variable)) or 1, variable)
+        else:
+            sizes[name] = (1 if name == "BLIS" else allowed, "default")
+    return sizes
+
+
+def pools(obs: ProcessObservation) -> list[Finding]:
+    """Each thread pool by its library, against the CPUs the process may use."""
+    allowed = len(obs.allowed)
+    env = obs.environ or {}
+    findings = []
+    covered = {v for v in _oversized_variables(obs)}
+    for name, (size, source) in _pool_sizes(obs).items():
+        path = loaded_pools(obs.files)[name]
+        origin = {"observed": "threads seen", "default": "the library's default: the allowed CPUs" if name != "BLIS" else "BLIS's default"}.get(
+            source, f"{source}={env.get(source)}"
+        )
+        evidence = {"library": name, "file": path, "size": size, "size_from": source, "allowed_cpus": format_cpulist(obs.allowed)}
+        if size > allowed and source not in covered:
+            lib = by_name(name)
+            variable = lib.variables[0] if lib and lib.variables else None
+            findings.append(
+                Finding(
+                    "pool-too-large",
+                    "warning",
+                    f"the {name} pool has {plural(size, 'thread')} ({origin}) for {plural(allowed, 'allowed CPU')}",
+                    evidence,
+                    "threads beyond the CPUs wait their turn, and a parallel loop waits for its slowest thread",
+                    [_with_env(obs, {variable: str(allowed)})]
+                    if variable
+                    else [f"pinlab run -c {format_cpulist(obs.allowed)} -- {obs.command_line()}"],
+                )
+            )
+        else:
+            findings.append(Finding("pool", "info", f"{name} pool: {plural(size, 'thread')} ({origin}), {plural(allowed, 'allowed CPU')}", evidence))
+    return findings
+
+
+def _runnable(obs: ProcessObservation) -> list[int]:
+    return [sum(1 for t in sample.threads if t.state == "R") for sample in obs.samples]
+
+
+def _fewer_threads(obs: ProcessObservation) -> list[str]:
+    """The lines that give the process no more busy threads than allowed CPUs: each loaded pool's
+    variable on its command line (one BLAS thread per calling thread when BLAS is called from
+    Python's or OpenMP's threads), threadpoolctl for Python, else a thread count to choose."""
+    env = obs.environ or {}
+    allowed = len(obs.allowed)
+    loaded = loaded_pools(obs.files)
+    python = python_process(obs.files)
+    blas = [name for name in loaded if name in BLAS]
+    openmp = [name for name in loaded if (lib := by_name(name)) is not None and lib.openmp]
+    settings: dict[str, str] = {}
+    for name in blas:
+        lib = by_name(name)
+        assert lib is not None
+        settings[lib.variables[0]] = "1" if (python or openmp) else str(allowed)
+    if openmp:
+        settings["OMP_NUM_THREADS"] = str(allowed)
+    settings = {k: v for k, v in settings.items() if env.get(k) != v}  # a variable already so changes nothing
+    fix = []
+    if settings:
+        fix.append(_with_env(obs, settings))
+    if python and blas and env.get("OPENBLAS_NUM_THREADS") != "1":
+        fix += [
+            "# or in the Python program, before its threads start (pip install threadpoolctl):",
+            "from threadpoolctl import threadpool_limits",
+            'threadpool_limits(limits=1, user_api="blas")',
+        ]
+    if not settings:
+        fix.append(f"# start at most {allowed} busy threads (the program's own thread-count option), or give it more CPUs:")
+        if len(obs.available) > allowed:
+            fix.append(f"pinlab run -c {format_cpulist(obs.available)} -- {obs.command_line()}")
+    return fix
+
+
+def _pools_named(obs: ProcessObservation) -> str:
+    loaded = loaded_pools(obs.files)
+    return ", ".join(loaded) or ("Python threads" if python_process(obs.files) else "the program's own threads")
+
+
+def oversubscribed(obs: ProcessObservation) -> list[Finding]:
+    """More runnable threads than allowed CPUs for much of the window: they take turns on the
+    run queue. Failing that, more busy threads than allowed CPUs: they take turns all the same,
+    on a lock or spinning (a BLAS pool called from several threads)."""
+    allowed = len(obs.allowed)
+    counts = _runnable(obs)
+    if len(counts) < MIN_SAMPLES:
+        return []
+    over = [c for c in counts if c > allowed]
+    loaded = loaded_pools(obs.files)
+    if len(over) >= OVERSUBSCRIBED_SHARE * len(counts):
+        runnable_in: dict[int, int] = {}
+        for sample in obs.samples:
+            for t in sample.threads:
+                if t.state == "R":
+                    runnable_in[t.tid] = runnable_in.get(t.tid, 0) + 1
+        last = obs.last_threads()
+        often = [last[tid] for tid, n in sorted(runnable_in.items()) if n >= 0.25 * len(counts)]
+        return [
+            Finding(
+                "oversubscribed",
+                "problem",
+                f"{max(counts)} threads runnable at once on {allowed} allowed CPUs ({len(over)} of {len(counts)} samples over); pools: {_pools_named(obs)}",
+                {
+                    "samples": len(counts),
+                    "samples_over": len(over),
+                    "runnable_mean": round(sum(counts) / len(counts), 2),
+                    "runnable_max": max(counts),
+                    "allowed_cpus": format_cpulist(obs.allowed),
+                    "pool_libraries": loaded,
+                    "runnable_threads": [_thread(t) for t in often],
+                },
+                "runnable threads beyond the CPUs wait for one, so each thread's work takes longer and threads that wait for each other wait longest",
+                _fewer_threads(obs),
+            )
+        ]
+    busy = busy_threads(obs)
+    if len(busy) <= allowed:
+        return []
+    used = obs.cpu_seconds()
+    return [
+        Finding(
+            "busy-threads-above-cpus",
+            "warning",
+            f"{len(busy)} busy threads share {allowed} allowed CPUs; pools: {_pools_named(obs)}",
+            {
+                "busy_threads": [{**_thread(t), "cpu_share": round(used[t.tid] / obs.seconds, 2)} for t in busy],
+                "allowed_cpus": format_cpulist(obs.allowed),
+                "runnable_mean": round(sum(counts) / len(counts), 2),
+                "pool_libraries": loaded,
+            },
+            "threads beyond the CPUs take turns, on the run queue or on a lock (a BLAS pool called from several threads serves one caller at a time)",
+            _fewer_threads(obs),
+        )
+    ]
+
+
+def two_openmp_runtimes(obs: ProcessObservation) -> list[Finding]:
+    """libgomp and libomp/libiomp5 in one process: two pools that know nothing of each other."""
+    loaded = loaded_pools(obs.files)
+    if not ("libgomp" in loaded and "libomp" in loaded):
+        return []
+    return [
+        Finding(
+            "two-openmp-runtimes",
+            "problem",
+            f"two OpenMP runtimes are loaded: {os.path.basename(loaded['libgomp'])} and {os.path.basename(loaded['libomp'])}",
+            {"libgomp": loaded["libgomp"], "libomp": loaded["libomp"]},
+            "each runtime sizes its own pool from all the CPUs and spins on them, so their threads compete and binding settings apply to one only",
+            [
+                "# build the program and its libraries with one OpenMP runtime; until then, let libomp serve libgomp's callers:",
+                f"LD_PRELOAD={loaded['libomp']} {obs.command_line()}",
+            ],
+        )
+    ]
+
+
+def _oversized_variables(obs: ProcessObservation) -> dict[str, int]:
+    """Thread-count variables read by a loaded library and larger than the allowed CPUs."""
+    env = obs.environ or {}
+    allowed = len(obs.allowed)
+    readers: dict[str, list[PoolLibrary]] = {}
+    for name in loaded_pools(obs.files):
+        lib = by_name(name)
+        for variable in lib.variables if lib else ():
+            readers.setdefault(variable, []).append(lib)  # type: ignore[arg-type]
+    found = {}
+    for variable in readers:
+        count = _count(env.get(variable))
+        if count is not None and count > allowed:
+            found[variable] = count
+    return found
+
+
+def environment(obs: ProcessObservation) -> list[Finding]:
+    """Thread and binding variables that disagree with the CPUs, with Slurm, or with each other."""
+    env = obs.environ or {}
+    allowed = len(obs.allowed)
+    loaded = loaded_pools(obs.files)
+    openmp = [name for name in loaded if (lib := by_name(name)) is not None and lib.openmp]
+    findings = []
+    oversized = _oversized_variables(obs)
+    if oversized:
+        named = ", ".join(f"{v}={env[v]}" for v in oversized)
+        findings.append(
+            Finding(
+                "env-threads-above-cpus",
+                "warning",
+                f"{named} asks for more threads than the {allowed} allowed CPUs ({format_cpulist(obs.allowed)})",
+                {"variables": {v: env[v] for v in oversized}, "allowed_cpus": format_cpulist(obs.allowed), "pool_libraries": loaded},
+                "the pool starts that many threads anyway, and they take turns on the allowed CPUs",
+                [_with_env(obs, {v: str(allowed) for v in oversized})],
+            )
+        )
+    slurm, omp = _count(env.get("SLURM_CPUS_PER_TASK")), _count(env.get("OMP_NUM_THREADS"))
+    if openmp and slurm is not None and omp is not None and slurm != omp:
+        findings.append(
+            Finding(
+                "env-slurm-mismatch",
+                "warning",
+                f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} but Slurm gave the task {slurm} CPUs (SLURM_CPUS_PER_TASK)",
+                {"OMP_NUM_THREADS": env["OMP_NUM_THREADS"], "SLURM_CPUS_PER_TASK": env["SLURM_CPUS_PER_TASK"]},
+                "more threads than the task's CPUs take turns; fewer leave CPUs the job pays for idle",
+                ["export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK", _with_env(obs, {"OMP_NUM_THREADS": str(slurm)})],
+            )
+        )
+    findings += _binding_ignored(obs, openmp)
+    blas = [name for name in loaded if name in BLAS]
+    if openmp and blas and omp is not None and omp > 1:
+        inner = {by_name(n).variables[0]: _count(env.get(by_name(n).variables[0])) for n in blas}  # type: ignore[union-attr]
+        nested = {v: n for v, n in inner.items() if n is not None and n > 1 and n * omp > allowed}
+        if nested:
+            findings.append(
+                Finding(
+                    "env-nested-pools",
+                    "warning",
+                    "OMP_NUM_THREADS="
+                    + env["OMP_NUM_THREADS"]
+                    + " with "
+                    + ", ".join(f"{v}={env[v]}" for v in nested)
+                    + f": up to {omp * max(nested.values())} threads for {allowed} allowed CPUs",
+                    {"OMP_NUM_THREADS": env["OMP_NUM_THREADS"], **{v: env[v] for v in nested}, "allowed_cpus": format_cpulist(obs.allowed)},
+                    "a BLAS call inside each OpenMP thread starts its own pool, so the threads multiply",
+                    [_with_env(obs, {**{v: "1" for v in nested}, "OMP_NUM_THREADS": str(min(omp, allowed))})],
+                )
+            )
+    return findings
+
+
+def _binding_ignored(obs: ProcessObservation, openmp: list[str]) -> list[Finding]:
+    """OMP_PLACES/OMP_PROC_BIND set, yet the busy threads may still run anywhere."""
+    env = obs.environ or {}
+    asked = {v: env[v] for v in ("OMP_PLACES", "OMP_PROC_BIND") if env.get(v, "").strip() and env[v].strip().lower() != "false"}
+    busy = [t for t in busy_threads(obs) if len(t.mask) > 1]
+    if not openmp or not asked or len(busy) < 2 or len(busy) != len(busy_threads(obs)):
+        return []
+    named = ", ".join(f"{v}={value}" for v, value in asked.items())
+    unset = tuple(v for v in ("KMP_AFFINITY",) if "disabled" in env.get(v, "").lower() or "none" in env.get(v, "").lower())
+    fix = [_with_env(obs, {}, unset)] if unset else []
+    fix.append(f"pinlab run -s compact -n {len(busy)} -- {obs.command_line()}")
+    return [
+        Finding(
+            "env-binding-ignored",
+            "warning",
+            f"{named} asks OpenMP to bind its threads, but {len(busy)} busy threads may each run on {len(busy[0].mask)} CPUs"
+            + (f" ({', '.join(f'{v}={env[v]}' for v in unset)} turns binding off)" if unset else ""),
+            {"asked": asked, "threads": [{**_thread(t), "mask": format_cpulist(t.mask)} for t in busy], "runtimes": openmp},
+            "unbound threads are moved between CPUs by the scheduler and leave their caches and memory behind",
+            fix,
+        )
+    ]
+
+
+def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
+    """Busy threads each pinned to the same one CPU while others are allowed: a pile-up."""
+    busy = busy_threads(obs)
+    by_cpu: dict[int, list[LiveThread]] = {}
+    for t in busy:
+        if len(t.mask) == 1:
+            by_cpu.setdefault(next(iter(t.mask)), []).append(t)
+    piled = {cpu: threads for cpu, threads in by_cpu.items() if len(threads) > 1}
+    allowed = obs.allowed
+    if not piled or len(allowed) <= len(by_cpu):
+        return []
+    env = obs.environ or {}
+    unset = tuple(v for v in BINDING_VARIABLES if env.get(v, "").strip())
+    count = min(len(busy), len(allowed))
+    line = f"pinlab run -s compact -n {count} -- {obs.command_line()}"
+    fix = [shlex.join(["env", *[f"-u{v}" for v in unset]]) + " " + line if unset else line]
+    cpu, threads = max(piled.items(), key=lambda item: len(item[1]))
+    set_by = ", ".join(f"{v}={env[v]}" for v in unset)
+    return [
+        Finding(
+            "threads-share-cpu",
+            "problem",
+            f"{len(threads)} busy threads are all pinned to CPU {cpu} while {len(allowed)} CPUs are allowed ({format_cpulist(allowed)})"
+            + (f"; set by {set_by}" if set_by else ""),
+            {
+                "cpus": {str(c): [_thread(t) for t in ts] for c, ts in sorted(piled.items())},
+                "allowed_cpus": format_cpulist(allowed),
+                "binding_variables": {v: env[v] for v in unset},
+            },
+            "threads pinned to one CPU run one at a time, however many CPUs are free",
+            fix,
+        )
+    ]
+
+
+#: The checks, in the order their findings are reported.
+CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
+    oversubscribed,
+    threads_share_cpu,
+    two_openmp_runtimes,
+    environment,
+    pools,
+)
+
+
+def diagnose(obs: ProcessObservation) -> list[Finding]:
+    """Every finding about one process, problems first, then warnings, then information."""
+    findings = [f for check in CHECKS for f in check(obs)]
+    for f in findings:
+        f.pid = obs.pid
+    order = {"problem": 0, "warning": 1, "info": 2}
+    return sorted(findings, key=lambda f: order[f.severity])

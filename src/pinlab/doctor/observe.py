@@ -1,0 +1,201 @@
+"""Watching processes over a window: every thread's state, CPU, mask and CPU time, every ~100 ms.
+
+What the doctor judges is what the threads did, not one snapshot: a pool that is idle most of
+the time costs nothing, a pool whose threads are all runnable at once on fewer CPUs costs a lot.
+So each process is sampled as ``pinlab ps --watch`` looks at it (:func:`pinlab.measure.threads.process_threads`),
+and what does not change while it runs (its environment, the files it maps, the CPUs it may be
+given) is read once, at the first sample.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pinlab.cpuset import parse_cpulist
+from pinlab.doctor.libraries import mapped_files
+from pinlab.measure import linux
+from pinlab.measure.roles import events_path
+from pinlab.measure.threads import LiveThread, process_threads
+
+#: Seconds between samples: often enough to see how many threads are runnable at once, rarely
+#: enough that reading /proc stays a small share of one CPU.
+SAMPLE_INTERVAL = 0.1
+
+
+@dataclass
+class Sample:
+    """The threads of a process at one moment (``time``: seconds since the window opened)."""
+
+    time: float
+    threads: list[LiveThread]
+
+
+@dataclass
+class ProcessObservation:
+    """One process over the window: its samples, and what is read once (environment, mapped
+    files, the CPUs it may use and may be given)."""
+
+    pid: int
+    command: str
+    argv: list[str]
+    environ: dict[str, str] | None  # None when not ours to read
+    files: list[str]
+    available: frozenset[int]  # the CPUs its cgroup (or, without one, the machine) offers
+    samples: list[Sample] = field(default_factory=list)
+    ended: bool = False  # ended during the window
+
+    @property
+    def allowed(self) -> frozenset[int]:
+        """The CPUs the process may run on, as it was started.
+
+        ``pinlab run`` records the program's original mask (``PINLAB_ALLOWED``); an OpenMP runtime
+        asked to bind its threads narrows every mask itself, so the process's own mask is then
+        no longer known and what its cgroup offers is taken; otherwise the CPUs its threads may
+        run on (the union of their masks), as taskset or a batch system set them.
+        """
+        env = self.environ or {}
+        if env.get("PINLAB_ALLOWED"):
+            try:
+                return frozenset(parse_cpulist(env["PINLAB_ALLOWED"]))
+            except Exception:  # a malformed value: fall back to the masks
+                pass
+        if binding_requested(env):
+            return self.available
+        union: set[int] = set()
+        for sample in self.samples[:1]:
+            for thread in sample.threads:
+                union |= thread.mask
+        return frozenset(union) or self.available
+
+    @property
+    def seconds(self) -> float:
+        return self.samples[-1].time - self.samples[0].time if len(self.samples) > 1 else 0.0
+
+    def cpu_seconds(self) -> dict[int, float]:
+        """tid -> CPU seconds it used during the window (first to last sample it was seen in)."""
+        first: dict[int, float] = {}
+        last: dict[int, float] = {}
+        for sample in self.samples:
+            for thread in sample.threads:
+                first.setdefault(thread.tid, thread.cpu_seconds)
+                last[thread.tid] = thread.cpu_seconds
+        return {tid: max(0.0, last[tid] - first[tid]) for tid in last}
+
+    def last_threads(self) -> dict[int, LiveThread]:
+        """Every thread seen in the window, as it was when last seen."""
+        found: dict[int, LiveThread] = {}
+        for sample in self.samples:
+            for thread in sample.threads:
+                found[thread.tid] = thread
+        return found
+
+    def command_line(self) -> str:
+        """The process's command line, quoted for a shell (its name when it has none)."""
+        return shlex.join(self.argv) if self.argv else self.command
+
+
+#: OpenMP variables that ask the runtime to bind its threads to CPUs.
+BINDING_VARIABLES = ("OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+
+
+def binding_requested(env: dict[str, str]) -> bool:
+    """Whether the environment asks an OpenMP runtime to bind its threads."""
+    bind = env.get("OMP_PROC_BIND", "").strip().lower()
+    kmp = env.get("KMP_AFFINITY", "").strip().lower()
+    return (
+        bool(env.get("OMP_PLACES", "").strip())
+        or (bind != "" and bind != "false")
+        or bool(env.get("GOMP_CPU_AFFINITY", "").strip())
+        or (kmp != "" and "disabled" not in kmp and "none" not in kmp)
+    )
+
+
+def read_environ(pid: int) -> dict[str, str] | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    env = {}
+    for entry in data.split(b"\0"):
+        name, equals, value = entry.partition(b"=")
+        if equals:
+            env[os.fsdecode(name)] = os.fsdecode(value)
+    return env
+
+
+def read_argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            data = f.read()
+    except OSError:
+        return []
+    return [os.fsdecode(a) for a in data.split(b"\0")[:-1]]
+
+
+def available_cpus(pid: int) -> frozenset[int]:
+    """The CPUs process ``pid``'s cgroup offers it (cgroup v2 ``cpuset.cpus.effective``), else
+    every present CPU: what a placement may use, whatever mask the process has now."""
+    present = linux.present_cpus()
+    try:
+        group = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        path = next(line.split(":", 2)[2] for line in group if line.startswith("0::"))
+        text = (Path("/sys/fs/cgroup") / path.lstrip("/") / "cpuset.cpus.effective").read_text().strip()
+        if text:
+            return frozenset(parse_cpulist(text)) & present or present
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    return present
+
+
+class ProcessSampler:
+    """Samples one process until it ends; :meth:`sample` returns False once it has."""
+
+    def __init__(self, pid: int, events: str | None = None, start: float | None = None) -> None:
+        self.start = time.monotonic() if start is None else start
+        self.events = events if events is not None else events_path(pid)
+        self.observation = ProcessObservation(
+            pid=pid,
+            command="",
+            argv=read_argv(pid),
+            environ=read_environ(pid),
+            files=mapped_files(pid),
+            available=available_cpus(pid),
+        )
+
+    def sample(self) -> bool:
+        obs = self.observation
+        if obs.ended:
+            return False
+        now = time.monotonic() - self.start
+        threads = [t for t in process_threads(obs.pid, events=self.events) if t.state not in ("Z", "X")]
+        if not threads:
+            obs.ended = True
+            return False
+        if not obs.command:
+            obs.command = next((t.name for t in threads if t.tid == obs.pid), threads[0].name)
+        if len(obs.samples) < 3 or len(obs.samples) % 10 == 0:
+            # Libraries loaded later (the loader's, dlopen, Python imports) are found within a second.
+            for path in mapped_files(obs.pid):
+                if path not in obs.files:
+                    obs.files.append(path)
+        obs.samples.append(Sample(round(now, 6), threads))
+        return True
+
+
+def observe(pids: list[int], seconds: float, interval: float = SAMPLE_INTERVAL) -> list[ProcessObservation]:
+    """Sample every process of ``pids`` each ``interval`` for ``seconds`` (or until all have ended)."""
+    start = time.monotonic()
+    samplers = [ProcessSampler(pid, start=start) for pid in pids]
+    deadline = start + seconds
+    while True:
+        live = [s.sample() for s in samplers]
+        now = time.monotonic()
+        if not any(live) or now >= deadline:
+            break
+        time.sleep(max(0.0, min(interval, deadline - now)))
+    return [s.observation for s in samplers]

@@ -126,6 +126,16 @@ REFUSALS: list[Refusal] = [
         lambda tmp: CalibrationOutputs(output=f"{tmp}/no/such/machine.xml"),
     ),
     refusal("calibrate picture suffix", "calibrate --picture {tmp}/m.gif", lambda tmp: CalibrationOutputs(picture=f"{tmp}/m.gif")),
+    # -- doctor ---------------------------------------------------------------------------------
+    refusal("doctor --seconds too short", "doctor 1 --seconds 0.1", lambda tmp: pinlab.doctor(1, seconds=0.1)),
+    refusal("doctor --seconds over an hour", "doctor 1 --seconds 3601", lambda tmp: pinlab.doctor(1, seconds=3601.0)),
+    refusal("doctor --seconds nan", "doctor 1 --seconds nan", lambda tmp: pinlab.doctor(1, seconds=float("nan"))),
+    refusal("doctor nothing to look at", "doctor", lambda tmp: pinlab.doctor()),
+    refusal("doctor PIDs and a program", "doctor 1 -- true", lambda tmp: pinlab.doctor(1, argv=["true"])),
+    refusal("doctor -s with PIDs", "doctor 1 -s compact", lambda tmp: pinlab.doctor(1, strategy="compact")),
+    refusal("doctor a PID that is gone", "doctor 999999999", lambda tmp: pinlab.doctor(999999999)),
+    refusal("doctor a kernel thread", "doctor 2", lambda tmp: pinlab.doctor(2)),
+    refusal("doctor a bad strategy for the program", "doctor -s nosuch -- true", lambda tmp: pinlab.doctor(argv=["true"], strategy="nosuch")),
     # -- ps, memmap -----------------------------------------------------------------------------
     refusal("ps --watch 0", "ps --watch 0", lambda tmp: WatchRequest(every=0.0)),
     refusal("ps --watch over a day", "ps --watch 100000", lambda tmp: WatchRequest(every=100000.0)),

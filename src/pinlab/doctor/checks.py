@@ -187,7 +187,7 @@ def oversubscribed(obs: ProcessObservation) -> list[Finding]:
             Finding(
                 "oversubscribed",
                 "problem",
-                f"{max(counts)} threads runnable at once on {allowed} allowed CPUs ({len(over)} of {len(counts)} samples over); pools: {_pools_named(obs)}",
+                f"{max(counts)} threads runnable at once on {plural(allowed, 'allowed CPU')} ({len(over)} of {len(counts)} samples over); pools: {_pools_named(obs)}",
                 {
                     "samples": len(counts),
                     "samples_over": len(over),
@@ -209,7 +209,7 @@ def oversubscribed(obs: ProcessObservation) -> list[Finding]:
         Finding(
             "busy-threads-above-cpus",
             "warning",
-            f"{len(busy)} busy threads share {allowed} allowed CPUs; pools: {_pools_named(obs)}",
+            f"{len(busy)} busy threads share {plural(allowed, 'allowed CPU')}; pools: {_pools_named(obs)}",
             {
                 "busy_threads": [{**_thread(t), "cpu_share": round(used[t.tid] / obs.seconds, 2)} for t in busy],
                 "allowed_cpus": format_cpulist(obs.allowed),
@@ -273,7 +273,7 @@ def environment(obs: ProcessObservation) -> list[Finding]:
             Finding(
                 "env-threads-above-cpus",
                 "warning",
-                f"{named} asks for more threads than the {allowed} allowed CPUs ({format_cpulist(obs.allowed)})",
+                f"{named} asks for more threads than the {plural(allowed, 'allowed CPU')} ({format_cpulist(obs.allowed)})",
                 {"variables": {v: env[v] for v in oversized}, "allowed_cpus": format_cpulist(obs.allowed), "pool_libraries": loaded},
                 "the pool starts that many threads anyway, and they take turns on the allowed CPUs",
                 [_with_env(obs, {v: str(allowed) for v in oversized})],

@@ -22,15 +22,16 @@ from pinlab.launch.runner import run as launch
 class DoctorController(ControllerBase):
     """Samples the launched program every :data:`SAMPLE_INTERVAL` for ``seconds``."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, argv: list[str]) -> None:
         self.seconds = seconds
+        self.argv = argv
         self.sampler: ProcessSampler | None = None
         self._next = math.inf
         self._deadline = math.inf
 
     def started(self, pid: int, events: str | None) -> None:
         now = time.monotonic()
-        self.sampler = ProcessSampler(pid, events=events, start=now)
+        self.sampler = ProcessSampler(pid, events=events, start=now, argv=self.argv)
         self._deadline = now + self.seconds
         self._next = now
 
@@ -53,7 +54,7 @@ class DoctorController(ControllerBase):
 def launch_spec(argv: list[str], seconds: float, strategy: str | None, cpus: str | None, threads: int | None) -> tuple[LaunchSpec, DoctorController]:
     """The launch of ``argv`` (checked as ``pinlab run`` checks it, before anything runs) and its doctor."""
     spec = plan_spec(argv, strategy=strategy, cpus=cpus, threads=threads, sample_ms=None)
-    controller = DoctorController(seconds)
+    controller = DoctorController(seconds, list(argv))
     spec.controller = controller
     return spec, controller
 

@@ -55,7 +55,7 @@ class ProcessObservation:
         ``pinlab run`` records the program's original mask (``PINLAB_ALLOWED``); an OpenMP runtime
         asked to bind its threads narrows every mask itself, so the process's own mask is then
         no longer known and what its cgroup offers is taken; otherwise the CPUs its threads may
-        run on (the union of their masks), as taskset or a batch system set them.
+        run on at the last sample (the union of their masks), as taskset or a batch system set them.
         """
         env = self.environ or {}
         if env.get("PINLAB_ALLOWED"):
@@ -66,7 +66,7 @@ class ProcessObservation:
         if binding_requested(env):
             return self.available
         union: set[int] = set()
-        for sample in self.samples[:1]:
+        for sample in self.samples[-1:]:  # the last: a wrapper (taskset) may have narrowed the first
             for thread in sample.threads:
                 union |= thread.mask
         return frozenset(union) or self.available
@@ -155,13 +155,16 @@ def available_cpus(pid: int) -> frozenset[int]:
 class ProcessSampler:
     """Samples one process until it ends; :meth:`sample` returns False once it has."""
 
-    def __init__(self, pid: int, events: str | None = None, start: float | None = None) -> None:
+    def __init__(self, pid: int, events: str | None = None, start: float | None = None, argv: list[str] | None = None) -> None:
+        """``argv``: the command line the program was started with, when the caller started it
+        (its fixes then repeat what the user typed, wrappers such as taskset included)."""
         self.start = time.monotonic() if start is None else start
         self.events = events if events is not None else events_path(pid)
+        self.argv_given = argv is not None
         self.observation = ProcessObservation(
             pid=pid,
             command="",
-            argv=read_argv(pid),
+            argv=list(argv) if argv is not None else read_argv(pid),
             environ=read_environ(pid),
             files=mapped_files(pid),
             available=available_cpus(pid),
@@ -176,10 +179,13 @@ class ProcessSampler:
         if not threads:
             obs.ended = True
             return False
-        if not obs.command:
-            obs.command = next((t.name for t in threads if t.tid == obs.pid), threads[0].name)
+        obs.command = next((t.name for t in threads if t.tid == obs.pid), threads[0].name)
         if len(obs.samples) < 3 or len(obs.samples) % 10 == 0:
-            # Libraries loaded later (the loader's, dlopen, Python imports) are found within a second.
+            # A program that executes another (taskset, env, a shell script) is that one now, and
+            # libraries loaded later (the loader's, dlopen, Python imports) are found within a second.
+            if not self.argv_given:
+                obs.argv = read_argv(obs.pid) or obs.argv
+            obs.environ = read_environ(obs.pid) or obs.environ
             for path in mapped_files(obs.pid):
                 if path not in obs.files:
                     obs.files.append(path)

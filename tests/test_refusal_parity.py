@@ -251,5 +251,5 @@ def test_every_case_is_named_once() -> None:
 def test_run_autopin_and_study_leave_their_refusals_to_the_library() -> None:
     """Their command modules parse, call and print: every refusal is made (and tested above) below them."""
     folder = Path(pinlab.cli.__file__).parent
-    for name in ("run.py", "autopin.py", "study.py", "place.py", "report.py", "calibrate.py", "memory.py", "workload.py"):
+    for name in ("run.py", "autopin.py", "study.py", "place.py", "report.py", "calibrate.py", "memory.py", "workload.py", "doctor.py"):
         assert "raise UsageError" not in (folder / name).read_text(), name

@@ -1,0 +1,54 @@
+"""The environment findings on real programs, each gone once its printed fix is applied."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from pinlab.native import native_path
+from tests.doctor.helpers import PYTHON, apply, clean_env, codes, doctor, finding, probe
+
+two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+
+
+@two_cpus
+def test_omp_num_threads_other_than_slurm_s_cpus_is_found_and_its_fix_makes_it_go_away():
+    env = clean_env(OMP_NUM_THREADS="2", SLURM_CPUS_PER_TASK="1")
+    status, report = doctor([probe(), "6000"], env, seconds=1)
+    mismatch = finding(report, "env-slurm-mismatch")
+    assert status == 1 and mismatch["evidence"] == {"OMP_NUM_THREADS": "2", "SLURM_CPUS_PER_TASK": "1"}
+    assert mismatch["fix"][0] == "export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK"
+    argv, env = apply(mismatch["fix"][1], env)
+    status, report = doctor(argv, env, seconds=1)
+    assert codes(report) == set() and status == 0, report
+
+
+@two_cpus
+@pytest.mark.skipif(not native_path("pinlab-probe").with_name("pinlab-probe-llvm").exists(), reason="pinlab-probe-llvm not built (no libomp)")
+def test_omp_proc_bind_turned_off_by_kmp_affinity_is_found_and_its_fix_binds_the_threads():
+    llvm = str(native_path("pinlab-probe-llvm"))
+    env = clean_env(OMP_NUM_THREADS="2", OMP_PROC_BIND="close", KMP_AFFINITY="disabled")
+    status, report = doctor([llvm, "6000"], env, seconds=1.5)
+    ignored = finding(report, "env-binding-ignored")
+    assert status == 1 and ignored["evidence"]["asked"] == {"OMP_PROC_BIND": "close"} and len(ignored["evidence"]["threads"]) == 2
+    assert ignored["fix"][0] == f"env -uKMP_AFFINITY {llvm} 6000"
+    argv, env = apply(ignored["fix"][0], env)
+    assert "KMP_AFFINITY" not in env
+    status, report = doctor(argv, env, seconds=1.5)
+    assert codes(report) == set() and status == 0, report
+
+
+@two_cpus
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="needs numpy")
+def test_blas_threads_inside_openmp_threads_are_found_and_the_fix_keeps_one_blas_thread_each():
+    both = "import ctypes, time, numpy; ctypes.CDLL('libgomp.so.1'); print('ready', flush=True); time.sleep(60)"
+    env = clean_env(OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
+    status, report = doctor([PYTHON, "-c", both], env, seconds=0.5, ready="ready", settle=0)
+    nested = finding(report, "env-nested-pools")
+    assert status == 1 and nested["evidence"]["OPENBLAS_NUM_THREADS"] == "2"
+    argv, env = apply(nested["fix"][0], env)
+    assert env["OPENBLAS_NUM_THREADS"] == "1" and env["OMP_NUM_THREADS"] == "2"
+    status, report = doctor(argv, env, seconds=0.5, ready="ready", settle=0)
+    assert codes(report) == set() and status == 0, report

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pinlab.cpuset import format_cpulist
 from pinlab.doctor.findings import Finding
 from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, python_process
-from pinlab.doctor.observe import BINDING_VARIABLES, ProcessObservation
+from pinlab.doctor.observe import BINDING_VARIABLES, ProcessObservation, binding_requested
 from pinlab.measure.threads import LiveThread
 from pinlab.words import plural
 
@@ -105,6 +105,8 @@ def pools(obs: ProcessObservation) -> list[Finding]:
         if size > allowed and source not in covered:
             lib = by_name(name)
             variable = lib.variables[0] if lib and lib.variables else None
+            if variable is not None and (_count(env.get(variable)) or allowed + 1) <= allowed:
+                variable = None  # already small enough: the program sized its pool itself
             findings.append(
                 Finding(
                     "pool-too-large",
@@ -114,7 +116,7 @@ def pools(obs: ProcessObservation) -> list[Finding]:
                     "threads beyond the CPUs wait their turn, and a parallel loop waits for its slowest thread",
                     [_with_env(obs, {variable: str(allowed)})]
                     if variable
-                    else [f"pinlab run -c {format_cpulist(obs.allowed)} -- {obs.command_line()}"],
+                    else [f"# the program sets the size itself: give it at most {allowed} threads with its own option"],
                 )
             )
         else:
@@ -347,10 +349,11 @@ def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
             by_cpu.setdefault(next(iter(t.mask)), []).append(t)
     piled = {cpu: threads for cpu, threads in by_cpu.items() if len(threads) > 1}
     allowed = obs.allowed
-    if not piled or len(allowed) <= len(by_cpu):
-        return []
+    used = frozenset(cpu for t in busy for cpu in t.mask)
+    if not piled or not allowed - used:
+        return []  # no allowed CPU left free: more threads than CPUs (oversubscribed), not a pile-up
     env = obs.environ or {}
-    unset = tuple(v for v in BINDING_VARIABLES if env.get(v, "").strip())
+    unset = tuple(v for v in BINDING_VARIABLES if binding_requested({v: env.get(v, "")}))
     count = min(len(busy), len(allowed))
     line = f"pinlab run -s compact -n {count} -- {obs.command_line()}"
     fix = [shlex.join(["env", *[f"-u{v}" for v in unset]]) + " " + line if unset else line]

@@ -1,0 +1,76 @@
+"""Pools counted by library (the preload library names each thread's start library under a
+placement), and the checks' thresholds on made-up windows."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pinlab.doctor.checks import busy_threads, diagnose, oversubscribed, threads_share_cpu
+from pinlab.doctor.observe import ProcessObservation, Sample
+from pinlab.measure.threads import LiveThread
+from pinlab.native import native_path
+from tests.conftest import run_pinlab
+from tests.doctor.helpers import clean_env, codes
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+def test_an_openmp_pool_the_program_makes_larger_than_its_cpus_is_counted_and_found():
+    primes = str(native_path("pinlab-primes"))
+
+    def doctor(threads: str) -> tuple[int, dict]:
+        result = run_pinlab(
+            "doctor", "-s", "compact", "-n", "2", "--seconds", "1", "--json", "--", primes, "--threads", threads, "--limit", "5M", env=clean_env()
+        )
+        return result.returncode, json.loads(result.stdout.splitlines()[-1])
+
+    status, report = doctor("3")
+    large = next(f for f in report["findings"] if f["code"] == "pool-too-large")
+    assert status == 1 and large["evidence"]["size"] == 3 and large["evidence"]["size_from"] == "observed"
+    assert large["fix"] == ["# the program sets the size itself: give it at most 2 threads with its own option"]
+    status, report = doctor("2")
+    assert status == 0 and codes(report) == set(), report
+
+
+def _thread(tid: int, state: str, cpu_seconds: float, mask: frozenset[int] = frozenset({0, 1})) -> LiveThread:
+    return LiveThread(tid, 100, "prog", "unknown", None, None, min(mask), mask, 0, cpu_seconds, state)
+
+
+def _window(states: list[str], masks: list[frozenset[int]] | None = None, busy: bool = True) -> ProcessObservation:
+    """A made-up window of 10 samples 0.1 s apart; ``states[i]`` is every thread's state at sample i."""
+    n = len(states[0])
+    masks = masks or [frozenset({0, 1})] * n
+    obs = ProcessObservation(100, "prog", ["prog"], {}, [], frozenset({0, 1}))
+    for i, row in enumerate(states):
+        obs.samples.append(Sample(i * 0.1, [_thread(100 + k, row[k], (0.1 * i if busy else 0.0), masks[k]) for k in range(n)]))
+    return obs
+
+
+def test_more_runnable_threads_than_cpus_for_half_the_window_is_oversubscribed_and_a_burst_is_not():
+    assert [f.code for f in oversubscribed(_window(["RRR"] * 5 + ["RSS"] * 5))] == ["oversubscribed"]
+    burst = _window(["RRR"] * 2 + ["RSS"] * 8, busy=False)
+    assert oversubscribed(burst) == []
+    assert oversubscribed(_window(["RRR"] * 2)) == []  # too few samples to judge
+
+
+def test_busy_threads_above_the_cpus_that_are_not_runnable_together_are_a_warning():
+    found = oversubscribed(_window(["RRS", "RSR", "SRR"] * 3 + ["RRS"]))
+    assert [(f.code, f.severity) for f in found] == [("busy-threads-above-cpus", "warning")]
+    assert len(busy_threads(_window(["SSS"] * 10, busy=False))) == 0
+
+
+def test_threads_piled_on_one_cpu_while_another_is_free_and_not_when_none_is():
+    one = frozenset({0})
+    bound = _window(["RR"] * 10, masks=[one, one])
+    assert threads_share_cpu(bound) == []  # the masks are all it has: the process may only use CPU 0
+    bound.environ = {"GOMP_CPU_AFFINITY": "0"}  # the runtime bound them: the process may use what its cgroup offers
+    piled = threads_share_cpu(bound)
+    assert [f.code for f in piled] == ["threads-share-cpu"] and piled[0].fix == ["env -uGOMP_CPU_AFFINITY pinlab run -s compact -n 2 -- prog"]
+    wrapped = _window(["RRR"] * 10, masks=[one, frozenset({1}), one])  # 3 threads, 2 CPUs: oversubscribed, no CPU free
+    assert threads_share_cpu(wrapped) == []
+
+
+def test_an_idle_process_has_no_finding():
+    assert diagnose(_window(["SS"] * 10, busy=False)) == []

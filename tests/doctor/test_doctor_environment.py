@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 
 import pytest
 
@@ -52,3 +53,16 @@ def test_blas_threads_inside_openmp_threads_are_found_and_the_fix_keeps_one_blas
     assert env["OPENBLAS_NUM_THREADS"] == "1" and env["OMP_NUM_THREADS"] == "2"
     status, report = doctor(argv, env, seconds=0.5, ready="ready", settle=0)
     assert codes(report) == set() and status == 0, report
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset")
+def test_openmp_threads_told_to_spin_beside_runnable_threads_are_found_and_the_fix_lets_them_sleep():
+    env = clean_env(OMP_NUM_THREADS="2", OMP_WAIT_POLICY="active")
+    argv = ["taskset", "-c", "0", probe(), "6000"]
+    status, report = doctor(argv, env, seconds=1)
+    spin = finding(report, "env-active-wait")
+    assert status == 1 and spin["evidence"]["variables"] == {"OMP_WAIT_POLICY": "active"}
+    fixed_argv, fixed_env = apply(spin["fix"][0], env)
+    assert fixed_env["OMP_WAIT_POLICY"] == "passive" and fixed_argv == argv[3:]  # the process is the program taskset became
+    status, report = doctor([*argv[:3], *fixed_argv], fixed_env, seconds=1)
+    assert "env-active-wait" not in codes(report)  # the two threads on one CPU stay oversubscribed: that finding's own fix

@@ -340,6 +340,38 @@ def _binding_ignored(obs: ProcessObservation, openmp: list[str]) -> list[Finding
     ]
 
 
+#: Variables that keep idle OpenMP threads spinning (variable -> the values that do).
+ACTIVE_WAIT = {"OMP_WAIT_POLICY": ("active",), "KMP_BLOCKTIME": ("infinite",), "GOMP_SPINCOUNT": ("infinite", "infinity")}
+
+
+def active_wait(obs: ProcessObservation) -> list[Finding]:
+    """Idle OpenMP threads told to spin while more threads are runnable than CPUs: the spinning
+    takes CPU time from the threads that have work."""
+    env = obs.environ or {}
+    loaded = loaded_pools(obs.files)
+    if not any((lib := by_name(name)) is not None and lib.openmp for name in loaded):
+        return []
+    spinning = {v: env[v] for v, values in ACTIVE_WAIT.items() if env.get(v, "").strip().lower() in values}
+    counts = _runnable(obs)
+    allowed = len(obs.allowed)
+    over = [c for c in counts if c > allowed]
+    if not spinning or len(counts) < MIN_SAMPLES or len(over) < 0.25 * len(counts):
+        return []
+    named = ", ".join(f"{v}={value}" for v, value in spinning.items())
+    passive = {"OMP_WAIT_POLICY": "passive"} | ({"KMP_BLOCKTIME": "0"} if "KMP_BLOCKTIME" in spinning else {})
+    unset = tuple(v for v in spinning if v == "GOMP_SPINCOUNT")
+    return [
+        Finding(
+            "env-active-wait",
+            "warning",
+            f"{named} keeps idle OpenMP threads spinning while up to {max(counts)} threads are runnable on {plural(allowed, 'allowed CPU')}",
+            {"variables": spinning, "samples": len(counts), "samples_over": len(over), "allowed_cpus": format_cpulist(obs.allowed)},
+            "a spinning thread holds a CPU that a thread with work is waiting for",
+            [_with_env(obs, passive, unset)],
+        )
+    ]
+
+
 def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
     """Busy threads each pinned to the same one CPU while others are allowed: a pile-up."""
     busy = busy_threads(obs)
@@ -382,6 +414,7 @@ CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
     threads_share_cpu,
     two_openmp_runtimes,
     environment,
+    active_wait,
     pools,
 )
 

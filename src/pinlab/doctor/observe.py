@@ -194,14 +194,17 @@ class ProcessSampler:
 
 
 def observe(pids: list[int], seconds: float, interval: float = SAMPLE_INTERVAL) -> list[ProcessObservation]:
-    """Sample every process of ``pids`` each ``interval`` for ``seconds`` (or until all have ended)."""
+    """Sample every process of ``pids`` each ``interval`` for ``seconds`` (or until all have ended, or Ctrl-C)."""
     start = time.monotonic()
     samplers = [ProcessSampler(pid, start=start) for pid in pids]
     deadline = start + seconds
-    while True:
-        live = [s.sample() for s in samplers]
-        now = time.monotonic()
-        if not any(live) or now >= deadline:
-            break
-        time.sleep(max(0.0, min(interval, deadline - now)))
+    try:
+        while True:
+            live = [s.sample() for s in samplers]
+            now = time.monotonic()
+            if not any(live) or now >= deadline:
+                break
+            time.sleep(max(0.0, min(interval, deadline - now)))
+    except KeyboardInterrupt:  # Ctrl-C closes the window early: what was seen is reported
+        pass
     return [s.observation for s in samplers]

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from pinlab.doctor.checks import busy_threads, diagnose, oversubscribed, threads_share_cpu
+from pinlab.doctor.checks import busy_threads, diagnose, memory_far, oversubscribed, threads_share_cpu
 from pinlab.doctor.observe import ProcessObservation, Sample
 from pinlab.measure.threads import LiveThread
 from pinlab.native import native_path
@@ -74,3 +74,21 @@ def test_threads_piled_on_one_cpu_while_another_is_free_and_not_when_none_is():
 
 def test_an_idle_process_has_no_finding():
     assert diagnose(_window(["SS"] * 10, busy=False)) == []
+
+
+def test_memory_on_a_node_where_no_busy_thread_runs_is_found_and_not_when_it_is_local():
+    """Made up: the machines that run the tests may have one NUMA node."""
+    far = _window(["RR"] * 10)
+    far.cpu_nodes = {0: 0, 1: 1}
+    far.samples = [
+        Sample(s.time, [_thread(t.tid, "R", t.cpu_seconds, frozenset({0})) for t in s.threads]) for s in far.samples
+    ]  # both on CPU 0: node 0
+    far.pages_per_node = {0: 1000, 1: 50000}
+    found = memory_far(far)
+    assert [f.code for f in found] == ["memory-far-from-threads"]
+    assert found[0].evidence["thread_nodes"] == [0] and found[0].fix[0] == "pinlab migrate 100 --to 0"
+    assert found[0].statement.startswith("98% of the memory is on node 1, where none of the 2 busy threads runs")
+    far.pages_per_node = {0: 50000, 1: 1000}
+    assert memory_far(far) == []
+    far.pages_per_node = {1: 100}  # too little to matter
+    assert memory_far(far) == []

@@ -408,6 +408,39 @@ def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
     ]
 
 
+#: Resident pages below which where the memory lives is not worth a finding (40 MiB of 4 KiB pages).
+MIN_FAR_PAGES = 10240
+
+
+def memory_far(obs: ProcessObservation) -> list[Finding]:
+    """Most of the memory on NUMA nodes none of the busy threads ran on: every access crosses
+    the interconnect."""
+    pages = obs.pages_per_node
+    total = sum(pages.values())
+    busy = {t.tid for t in busy_threads(obs)}
+    ran = {t.cpu for sample in obs.samples for t in sample.threads if t.tid in busy}
+    nodes = {obs.cpu_nodes[cpu] for cpu in ran if cpu in obs.cpu_nodes}
+    far = {node: n for node, n in pages.items() if node not in nodes and n > 0}
+    if not nodes or total < MIN_FAR_PAGES or sum(far.values()) < total / 2:
+        return []
+    to = format_cpulist(nodes)
+    return [
+        Finding(
+            "memory-far-from-threads",
+            "warning",
+            f"{round(100 * sum(far.values()) / total)}% of the memory is on node{'s' if len(far) > 1 else ''} {format_cpulist(sorted(far))}, "
+            f"where none of the {plural(len(busy), 'busy thread')} runs (they run on node{'s' if len(nodes) > 1 else ''} {to})",
+            {
+                "pages_per_node": {str(n): p for n, p in sorted(pages.items())},
+                "thread_nodes": sorted(nodes),
+                "thread_cpus": format_cpulist(ran),
+            },
+            "every access to memory on another node crosses the interconnect, slower and shared with the other node's threads",
+            [f"pinlab migrate {obs.pid} --to {to}", f"pinlab run -s compact -n {len(busy)} --mem follow -- {obs.command_line()}"],
+        )
+    ]
+
+
 #: The checks, in the order their findings are reported.
 CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
     oversubscribed,
@@ -415,6 +448,7 @@ CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
     two_openmp_runtimes,
     environment,
     active_wait,
+    memory_far,
     pools,
 )
 

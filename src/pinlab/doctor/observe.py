@@ -19,7 +19,7 @@ from pinlab.cpuset import parse_cpulist
 from pinlab.doctor.libraries import mapped_files
 from pinlab.measure import linux
 from pinlab.measure.roles import events_path
-from pinlab.measure.threads import LiveThread, process_threads
+from pinlab.measure.threads import LiveThread, pages_per_node, process_threads
 
 #: Seconds between samples: often enough to see how many threads are runnable at once, rarely
 #: enough that reading /proc stays a small share of one CPU.
@@ -47,6 +47,8 @@ class ProcessObservation:
     available: frozenset[int]  # the CPUs its cgroup (or, without one, the machine) offers
     samples: list[Sample] = field(default_factory=list)
     ended: bool = False  # ended during the window
+    pages_per_node: dict[int, int] = field(default_factory=dict)  # resident pages per NUMA node, at the last refresh
+    cpu_nodes: dict[int, int] = field(default_factory=dict)  # CPU -> its NUMA node on this machine
 
     @property
     def allowed(self) -> frozenset[int]:
@@ -168,6 +170,7 @@ class ProcessSampler:
             environ=read_environ(pid),
             files=mapped_files(pid),
             available=available_cpus(pid),
+            cpu_nodes=linux.node_of_cpus(),
         )
 
     def sample(self) -> bool:
@@ -186,6 +189,7 @@ class ProcessSampler:
             if not self.argv_given:
                 obs.argv = read_argv(obs.pid) or obs.argv
             obs.environ = read_environ(obs.pid) or obs.environ
+            obs.pages_per_node = pages_per_node(obs.pid) or obs.pages_per_node
             for path in mapped_files(obs.pid):
                 if path not in obs.files:
                     obs.files.append(path)

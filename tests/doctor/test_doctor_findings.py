@@ -16,7 +16,7 @@ LIBOMP = "/usr/lib/llvm-14/lib/libomp.so.5"
 @pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="needs numpy")
 def test_blas_called_from_python_threads_is_found_and_its_fix_makes_it_go_away():
     argv = [PYTHON, str(HERE / "blas_in_threads.py"), "8"]
-    status, report = doctor(argv, clean_env(), ready="ready")
+    status, report = doctor(argv, clean_env(), seconds=3, ready="ready")
     found = codes(report) & {"oversubscribed", "busy-threads-above-cpus"}
     assert found and status == 1, report
     fix = finding(report, found.pop())["fix"]

@@ -27,8 +27,11 @@ OVERSUBSCRIBED_SHARE = 0.5
 #: Samples below which no judgement is made on runnable threads (about 0.3 s at 100 ms).
 MIN_SAMPLES = 3
 
-#: A thread is busy in the window when it used at least this share of one CPU.
+#: A thread is busy in the window when it used this share of one CPU, or this share of what the
+#: busiest thread used (whichever is less), and at least the minimum share of a CPU.
 BUSY_SHARE = 0.1
+RELATIVE_BUSY = 0.25
+MIN_BUSY_SHARE = 0.02
 
 
 def _thread(t: LiveThread) -> dict:
@@ -56,13 +59,16 @@ def _with_env(obs: ProcessObservation, settings: dict[str, str], unset: tuple[st
 
 
 def busy_threads(obs: ProcessObservation) -> list[LiveThread]:
-    """Threads that used at least :data:`BUSY_SHARE` of a CPU during the window, by tid."""
+    """Threads busy during the window (see :data:`BUSY_SHARE`), by tid."""
     seconds = obs.seconds
     if seconds <= 0:
         return []
     used = obs.cpu_seconds()
     last = obs.last_threads()
-    return sorted((last[tid] for tid, s in used.items() if s >= BUSY_SHARE * seconds), key=lambda t: t.tid)
+    # Beside the busiest thread as well as absolutely: on a machine loaded by other programs every
+    # thread gets less CPU, and a thread at a quarter of the busiest still wants a CPU of its own.
+    floor = max(MIN_BUSY_SHARE * seconds, min(BUSY_SHARE * seconds, RELATIVE_BUSY * max(used.values(), default=0.0)))
+    return sorted((last[tid] for tid, s in used.items() if s >= floor and s > 0), key=lambda t: t.tid)
 
 
 def _pool_sizes(obs: ProcessObservation) -> dict[str, tuple[int, str]]:
@@ -102,8 +108,8 @@ def pools(obs: ProcessObservation) -> list[Finding]:
             source, f"{source}={env.get(source)}"
         )
         evidence = {"library": name, "file": path, "size": size, "size_from": source, "allowed_cpus": format_cpulist(obs.allowed)}
-        if size > allowed and source not in covered:
-            lib = by_name(name)
+        lib = by_name(name)
+        if size > allowed and not covered & {source, *(lib.variables if lib else ())}:  # else env-threads-above-cpus says it
             variable = lib.variables[0] if lib and lib.variables else None
             if variable is not None and (_count(env.get(variable)) or allowed + 1) <= allowed:
                 variable = None  # already small enough: the program sized its pool itself

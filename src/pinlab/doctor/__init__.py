@@ -41,7 +41,8 @@ def summary(obs: ProcessObservation) -> ProcessSummary:
 
 
 def report(observations: list[ProcessObservation], seconds: float, exit_status: int | None = None) -> Report:
-    """The report on what was observed: every process's findings, in process order."""
+    """The report on what was observed (``seconds``: from the first sample to the last), every
+    process's findings in process order."""
     return Report([summary(o) for o in observations], seconds, [f for o in observations for f in diagnose(o)], exit_status)
 
 
@@ -52,12 +53,12 @@ def examine(req: DoctorRequest) -> Report:
     :class:`~pinlab.launch.ProgramNotExecutable`, as :func:`pinlab.run` does.
     """
     if req.pids:
-        return report(observe(list(req.pids), req.seconds), req.seconds)
+        observed = observe(list(req.pids), req.seconds)
+        return report(observed, max((o.seconds for o in observed), default=0.0))
     spec, controller = launch_spec(list(req.argv), req.seconds, req.strategy, req.cpus, req.threads)
     record, observation = run_observed(spec, controller)
     seen = [observation] if observation is not None and observation.samples else []
-    window = min(req.seconds, max((o.seconds for o in seen), default=0.0)) if seen else 0.0
-    return report(seen, window, record.exit_status)
+    return report(seen, max((o.seconds for o in seen), default=0.0), record.exit_status)
 
 
 def doctor(pids: int | Sequence[int] | None = None, seconds: float = DEFAULT_SECONDS, **options: Any) -> Report:

@@ -260,7 +260,9 @@ def test_an_old_spelling_named_without_its_new_spelling_is_found(text, spellings
 
 
 def test_an_announcement_outside_removed_or_deprecated_is_found(text, spellings):
-    planted = text.replace("\n### Removed\n", "\n### Fixed\n", 1)  # the first Removed is Unreleased's
+    # The announcements' section renamed, wherever it stands in Unreleased (other sections may come first).
+    at = text.index("### Removed", text.index(UNRELEASED))
+    planted = text[:at] + "### Fixed" + text[at + len("### Removed") :]
     assert planted != text
     assert announcement_problems(planted, spellings)
 

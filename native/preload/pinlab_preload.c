@@ -56,6 +56,18 @@
  *   pages pid= N0= N1= ...          (at exit, from /proc/self/numa_maps)
  *   exit pid= threads=              (at exit, threads successfully created)
  *   warning pid= text=              (spaces replaced by _)
+ *   affinity pid= tid= target= call= result= applied= t= old= new= lib=
+ *                                   (a call of the program's that set a mask, see "the program's
+ *                                   affinity calls" below: call= sched_setaffinity |
+ *                                   pthread_setaffinity_np | pthread_attr_setaffinity_np; tid= the
+ *                                   caller, target= the thread (0: unknown); result= 0 or errno;
+ *                                   applied= 0|1; t= CLOCK_MONOTONIC ns at the call; old=, new=
+ *                                   CPU lists, "-" when unknown, empty for an empty mask; lib= the
+ *                                   calling object's path, last: a long one is cut)
+ *
+ * The program's own calls to sched_setaffinity and pthread_setaffinity_np are interposed too:
+ * forwarded unchanged, each recorded as an `affinity` event (pinlab's own pinning calls the C
+ * library's functions directly and is never among them).
  *
  * Whatever goes wrong, the program runs: a malformed environment gives one line on stderr and
  * a plain pass-through pthread_create; a thread that cannot be pinned is created unpinned.
@@ -93,6 +105,8 @@
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int (*getstackaddr_fn)(const pthread_attr_t *, void **);
 typedef int (*setstackaddr_fn)(pthread_attr_t *, void *);
+typedef int (*setaffinity_fn)(pid_t, size_t, const cpu_set_t *);
+typedef int (*thread_setaffinity_fn)(pthread_t, size_t, const cpu_set_t *);
 
 enum overflow_mode { OVERFLOW_WRAP, OVERFLOW_UNPINNED, OVERFLOW_ERROR };
 enum children_mode { CHILDREN_NEXT, CHILDREN_INHERIT, CHILDREN_UNPINNED };
@@ -126,6 +140,10 @@ static struct {
 } cfg;
 
 static create_fn real_create;
+/* The C library's functions that change a mask (the program's calls are forwarded to them), looked
+ * up once: see the affinity section below. */
+static setaffinity_fn real_sched_setaffinity;
+static thread_setaffinity_fn real_pthread_setaffinity;
 /* The deprecated pthread_attr_{get,set}stackaddr, looked up at run time: calling them directly
  * makes the linker print glibc's deprecation warning, which no pragma silences. */
 static getstackaddr_fn get_stackaddr;
@@ -284,17 +302,23 @@ static pid_t cached_pid;
 static __thread pid_t cached_tid __attribute__((tls_model("initial-exec")));
 static int tid_from_clock; /* set by pinlab_init once checked against gettid on the main thread */
 
-/* The calling thread's tid without a system call: the C library keeps it (the kernel writes it
- * at clone, CLONE_PARENT_SETTID, before the thread runs), and pthread_getcpuclockid encodes it in
- * the thread's CPU-time clock id, as the kernel defines those ids (MAKE_THREAD_CPUCLOCK:
- * ~tid << 3 | flags). A gettid() costs 0.3-0.5 us on a new thread here. 0 if it cannot. */
-static pid_t clock_tid(void)
+/* A thread's tid without a system call: the C library keeps it (the kernel writes it at clone,
+ * CLONE_PARENT_SETTID, before the thread runs), and pthread_getcpuclockid encodes it in the
+ * thread's CPU-time clock id, as the kernel defines those ids (MAKE_THREAD_CPUCLOCK:
+ * ~tid << 3 | flags). A gettid() costs 0.3-0.5 us on a new thread here. It is also the only way
+ * from a pthread_t to a tid before glibc 2.42 (pthread_gettid_np). 0 if it cannot. */
+static pid_t clock_tid_of(pthread_t thread)
 {
     clockid_t clock;
-    if (pthread_getcpuclockid(pthread_self(), &clock) != 0 || clock >= 0)
+    if (pthread_getcpuclockid(thread, &clock) != 0 || clock >= 0)
         return 0;
     long tid = ~((long)clock >> 3);
     return tid > 0 && tid <= INT_MAX ? (pid_t)tid : 0;
+}
+
+static pid_t clock_tid(void)
+{
+    return clock_tid_of(pthread_self());
 }
 
 static pid_t my_pid(void)
@@ -886,6 +910,201 @@ static const char *read_config(char *why, size_t why_size)
     return NULL;
 }
 
+/* ---------------------------------------------------------------- the program's affinity calls */
+
+static void pinlab_init(void);
+
+/* Who changed a mask. A thread pinned at its creation may be moved later by the program itself or
+ * by a library it uses (an OpenMP runtime told to bind, a BLAS, an MPI library): the sampler then
+ * sees the new mask (mask_changes in the run record), but not who set it. So the C library's two
+ * functions that change a running thread's mask, sched_setaffinity and pthread_setaffinity_np,
+ * are interposed here: each call is forwarded unchanged to the C library's own (errno and return
+ * value as the program would have them without pinlab) and recorded as one `affinity` event,
+ * with the object that called it (dladdr of the return address: the executable or a library).
+ * A mask the program sets on the attributes of a thread it creates (pthread_attr_setaffinity_np,
+ * as libgomp binds its workers) is read at pthread_create and recorded too, call=
+ * pthread_attr_setaffinity_np, applied=0 when pinlab's plan replaced it.
+ *
+ * pinlab's own pinning never goes through these (own_setaffinity, and the attributes pinlab sets
+ * on its copy are not the caller's), so the events are the program's alone. Nothing is added per
+ * thread unless the creator's attributes carry a mask; a call costs its recording (one
+ * sched_getaffinity for the old mask, dladdr for the caller), paid only by programs that call.
+ *
+ * Not seen: a change made by a raw system call, which no interposition can catch (LLVM's libomp
+ * binds its threads with syscall(__NR_sched_setaffinity) on Linux, and so does Go's runtime), and
+ * one made by another process (taskset -p, pinlab's autopin and --balance). Such a change still
+ * shows in the sampler's mask_changes, without a caller.
+ */
+#define AFFINITY_MASK_BYTES 512  /* masks read for an event: 4096 CPUs */
+#define AFFINITY_PRINT_BYTES 8192 /* at most this much of the program's mask is printed */
+#define AFFINITY_LINE_MAX 2048
+
+enum affinity_call { CALL_SCHED, CALL_PTHREAD, CALL_ATTR };
+static const char *const call_names[] = { "sched_setaffinity", "pthread_setaffinity_np", "pthread_attr_setaffinity_np" };
+
+static void *next_symbol(const char *name, void *self)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    return f == self ? NULL : f;
+}
+
+static void find_real_affinity(void)
+{
+    real_sched_setaffinity = (setaffinity_fn)next_symbol("sched_setaffinity", (void *)sched_setaffinity);
+    real_pthread_setaffinity = (thread_setaffinity_fn)next_symbol("pthread_setaffinity_np", (void *)pthread_setaffinity_np);
+}
+
+/* The path of the object (library or executable) holding `addr`; NULL if the loader knows none. */
+static const char *object_of(const void *addr)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (!dladdr1(addr, &info, (void **)&map, RTLD_DL_LINKMAP))
+        return NULL;
+    /* The main program's link map has an empty name; dladdr then gives argv[0]. */
+    if ((map && map->l_name && !map->l_name[0]) || !info.dli_fname || !info.dli_fname[0])
+        return cfg.exe[0] ? cfg.exe : info.dli_fname;
+    return info.dli_fname;
+}
+
+/* A mask of `bytes` bytes as a CPU list ("" when empty, "-" when unknown: mask NULL). */
+static void put_mask(char *buf, size_t size, size_t *used, const cpu_set_t *mask, size_t bytes)
+{
+    if (!mask) {
+        PUT_LIT(buf, size, used, "-");
+        return;
+    }
+    if (bytes > AFFINITY_PRINT_BYTES)
+        bytes = AFFINITY_PRINT_BYTES;
+    long bits = (long)bytes * 8;
+    int any = 0;
+    for (long cpu = 0; cpu < bits; cpu++) {
+        if (!CPU_ISSET_S(cpu, bytes, mask))
+            continue;
+        long last = cpu;
+        while (last + 1 < bits && CPU_ISSET_S(last + 1, bytes, mask))
+            last++;
+        if (any)
+            PUT_LIT(buf, size, used, ",");
+        put_long(buf, size, used, cpu);
+        if (last > cpu) {
+            PUT_LIT(buf, size, used, "-");
+            put_long(buf, size, used, last);
+        }
+        any = 1;
+        cpu = last;
+    }
+}
+
+/* One `affinity` event (see the top of this file). `target` 0: unknown. */
+static void affinity_event(enum affinity_call call, pid_t target, const struct timespec *when, const cpu_set_t *old,
+                           size_t old_bytes, const cpu_set_t *new_mask, size_t new_bytes, int result, int applied,
+                           const void *caller)
+{
+    char line[AFFINITY_LINE_MAX];
+    size_t used = 0;
+    line[0] = '\0';
+    PUT_LIT(line, sizeof line, &used, "affinity pid=");
+    put_long(line, sizeof line, &used, my_pid());
+    PUT_LIT(line, sizeof line, &used, " tid=");
+    put_long(line, sizeof line, &used, my_tid());
+    PUT_LIT(line, sizeof line, &used, " target=");
+    put_long(line, sizeof line, &used, target);
+    PUT_LIT(line, sizeof line, &used, " call=");
+    put_str(line, sizeof line, &used, call_names[call]);
+    PUT_LIT(line, sizeof line, &used, " result=");
+    put_long(line, sizeof line, &used, result);
+    PUT_LIT(line, sizeof line, &used, " applied=");
+    put_long(line, sizeof line, &used, applied);
+    PUT_LIT(line, sizeof line, &used, " t=");
+    put_long(line, sizeof line, &used, (long)when->tv_sec * 1000000000L + when->tv_nsec);
+    PUT_LIT(line, sizeof line, &used, " old=");
+    put_mask(line, sizeof line, &used, old, old_bytes);
+    PUT_LIT(line, sizeof line, &used, " new=");
+    put_mask(line, sizeof line, &used, new_mask, new_bytes);
+    PUT_LIT(line, sizeof line, &used, " lib="); /* last: a long path is cut at the end of the line */
+    put_word(line, sizeof line, &used, object_of(caller));
+    emit_line(line, sizeof line, used);
+}
+
+/* Ready to forward: pinlab set up (the program may call before pinlab's constructor ran: another
+ * library's constructor) and the real functions found. */
+static void affinity_setup(void)
+{
+    pthread_once(&init_once, pinlab_init);
+    if (!real_sched_setaffinity || !real_pthread_setaffinity)
+        find_real_affinity();
+}
+
+static pid_t thread_tid(pthread_t thread)
+{
+    if (pthread_equal(thread, pthread_self()))
+        return my_tid();
+    return tid_from_clock ? clock_tid_of(thread) : 0;
+}
+
+int sched_setaffinity(pid_t pid, size_t cpusetsize, const cpu_set_t *mask)
+{
+    int saved = errno;
+    affinity_setup();
+    if (!real_sched_setaffinity) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!cfg.has_events) {
+        errno = saved;
+        return real_sched_setaffinity(pid, cpusetsize, mask);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    cpu_set_t old[AFFINITY_MASK_BYTES / sizeof(cpu_set_t)];
+    int old_ok = sched_getaffinity(pid, sizeof old, old) == 0;
+    errno = saved;
+    int rc = real_sched_setaffinity(pid, cpusetsize, mask);
+    int after = errno;
+    affinity_event(CALL_SCHED, pid ? pid : my_tid(), &now, old_ok ? old : NULL, sizeof old,
+                   rc != 0 && after == EFAULT ? NULL : mask, cpusetsize, rc == 0 ? 0 : after, rc == 0,
+                   __builtin_return_address(0));
+    errno = after;
+    return rc;
+}
+
+int pthread_setaffinity_np(pthread_t thread, size_t cpusetsize, const cpu_set_t *cpuset)
+{
+    int saved = errno;
+    affinity_setup();
+    if (!real_pthread_setaffinity)
+        return ENOSYS;
+    if (!cfg.has_events)
+        return real_pthread_setaffinity(thread, cpusetsize, cpuset);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    cpu_set_t old[AFFINITY_MASK_BYTES / sizeof(cpu_set_t)];
+    int old_ok = pthread_getaffinity_np(thread, sizeof old, old) == 0;
+    pid_t target = thread_tid(thread); /* before: a thread may end once re-bound */
+    errno = saved;
+    int rc = real_pthread_setaffinity(thread, cpusetsize, cpuset);
+    int after = errno;
+    affinity_event(CALL_PTHREAD, target, &now, old_ok ? old : NULL, sizeof old, rc == EFAULT ? NULL : cpuset,
+                   cpusetsize, rc, rc == 0, __builtin_return_address(0));
+    errno = after;
+    return rc;
+}
+
+/* Whether the caller's thread attributes carry a mask (pthread_attr_setaffinity_np), read into
+ * `mask`: glibc gives a set of all ones for attributes without one. Asked at every pthread_create
+ * with attributes: a copy of at most AFFINITY_MASK_BYTES, no system call. */
+static int attr_mask(const pthread_attr_t *attr, cpu_set_t *mask, size_t bytes)
+{
+    if (!attr || !cfg.has_events || pthread_attr_getaffinity_np(attr, bytes, mask) != 0)
+        return 0;
+    const unsigned long *words = (const unsigned long *)mask;
+    for (size_t i = 0; i < bytes / sizeof *words; i++)
+        if (words[i] != ~0UL)
+            return 1;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- init */
 
 static void find_real_create(void)
@@ -904,6 +1123,16 @@ static void find_real_create(void)
     real_create = (create_fn)f;
     get_stackaddr = (getstackaddr_fn)dlsym(RTLD_DEFAULT, "pthread_attr_getstackaddr");
     set_stackaddr = (setstackaddr_fn)dlsym(RTLD_DEFAULT, "pthread_attr_setstackaddr");
+    find_real_affinity();
+}
+
+/* pinlab's own pinning of a process's main thread: the real function, never the interposed one,
+ * so that it is not recorded as a call of the program's (see affinity_event). */
+static int own_setaffinity(const cpu_set_t *set)
+{
+    if (real_sched_setaffinity)
+        return real_sched_setaffinity(0, sizeof *set, set);
+    return (int)syscall(SYS_sched_setaffinity, 0, sizeof *set, set) < 0 ? -1 : 0;
 }
 
 static int bind_memory(int node)
@@ -975,7 +1204,7 @@ static void place_main_thread(void)
     } else if (cfg.children != CHILDREN_INHERIT && cfg.helper_mask_ok) {
         set = cfg.helper_mask; /* unpinned, or a process past the end of the plan */
     }
-    if (CPU_COUNT(&set) > 0 && sched_setaffinity(0, sizeof set, &set) != 0) {
+    if (CPU_COUNT(&set) > 0 && own_setaffinity(&set) != 0) {
         warn_event("cannot set the CPUs of the main thread of process %d: %s", (int)me, strerror(errno));
         planned = -1;
         wide = 0;
@@ -999,7 +1228,7 @@ static void narrow_main(void)
     CPU_ZERO(&set);
     int cpu = plan_cpu(0);
     CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+    if (own_setaffinity(&set) != 0) {
         warn_event("cannot narrow the main thread to CPU %d: %s", cpu, strerror(errno));
         return;
     }
@@ -1392,17 +1621,10 @@ fail:
 
 /* ---------------------------------------------------------------- pthread_create */
 
-int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_routine)(void *), void *arg)
+/* A thread of the program's, pinned as the plan says; *kept (when not NULL) is set when the
+ * caller's own attributes made it (it could not be pinned, or needs no mask of pinlab's). */
+static int create_pinned(pthread_t *thread, const pthread_attr_t *attr, void *(*start_routine)(void *), void *arg, int *kept)
 {
-    pthread_once(&init_once, pinlab_init);
-    if (!real_create) {
-        find_real_create();
-        if (!real_create)
-            return EAGAIN;
-    }
-    if (!cfg.enabled)
-        return real_create(thread, attr, start_routine, arg);
-
     long index = atomic_fetch_add(&creations, 1) + 1;
     pid_t creator = my_tid();
     if (atomic_load_explicit(&main_wide, memory_order_relaxed) && creator == my_pid() && atomic_exchange(&main_wide, 0))
@@ -1452,6 +1674,8 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
 
     struct start *s = start_claim();
     if (!s) {
+        if (kept)
+            *kept = 1;
         warn_event("out of memory: thread %ld created unpinned", index);
         int rc = real_create(thread, attr, start_routine, arg);
         if (rc == 0)
@@ -1503,10 +1727,41 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_
         s->planned = -1;
         s->node = -1;
     }
+    if (kept)
+        *kept = 1;
     rc = real_create(thread, attr, trampoline, s);
     if (rc == 0)
         atomic_fetch_add(&created, 1);
     else
         start_release(s);
+    return rc;
+}
+
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start_routine)(void *), void *arg)
+{
+    pthread_once(&init_once, pinlab_init);
+    if (!real_create) {
+        find_real_create();
+        if (!real_create)
+            return EAGAIN;
+    }
+    if (!cfg.enabled)
+        return real_create(thread, attr, start_routine, arg);
+    cpu_set_t asked[AFFINITY_MASK_BYTES / sizeof(cpu_set_t)];
+    if (!attr_mask(attr, asked, sizeof asked))
+        return create_pinned(thread, attr, start_routine, arg, NULL);
+
+    /* The program asked for a mask on the new thread (libgomp binding its workers): recorded as its
+     * call, with the mask a thread created without it would have had (its creator's) as old. */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int kept = 0;
+    int rc = create_pinned(thread, attr, start_routine, arg, &kept);
+    int saved = errno;
+    cpu_set_t inherited[AFFINITY_MASK_BYTES / sizeof(cpu_set_t)];
+    int inherited_ok = sched_getaffinity(0, sizeof inherited, inherited) == 0;
+    affinity_event(CALL_ATTR, rc == 0 ? thread_tid(*thread) : 0, &now, inherited_ok ? inherited : NULL, sizeof inherited,
+                   asked, sizeof asked, rc, rc == 0 && kept, __builtin_return_address(0));
+    errno = saved;
     return rc;
 }

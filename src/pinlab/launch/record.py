@@ -9,6 +9,7 @@ from typing import Any
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
+from pinlab.measure.events import AffinityCall
 from pinlab.outputs import read_json_file
 from pinlab.version import __version__
 from pinlab.words import plural
@@ -271,6 +272,24 @@ def _departures_text(threads: list[ThreadRecord]) -> str:
     return text
 
 
+#: Libraries the summary names for the program's affinity calls; the record has them all.
+NAMED_CALLERS = 3
+
+
+def _affinity_calls_text(calls: list[AffinityCall]) -> str:
+    """The summary's clause on the program's own affinity calls (whoever re-bound a thread), with
+    the objects that made them by file name, most calls first; empty when there were none."""
+    if not calls:
+        return ""
+    counts: dict[str, int] = {}
+    for call in calls:
+        name = os.path.basename(call.library) if call.library else "?"
+        counts[name] = counts.get(name, 0) + 1
+    names = sorted(counts, key=lambda n: -counts[n])
+    shown = ", ".join(names[:NAMED_CALLERS]) + (", ..." if len(names) > NAMED_CALLERS else "")
+    return f"; {plural(len(calls), 'affinity call')} by the program ({shown})"
+
+
 def _count_text(name: str, value: float) -> str:
     """A count as perf stat shows it: clocks (nanoseconds) in milliseconds, others with separators."""
     if name in ("task-clock", "cpu-clock"):
@@ -304,6 +323,7 @@ class RunRecord:
     interrupted: int | None = None  # a stopping signal (INT, TERM, HUP, QUIT) pinlab received while the program ran
     numa_balancing: dict | None = None  # kernel.numa_balancing the run ran under (pinlab.memory.autonuma.balancing)
     balance: list[dict] | None = None  # --balance's steals (pinlab.memory.balance.Steal.to_json); None without --balance
+    affinity_calls: list[AffinityCall] = field(default_factory=list)  # the program's own mask changes, in the order made
 
     @property
     def migrations(self) -> int:
@@ -378,6 +398,7 @@ class RunRecord:
             "pages_per_node": None if self.pages_per_node is None else {str(k): v for k, v in sorted(self.pages_per_node.items())},
             "numa_balancing": self.numa_balancing,
             "balance": self.balance,
+            "affinity_calls": [call.to_json() for call in self.affinity_calls],
             "warnings": self.warnings,
         }
 
@@ -407,6 +428,7 @@ class RunRecord:
         if self.sample_ms:
             text += f"; {plural(self.migrations, 'migration')} seen"
         text += _departures_text([t for t in self.threads if t.tid not in stolen])
+        text += _affinity_calls_text(self.affinity_calls)
         if self.counters:
             text += "; " + ", ".join(_count_text(name, count["value"]) for name, count in self.counters.items())
         if self.balance is not None:

@@ -33,7 +33,7 @@ from pinlab.launch.record import RunRecord, ThreadRecord, mask_set
 from pinlab.launch.spawn import spawn
 from pinlab.measure import linux, shared_files
 from pinlab.measure.counters import Availability, ProgramCounters
-from pinlab.measure.events import RING_CAPACITY, RING_HEADER, RING_MAGIC
+from pinlab.measure.events import RING_CAPACITY, RING_HEADER, RING_MAGIC, affinity_call, event_fields, since_start
 from pinlab.measure.events import event_lines as _event_lines
 from pinlab.measure.shared_files import shared_directory
 from pinlab.memory.autonuma import balancing
@@ -252,7 +252,7 @@ def _new_events_file() -> str:
 
 
 def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
-    """Fill the record's threads, pages and warnings from the preload library's event file.
+    """Fill the record's threads, pages, affinity calls and warnings from the preload library's event file.
 
     ``start_ns`` is the monotonic clock when the run started: a thread's ``t`` (that clock at its
     first instruction) becomes its ``start_time`` on the samples' time base, rounded up to the
@@ -265,8 +265,7 @@ def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
     by_tid = {t.tid: t for t in record.threads}
     pages: dict[int, int] = {}
     for line in lines:
-        kind, *words = line.split(" ")
-        fields = dict(w.split("=", 1) for w in words if "=" in w)
+        kind, fields = event_fields(line)
         if kind == "thread" and "tid" in fields:
             tid = int(fields["tid"])
             thread = by_tid.get(tid) or ThreadRecord(tid=tid, pid=int(fields.get("pid", 0)))
@@ -279,7 +278,7 @@ def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
             thread.creator_tid = int(fields["creator"]) if fields.get("creator", "0") != "0" else None
             thread.start_library = None if fields.get("lib") in (None, "-") else fields["lib"]
             thread.planned_start_mask = fields.get("wide")
-            thread.start_time = _since_start(fields.get("t"), start_ns)
+            thread.start_time = since_start(fields.get("t"), start_ns)
             if tid not in by_tid:
                 by_tid[tid] = thread
                 record.threads.append(thread)
@@ -290,21 +289,14 @@ def _read_events(path: str, record: RunRecord, start_ns: int) -> None:
             record.pages_per_node = pages
         elif kind == "narrow" and "tid" in fields and int(fields["tid"]) in by_tid:
             thread = by_tid[int(fields["tid"])]
-            thread.narrowed_at = _since_start(fields.get("ns"), start_ns)
+            thread.narrowed_at = since_start(fields.get("ns"), start_ns)
             thread.narrowed_to = int(fields["cpu"]) if "cpu" in fields else None
         elif kind == "warning":
             record.warnings.append(fields.get("text", "").replace("_", " "))
+        elif kind == "affinity" and (call := affinity_call(fields, start_ns)) is not None:
+            record.affinity_calls.append(call)
     record.threads.sort(key=lambda t: (t.pid != record.pid, t.index if t.index is not None else 1 << 30, t.tid))
     kernel_baselines(record.threads)
-
-
-def _since_start(ns: str | None, start_ns: int) -> float | None:
-    """An event's CLOCK_MONOTONIC nanoseconds as seconds after the start, rounded up to the
-    microsecond (the samples' times are rounded down, so a sample never seems to follow an event
-    it preceded); None when the event has no time."""
-    if not ns or not ns.isdigit():
-        return None
-    return -((start_ns - int(ns)) // 1000) / 1e6
 
 
 def kernel_baselines(threads: list[ThreadRecord]) -> None:

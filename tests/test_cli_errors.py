@@ -1,5 +1,7 @@
 """Bad input: one line saying what is wrong and what to do, exit status 2, never a traceback."""
 
+import importlib.metadata
+
 import pytest
 
 from tests.conftest import run_pinlab
@@ -39,7 +41,7 @@ def test_help_and_version_exit_0():
     assert run_pinlab("--help").returncode == 0
     assert "place" in run_pinlab("--help").stdout
     version = run_pinlab("--version")
-    assert version.returncode == 0 and "0.1.0" in version.stdout
+    assert version.returncode == 0 and version.stdout == f"pinlab, version {importlib.metadata.version('pinlab')}\n"
 
 
 def test_list_presets():

@@ -21,6 +21,7 @@ import pytest
 from pinlab.errors import UsageError
 from pinlab.study.columns import RUN_FIELDS, canonical_json, dataframe, fields_from_record
 from pinlab.study.store import APPLICATION_ID, SCHEMA_VERSION, DuplicateRun, Store
+from pinlab.version import __version__
 
 PARAMS = {"repeats": 5, "warmups": 1, "strategies": ["compact", "scatter"], "timeout_s": 60.0, "nested": {"b": 1, "a": [1.5, None]}}
 CONFIGS = [
@@ -200,7 +201,7 @@ def test_database_settings_and_wal_files_while_open(tmp_path):
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
-    assert store.meta()["pinlab_schema"] == "1" and store.meta()["created_by"] == "0.1.0" and "created_at" in store.meta()
+    assert store.meta()["pinlab_schema"] == "1" and store.meta()["created_by"] == __version__ and "created_at" in store.meta()
     assert Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
     store.close()
     assert not Path(f"{path}-wal").exists()  # checkpointed into the main file at the last close
@@ -273,7 +274,7 @@ FOREIGN = {
     "another application id": (_other_application, "SQLite database of another program"),
     "pinlab database of schema 99": (
         _newer_pinlab,
-        "has study schema 99 (written by pinlab 0.1.0), newer than this pinlab reads (1): upgrade pinlab",
+        f"has study schema 99 (written by pinlab {__version__}), newer than this pinlab reads (1): upgrade pinlab",
     ),
     "pinlab mark without pinlab tables": (_mark_without_tables, "carries pinlab's mark but not its schema"),
 }

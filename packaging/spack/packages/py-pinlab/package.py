@@ -32,7 +32,7 @@ class PyPinlab(PythonPackage):
 
     # The sdist that `python -m build --sdist` writes; its checksum must be taken again from the
     # sdist actually published for each release.
-    version("0.2.0", sha256="680028e86737c18c686ac71772e30f345ba18805d132ceb2a56134d0acbf7188")
+    version("0.2.0", sha256="97d4480df297f7116459d1f49a8735b8a26ff9c82615e7188ebafe4c03fb55fe")
 
     variant("numactl", default=True, description="numactl for the export checks and memory policies")
     variant("likwid", default=False, description="likwid-pin for the export checks and benchmarks")

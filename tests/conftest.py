@@ -56,3 +56,39 @@ def slurm(tmp_path_factory):
         pytest.skip(f"no Slurm cluster here: {why}")
     yield cluster
     slurm_cluster.stop(cluster)
+
+
+# --- what the tests leave in /dev/shm -------------------------------------------------------------
+# libomp registers every process in /dev/shm and removes the file only at a normal exit; pinlab
+# removes those of programs it ran. A test that kills a libomp program itself, or a path of pinlab
+# that misses one, leaves a file: each test's new files of ended processes are listed at the end of
+# the run (with the tests running at the time; parallel parts of `make test-busy` share /dev/shm).
+_OPENMP_LEFT: list[tuple[str, list[str]]] = []
+
+
+def _openmp_registrations() -> set[str]:
+    try:
+        return {name for name in os.listdir("/dev/shm") if name.startswith("__KMP_REGISTERED_LIB_")}
+    except OSError:
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def _no_openmp_registration_left(request):
+    before = _openmp_registrations()
+    yield
+    new = _openmp_registrations() - before
+    left = []
+    for name in sorted(new):
+        pid = int(name.split("_")[-2]) if name.split("_")[-2].isdigit() else 0
+        if pid and not os.path.exists(f"/proc/{pid}"):
+            left.append(name)
+    if left:
+        _OPENMP_LEFT.append((request.node.nodeid, left))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _OPENMP_LEFT:
+        terminalreporter.section("libomp registrations left in /dev/shm by ended processes")
+        for test, names in _OPENMP_LEFT:
+            terminalreporter.write_line(f"{test}: {' '.join(names)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from pinlab.measure import shared_files
+from pinlab.native import native_path
 from tests.conftest import PINLAB, run_pinlab
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -124,3 +126,51 @@ def test_release_removes_the_file_and_drops_the_lock(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(OSError):
         os.fstat(fd)  # closed
+
+
+def test_a_killed_libomp_program_leaves_no_registration_in_dev_shm():
+    """libomp writes /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid> at start and removes it only at a
+    normal exit: pinlab removes the one of a program it ran that was killed."""
+    try:
+        probe = native_path("pinlab-probe-llvm")
+    except Exception:
+        pytest.skip("pinlab-probe-llvm was not built (LLVM OpenMP runtime missing)")
+    if not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm here")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "KMP_", "GOMP_"))}
+    pinlab = subprocess.Popen(
+        [str(PINLAB), "run", "-q", "--", probe, "600000"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        registration = None
+
+        def registered() -> bool:
+            nonlocal registration
+            for child in _children(pinlab.pid):
+                path = "/dev/shm/" + shared_files.OPENMP_REGISTRATION.format(pid=child, uid=os.getuid())
+                if os.path.exists(path):
+                    registration = path
+                    return True
+            return False
+
+        assert _wait_until(registered, timeout=300), "the program never registered with libomp"
+        pinlab.send_signal(signal.SIGTERM)  # passed on to the program, which dies of it
+        _, err = pinlab.communicate(timeout=300)
+    finally:
+        if pinlab.poll() is None:
+            pinlab.kill()
+            pinlab.wait()
+    assert pinlab.returncode == 128 + signal.SIGTERM, err
+    assert not os.path.exists(registration), f"{registration} was left behind"
+
+
+def test_only_registrations_of_ended_processes_of_this_user_are_removed(tmp_path):
+    uid = os.getuid()
+    dead, alive = _dead_pid(), os.getpid()
+    for pid in (dead, alive):
+        (tmp_path / shared_files.OPENMP_REGISTRATION.format(pid=pid, uid=uid)).write_text("x")
+    other = tmp_path / shared_files.OPENMP_REGISTRATION.format(pid=dead, uid=uid + 1)
+    other.write_text("someone else's")
+    removed = shared_files.remove_openmp_registrations([dead, alive, dead + 10**7], str(tmp_path))
+    assert removed == [str(tmp_path / shared_files.OPENMP_REGISTRATION.format(pid=dead, uid=uid))]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([shared_files.OPENMP_REGISTRATION.format(pid=alive, uid=uid), other.name])

@@ -582,6 +582,10 @@ def _run_and_wait(spec: LaunchSpec, program: str, env: dict[str, str], mask, rec
         record.exit_status = os.WEXITSTATUS(status)
     if events:
         _read_events(events, record, start_ns)
+    # A libomp process that was killed leaves its registration in /dev/shm: the program's, not ours
+    # to keep. Its processes are known by the threads the preload library reported.
+    shared_files.remove_openmp_registrations({pid, *(t.pid for t in record.threads)})
+    if events:
         wrapped = record.wrapped_slots(len(spec.cpus)) if spec.cpus and spec.overflow == "wrap" else None
         if wrapped:
             record.warnings.append(wrapped)

@@ -105,6 +105,36 @@ def sweep(directory: str) -> list[str]:
     return removed
 
 
+#: LLVM's OpenMP runtime (libomp, and Intel's libiomp5) registers each process that loads it as a
+#: file in /dev/shm named after the process and its user, and removes it when the process exits
+#: normally. A process killed by a signal, or one that calls ``_exit``, leaves it behind.
+OPENMP_REGISTRATION = "__KMP_REGISTERED_LIB_{pid}_{uid}"
+
+
+def remove_openmp_registrations(pids, directory: str = "/dev/shm") -> list[str]:
+    """Remove the registration files libomp left in ``directory`` for processes of a program
+    that have ended; returns their paths.
+
+    pinlab calls this for the processes of a program it ran, once the program has ended, so that
+    a program killed (by a timeout, by the user, or by itself) leaves nothing in /dev/shm. Only
+    files of processes that no longer live and of this user are removed: a child the program left
+    running keeps its file.
+    """
+    removed: list[str] = []
+    uid = os.getuid()
+    for pid in sorted(set(pids)):
+        if pid <= 0 or process_alive(pid):
+            continue
+        path = os.path.join(directory, OPENMP_REGISTRATION.format(pid=pid, uid=uid))
+        try:
+            if os.stat(path, follow_symlinks=False).st_uid == uid:
+                os.unlink(path)
+                removed.append(path)
+        except OSError:
+            continue  # none left, or not ours
+    return removed
+
+
 def shared_directory() -> str:
     """Where files shared with the program go (the event ring, autopin's live plan and heartbeat): ``PINLAB_EVENTS_DIR`` if set, else /dev/shm, else TMPDIR.
 

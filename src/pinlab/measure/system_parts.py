@@ -118,13 +118,20 @@ def version_of(path: str) -> tuple[int, ...] | None:
 def require_lstopo(what: str) -> str:
     """lstopo's path, refusing one older than :data:`HWLOC_MINIMUM` in one line."""
     path = require(HWLOC, what)
-    version = version_of(path)
-    if version is not None and version[:2] < HWLOC_MINIMUM:
-        shown = ".".join(map(str, version))
-        raise UsageError(
-            f"{path} is hwloc {shown}, pinlab needs {HWLOC.name} for {what}: install it ({HWLOC.install_line()}) and put it first on PATH"
-        )
+    old = too_old(path)
+    if old is not None:
+        raise UsageError(f"{path} is hwloc {old}, pinlab needs {HWLOC.name} for {what}: install it ({HWLOC.install_line()}) and put it first on PATH")
     return path
+
+
+def too_old(lstopo: str) -> str | None:
+    """The version of hwloc behind ``lstopo`` when it is older than :data:`HWLOC_MINIMUM`, else None."""
+    version = version_of(lstopo)
+    return _shown(version) if version is not None and version[:2] < HWLOC_MINIMUM else None
+
+
+def _shown(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
 
 
 def findings() -> list[Finding]:
@@ -144,12 +151,11 @@ def findings() -> list[Finding]:
                 )
             )
             continue
-        version = version_of(path) if part is HWLOC else None
-        if version is not None and version[:2] < HWLOC_MINIMUM:
-            found.append(
-                Finding(part.name, WARNING, f"{path} (hwloc {'.'.join(map(str, version))})", f"too old for {part.needed_for}", part.install_line())
-            )
+        old = too_old(path) if part is HWLOC else None
+        if old is not None:
+            found.append(Finding(part.name, WARNING, f"{path} (hwloc {old})", f"too old for {part.needed_for}", part.install_line()))
             continue
-        shown = f" ({'.'.join(map(str, version))})" if version else ""
+        version = version_of(path) if part is HWLOC else None
+        shown = f" ({_shown(version)})" if version else ""
         found.append(Finding(part.name, OK, f"{os.path.realpath(path)}{shown}", f"used for {part.needed_for}"))
     return found

@@ -32,7 +32,7 @@ class PyPinlab(PythonPackage):
 
     # The sdist that `python -m build --sdist` writes; its checksum must be taken again from the
     # sdist actually published for each release.
-    version("0.2.0", sha256="97d4480df297f7116459d1f49a8735b8a26ff9c82615e7188ebafe4c03fb55fe")
+    version("0.2.0", sha256="e48d65e8cb7ac959f05dd9bc5bb1d7d93ed66ebcd9fc2d2b814405ea5afd43ee")
 
     variant("numactl", default=True, description="numactl for the export checks and memory policies")
     variant("likwid", default=False, description="likwid-pin for the export checks and benchmarks")

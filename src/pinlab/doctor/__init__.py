@@ -22,7 +22,7 @@ from pinlab.doctor.checks import diagnose
 from pinlab.doctor.findings import SEVERITIES, Finding, ProcessSummary, Report
 from pinlab.doctor.launched import launch_spec, run_observed
 from pinlab.doctor.libraries import loaded_pools
-from pinlab.doctor.observe import ProcessObservation, observe
+from pinlab.doctor.observe import ProcessObservation, machine_topology, observe
 from pinlab.doctor.request import DEFAULT_SECONDS, DoctorRequest, request
 
 __all__ = ["DoctorRequest", "Finding", "Report", "SEVERITIES", "doctor", "examine", "summary"]
@@ -43,6 +43,10 @@ def summary(obs: ProcessObservation) -> ProcessSummary:
 def report(observations: list[ProcessObservation], seconds: float, exit_status: int | None = None) -> Report:
     """The report on what was observed (``seconds``: from the first sample to the last), every
     process's findings in process order."""
+    if any(o.topology is None for o in observations):
+        machine = machine_topology()
+        for o in observations:
+            o.topology = o.topology or machine
     return Report([summary(o) for o in observations], seconds, [f for o in observations for f in diagnose(o)], exit_status)
 
 
@@ -58,6 +62,9 @@ def examine(req: DoctorRequest) -> Report:
     spec, controller = launch_spec(list(req.argv), req.seconds, req.strategy, req.cpus, req.threads)
     record, observation = run_observed(spec, controller)
     seen = [observation] if observation is not None and observation.samples else []
+    for o in seen:  # what the preload library recorded: the program's own mask changes, pinlab's plan
+        o.affinity_calls = list(record.affinity_calls)
+        o.planned = {t.tid: t.planned_cpu for t in record.threads if t.planned_cpu is not None}
     return report(seen, max((o.seconds for o in seen), default=0.0), record.exit_status)
 
 

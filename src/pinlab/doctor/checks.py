@@ -13,7 +13,7 @@ import os
 import shlex
 from collections.abc import Callable
 
-from pinlab.cpuset import format_cpulist
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.doctor.findings import Finding
 from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, python_process
 from pinlab.doctor.observe import BINDING_VARIABLES, ProcessObservation, binding_requested
@@ -396,7 +396,10 @@ def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
     line = f"pinlab run -s compact -n {count} -- {obs.command_line()}"
     fix = [shlex.join(["env", *[f"-u{v}" for v in unset]]) + " " + line if unset else line]
     cpu, threads = max(piled.items(), key=lambda item: len(item[1]))
-    set_by = ", ".join(f"{v}={env[v]}" for v in unset)
+    piled_tids = {t.tid for ts in piled.values() for t in ts}
+    calls = [c for c in obs.affinity_calls if c.applied and (c.target_tid if c.target_tid is not None else c.tid) in piled_tids]
+    callers = sorted({os.path.basename(c.library) if c.library else "?" for c in calls})
+    set_by = ", ".join([*(f"{v}={env[v]}" for v in unset), *(f"{name} (its own affinity calls)" for name in callers)])
     return [
         Finding(
             "threads-share-cpu",
@@ -407,6 +410,10 @@ def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
                 "cpus": {str(c): [_thread(t) for t in ts] for c, ts in sorted(piled.items())},
                 "allowed_cpus": format_cpulist(allowed),
                 "binding_variables": {v: env[v] for v in unset},
+                "set_by_calls": [
+                    {"t": c.t, "tid": c.tid, "target_tid": c.target_tid, "call": c.call, "library": c.library, "old": c.old, "new": c.new}
+                    for c in calls[:MAX_LISTED]
+                ],
             },
             "threads pinned to one CPU run one at a time, however many CPUs are free",
             fix,
@@ -447,10 +454,162 @@ def memory_far(obs: ProcessObservation) -> list[Finding]:
     ]
 
 
+def _openmp_loaded(obs: ProcessObservation) -> bool:
+    return any((lib := by_name(name)) is not None and lib.openmp for name in loaded_pools(obs.files))
+
+
+def smt_shared(obs: ProcessObservation) -> list[Finding]:
+    """Busy threads whose masks hold fewer cores than there are of them, so that some share a
+    core's hardware threads, while whole cores the process may use stay idle."""
+    topo = obs.topology
+    if topo is None:
+        return []
+    core_of = {cpu: core.cpus for core in topo.cores for cpu in core.cpus}
+    busy = busy_threads(obs)
+    if len(busy) < 2 or all(len(pus) < 2 for pus in core_of.values()):
+        return []
+    masks = frozenset().union(*(t.mask for t in busy))
+    cores = {core_of[cpu] for cpu in masks if cpu in core_of}
+    allowed_cores = {pus for pus in core_of.values() if pus <= obs.allowed}
+    if len(busy) <= len(cores) or len(masks) < len(busy) or len(busy) > len(allowed_cores):
+        return []  # a core each already; fewer CPUs than threads (another finding); or too few cores to have one each
+    idle = sorted((pus for pus in allowed_cores if not pus & masks), key=min)
+    if not idle:
+        return []
+    shared = sorted((pus for pus in cores if len(pus & masks) > 1), key=min)
+    idle_cpus = frozenset().union(*idle)
+    fix = [f"pinlab run -s compact -n {len(busy)} -- {obs.command_line()}"]
+    if _openmp_loaded(obs):
+        fix.append(_with_env(obs, {"OMP_NUM_THREADS": str(len(busy)), "OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}))
+    return [
+        Finding(
+            "smt-siblings-shared",
+            "warning",
+            f"{len(busy)} busy threads may use only {plural(len(cores), 'core')} (CPUs {format_cpulist(masks)}), so they share "
+            f"hardware threads of one core, while {plural(len(idle), 'whole core')} stay idle (CPUs {format_cpulist(idle_cpus)})",
+            {
+                "threads": [{**_thread(t), "mask": format_cpulist(t.mask)} for t in busy],
+                "shared_cores": [format_cpulist(pus) for pus in shared],
+                "idle_cores": [format_cpulist(pus) for pus in idle],
+                "allowed_cpus": format_cpulist(obs.allowed),
+            },
+            "hardware threads of one core share its execution units and caches, so each of two busy ones runs slower than alone on a core",
+            fix,
+        )
+    ]
+
+
+#: CPU time of the least busy thread of a team against its busiest, from which their work counts
+#: as equal (a team splitting a loop evenly; its threads wait for each other at the end).
+EQUAL_WORK = 0.5
+
+
+def kinds_split(obs: ProcessObservation) -> list[Finding]:
+    """Busy threads doing equal work on both performance and efficiency cores: the fast ones
+    finish first and wait for the slow ones at every barrier."""
+    topo = obs.topology
+    if topo is None or len(topo.cpu_kinds) < 2:
+        return []
+    kind_of = {cpu: kind for kind in topo.cpu_kinds for cpu in kind.cpus}
+    busy = busy_threads(obs)
+    used = obs.cpu_seconds()
+    if len(busy) < 2 or min(used[t.tid] for t in busy) < EQUAL_WORK * max(used[t.tid] for t in busy):
+        return []
+    ran: dict[int, dict[int, int]] = {}  # tid -> kind efficiency -> samples seen on it
+    for sample in obs.samples:
+        for t in sample.threads:
+            if t.tid in used and t.cpu in kind_of:
+                counts = ran.setdefault(t.tid, {})
+                counts[kind_of[t.cpu].efficiency] = counts.get(kind_of[t.cpu].efficiency, 0) + 1
+    on: dict[int, list[LiveThread]] = {}
+    for t in busy:
+        if ran.get(t.tid):
+            on.setdefault(max(ran[t.tid], key=lambda e: ran[t.tid][e]), []).append(t)
+    if len(on) < 2:
+        return []
+    kinds = sorted(topo.cpu_kinds, key=lambda k: -k.efficiency)
+    fast = kinds[0]
+    fast_allowed = fast.cpus & obs.allowed
+    fast_cores = {core.cpus for core in topo.cores if core.cpus & fast_allowed}
+    count = min(len(busy), len(fast_cores)) or len(busy)
+    fix = [f"pinlab run -s compact -n {count} --cpu-kind {fast.name} -- {obs.command_line()}"]
+    if _openmp_loaded(obs):
+        fix.append(
+            _with_env(obs, {"OMP_NUM_THREADS": str(count), "OMP_PLACES": "{" + "},{".join(str(min(c)) for c in sorted(fast_cores, key=min)) + "}"})
+        )
+    by_kind = {next(k.name for k in topo.cpu_kinds if k.efficiency == e): [_thread(t) for t in ts] for e, ts in sorted(on.items(), reverse=True)}
+    return [
+        Finding(
+            "split-over-core-kinds",
+            "warning",
+            f"{len(busy)} busy threads doing equal work run on {len(on)} kinds of core: "
+            + ", ".join(f"{len(ts)} on {name}" for name, ts in by_kind.items()),
+            {"threads_by_kind": by_kind, "kind_cpus": {k.name: format_cpulist(k.cpus) for k in kinds}, "allowed_cpus": format_cpulist(obs.allowed)},
+            "threads given equal shares finish at the pace of the slowest cores, and the fast cores wait for them",
+            fix,
+        )
+    ]
+
+
+def affinity_changes(obs: ProcessObservation) -> list[Finding]:
+    """Masks the program set itself (under pinlab's launcher, which records each call): which
+    library changed which thread's mask, and when it moved a thread pinlab's plan had placed."""
+    calls = [c for c in obs.affinity_calls if c.applied and c.new is not None]
+    if not calls:
+        return []
+    by_library: dict[str, int] = {}
+    for c in calls:
+        name = os.path.basename(c.library) if c.library else "?"
+        by_library[name] = by_library.get(name, 0) + 1
+    moved = []
+    for c in calls:
+        target = c.target_tid if c.target_tid is not None else c.tid
+        planned = obs.planned.get(target)
+        if planned is not None and planned >= 0 and frozenset(parse_cpulist(c.new)) != {planned}:
+            moved.append((c, target, planned))
+    evidence = {
+        "calls_by_library": by_library,
+        "calls": [
+            {"t": c.t, "tid": c.tid, "target_tid": c.target_tid, "call": c.call, "library": c.library, "old": c.old, "new": c.new}
+            for c in calls[:MAX_LISTED]
+        ],
+    }
+    named = ", ".join(f"{name} ({n})" for name, n in sorted(by_library.items(), key=lambda kv: -kv[1]))
+    if not moved:
+        return [Finding("affinity-calls", "info", f"the program set {plural(len(calls), 'thread mask')} itself: {named}", evidence)]
+    libraries = sorted({os.path.basename(c.library) if c.library else "?" for c, _, _ in moved})
+    env = obs.environ or {}
+    fix = []
+    if any("gomp" in name for name in libraries):
+        unset = tuple(v for v in ("OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY") if v in env)
+        fix.append(_with_env(obs, {"OMP_PROC_BIND": "false"}, unset))
+    fix.append(f"# or keep {', '.join(libraries)}'s own binding and leave pinlab's plan out:")
+    fix.append(obs.command_line())
+    evidence["moved"] = [{"tid": target, "planned_cpu": planned, "new": c.new, "library": c.library, "call": c.call} for c, target, planned in moved]
+    return [
+        Finding(
+            "affinity-calls-moved-plan",
+            "warning",
+            f"{', '.join(libraries)} moved {plural(len({t for _, t, _ in moved}), 'thread')} off the CPUs pinlab's plan gave them "
+            f"({plural(len(calls), 'mask')} set by the program: {named})",
+            evidence,
+            "two placements fight: the library's wins after pinlab's, so the plan's thread-to-CPU choice no longer holds",
+            fix,
+        )
+    ]
+
+
+#: The most affinity calls a finding lists (all are counted).
+MAX_LISTED = 20
+
+
 #: The checks, in the order their findings are reported.
 CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
     oversubscribed,
     threads_share_cpu,
+    smt_shared,
+    kinds_split,
+    affinity_changes,
     two_openmp_runtimes,
     environment,
     active_wait,

@@ -17,9 +17,13 @@ from pathlib import Path
 
 from pinlab.cpuset import parse_cpulist
 from pinlab.doctor.libraries import mapped_files
+from pinlab.errors import UsageError
 from pinlab.measure import linux
+from pinlab.measure.events import AffinityCall
 from pinlab.measure.roles import events_path
 from pinlab.measure.threads import LiveThread, pages_per_node, process_threads
+from pinlab.topology.model import Topology
+from pinlab.topology.sources import load_whole
 
 #: Seconds between samples: often enough to see how many threads are runnable at once, rarely
 #: enough that reading /proc stays a small share of one CPU.
@@ -49,6 +53,10 @@ class ProcessObservation:
     ended: bool = False  # ended during the window
     pages_per_node: dict[int, int] = field(default_factory=dict)  # resident pages per NUMA node, at the last refresh
     cpu_nodes: dict[int, int] = field(default_factory=dict)  # CPU -> its NUMA node on this machine
+    topology: Topology | None = None  # this machine's cores and kinds of core (None: hwloc could not say)
+    # Under pinlab's launcher: the program's own affinity calls, and the CPU pinlab's plan gave each thread.
+    affinity_calls: list[AffinityCall] = field(default_factory=list)
+    planned: dict[int, int] = field(default_factory=dict)  # tid -> planned CPU
 
     @property
     def allowed(self) -> frozenset[int]:
@@ -152,6 +160,16 @@ def available_cpus(pid: int) -> frozenset[int]:
     except (OSError, StopIteration, ValueError, IndexError):
         pass
     return present
+
+
+def machine_topology() -> Topology | None:
+    """This machine's cores, hardware threads and kinds of core, whole (not narrowed to any
+    process's mask): what the SMT and hybrid checks compare the threads' CPUs with. None when
+    hwloc is not there to say: those checks then say nothing."""
+    try:
+        return load_whole()
+    except UsageError:
+        return None
 
 
 class ProcessSampler:

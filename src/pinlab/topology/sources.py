@@ -65,6 +65,13 @@ def load_this() -> Topology:
     return parse_xml(xml, source="this", narrow_cpus=frozenset(os.sched_getaffinity(0)), narrow_nodes=_mems_allowed())
 
 
+def load_whole() -> Topology:
+    """This machine's cores, hardware threads and kinds of core, not narrowed to this process's
+    mask: for judging where another process's threads run (``pinlab doctor``)."""
+    xml = lstopo(["--of", "xml", "--disallowed", "--no-io", "-"], what="this machine's topology")
+    return parse_xml(xml, source="this")
+
+
 def load_node() -> Topology:
     """This machine with its I/O devices (GPUs), restricted to the CPUs of this process's
     cgroup but not to its affinity mask: an MPI launcher may already have bound each rank to a

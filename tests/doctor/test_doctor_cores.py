@@ -21,7 +21,9 @@ ALDER = load_preset("alderlake-i9")
 ALL = frozenset(range(24))
 
 
-def _window(masks: list[frozenset[int]], *, shares: list[float] | None = None, ran_on: list[list[int]] | None = None, topology=ALDER, files=()) -> ProcessObservation:
+def _window(
+    masks: list[frozenset[int]], *, shares: list[float] | None = None, ran_on: list[list[int]] | None = None, topology=ALDER, files=()
+) -> ProcessObservation:
     """Threads 101.. with these masks, each using ``shares[k]`` of a CPU, on ``ran_on[k][i]`` at sample i
     (default: the smallest CPU of its mask); main thread 100 idle."""
     obs = ProcessObservation(100, "prog", ["prog", "--size", "big"], {}, list(files), ALL, topology=topology)

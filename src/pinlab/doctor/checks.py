@@ -400,6 +400,12 @@ def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
     calls = [c for c in obs.affinity_calls if c.applied and (c.target_tid if c.target_tid is not None else c.tid) in piled_tids]
     callers = sorted({os.path.basename(c.library) if c.library else "?" for c in calls})
     set_by = ", ".join([*(f"{v}={env[v]}" for v in unset), *(f"{name} (its own affinity calls)" for name in callers)])
+    if callers and not unset:
+        # A mask set by the program's own call after the start overrides any placement given from outside.
+        fix = [
+            f"# {', '.join(callers)} binds these threads itself, after any placement from outside (pinlab run, taskset, numactl):",
+            "# turn its binding off (its own setting or option), or have it bind each thread to a CPU of its own",
+        ]
     return [
         Finding(
             "threads-share-cpu",
@@ -583,7 +589,7 @@ def affinity_changes(obs: ProcessObservation) -> list[Finding]:
     if any("gomp" in name for name in libraries):
         unset = tuple(v for v in ("OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY") if v in env)
         fix.append(_with_env(obs, {"OMP_PROC_BIND": "false"}, unset))
-    fix.append(f"# or keep {', '.join(libraries)}'s own binding and leave pinlab's plan out:")
+    fix.append(f"# {'or ' if fix else ''}keep {', '.join(libraries)}'s own binding and leave pinlab's plan out:")
     fix.append(obs.command_line())
     evidence["moved"] = [{"tid": target, "planned_cpu": planned, "new": c.new, "library": c.library, "call": c.call} for c, target, planned in moved]
     return [

@@ -436,9 +436,7 @@ def memory_far(obs: ProcessObservation) -> list[Finding]:
     the interconnect."""
     pages = obs.pages_per_node
     total = sum(pages.values())
-    busy = {t.tid for t in busy_threads(obs)}
-    ran = {t.cpu for sample in obs.samples for t in sample.threads if t.tid in busy}
-    nodes = {obs.cpu_nodes[cpu] for cpu in ran if cpu in obs.cpu_nodes}
+    busy, ran, nodes = _busy_nodes(obs)
     far = {node: n for node, n in pages.items() if node not in nodes and n > 0}
     if not nodes or total < MIN_FAR_PAGES or sum(far.values()) < total / 2:
         return []
@@ -456,6 +454,89 @@ def memory_far(obs: ProcessObservation) -> list[Finding]:
             },
             "every access to memory on another node crosses the interconnect, slower and shared with the other node's threads",
             [f"pinlab migrate {obs.pid} --to {to}", f"pinlab run -s compact -n {len(busy)} --mem follow -- {obs.command_line()}"],
+        )
+    ]
+
+
+#: Share of the memory on one node from which threads spread over several nodes are said to
+#: work on one node's data (the rest is noise: stacks, libraries).
+ONE_NODE_SHARE = 0.9
+
+
+def _busy_nodes(obs: ProcessObservation) -> tuple[list[LiveThread], set[int], set[int]]:
+    """The busy threads, the CPUs they ran on during the window, and those CPUs' NUMA nodes."""
+    busy = busy_threads(obs)
+    tids = {t.tid for t in busy}
+    ran = {t.cpu for sample in obs.samples for t in sample.threads if t.tid in tids}
+    return busy, ran, {obs.cpu_nodes[cpu] for cpu in ran if cpu in obs.cpu_nodes}
+
+
+def memory_one_node(obs: ProcessObservation) -> list[Finding]:
+    """Busy threads on several NUMA nodes working on memory that sits on one of them: the
+    others reach all of it remotely, and that node's memory bandwidth serves them all."""
+    pages = obs.pages_per_node
+    total = sum(pages.values())
+    busy, ran, nodes = _busy_nodes(obs)
+    if len(nodes) < 2 or total < MIN_FAR_PAGES:
+        return []
+    node, most = max(pages.items(), key=lambda item: item[1])
+    if node not in nodes or most < ONE_NODE_SHARE * total:
+        return []
+    spread = format_cpulist(nodes)
+    return [
+        Finding(
+            "memory-on-one-node",
+            "warning",
+            f"{round(100 * most / total)}% of the memory is on node {node}, but the {plural(len(busy), 'busy thread')} run on nodes {spread}",
+            {"pages_per_node": {str(n): p for n, p in sorted(pages.items())}, "thread_nodes": sorted(nodes), "thread_cpus": format_cpulist(ran)},
+            "the threads on the other nodes reach all their data across the interconnect, and one node's memory bandwidth serves every thread",
+            [
+                f"pinlab run -s scatter -n {len(busy)} --mem interleave:{spread} -- {obs.command_line()}",
+                f"numactl --interleave={spread} {obs.command_line()}",
+                "# or initialise the data in parallel, each thread the part it works on (first touch puts each page on its toucher's node)",
+            ],
+        )
+    ]
+
+
+#: Resident memory from which a process without transparent huge pages is worth a word (1 GiB of
+#: 4 KiB pages), and the share of its anonymous memory in huge pages below which it has none to speak of.
+THP_PAGES = 262144
+THP_SHARE = 0.1
+
+
+def huge_pages_off(obs: ProcessObservation) -> list[Finding]:
+    """A large resident set with (almost) no transparent huge pages, because the system gives
+    them only on request or never, or the process turned them off: every 4 KiB page takes a TLB
+    entry of its own."""
+    total = sum(obs.pages_per_node.values())
+    if total < THP_PAGES or obs.huge_kib is None or obs.huge_kib >= THP_SHARE * total * 4:
+        return []
+    if not obs.thp_disabled and obs.thp not in ("never", "madvise"):
+        return []
+    if obs.thp_disabled:
+        why_none, fix = (
+            "the process turned them off for itself (prctl PR_SET_THP_DISABLE)",
+            [f"# drop the program's PR_SET_THP_DISABLE, then: {obs.command_line()}"],
+        )
+    elif obs.thp == "never":
+        why_none = "the system's mode is never"
+        fix = [
+            "# as root, the system's setting:",
+            "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
+            f"pinlab run --thp always -- {obs.command_line()}",
+        ]
+    else:
+        why_none = "the system gives them only to memory that asks (madvise), and this program's does not"
+        fix = [f"pinlab run --thp always -- {obs.command_line()}"]
+    return [
+        Finding(
+            "thp-off",
+            "info",
+            f"{total * 4 // 1024} MiB resident and {obs.huge_kib // 1024} MiB of it in transparent huge pages: {why_none}",
+            {"thp": obs.thp, "resident_pages": total, "anon_huge_kib": obs.huge_kib, "disabled_by_process": obs.thp_disabled},
+            "with 4 KiB pages a large working set misses the TLB more often; 2 MiB pages cover it with 512 times fewer entries",
+            fix,
         )
     ]
 
@@ -620,6 +701,8 @@ CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
     environment,
     active_wait,
     memory_far,
+    memory_one_node,
+    huge_pages_off,
     pools,
 )
 

@@ -53,6 +53,9 @@ class ProcessObservation:
     ended: bool = False  # ended during the window
     pages_per_node: dict[int, int] = field(default_factory=dict)  # resident pages per NUMA node, at the last refresh
     cpu_nodes: dict[int, int] = field(default_factory=dict)  # CPU -> its NUMA node on this machine
+    thp: str | None = None  # the system's transparent huge page mode (always, madvise, never)
+    huge_kib: int | None = None  # anonymous memory in transparent huge pages (KiB), at the last refresh
+    thp_disabled: bool = False  # the process turned them off for itself (prctl PR_SET_THP_DISABLE)
     topology: Topology | None = None  # this machine's cores and kinds of core (None: hwloc could not say)
     # Under pinlab's launcher: the program's own affinity calls, and the CPU pinlab's plan gave each thread.
     affinity_calls: list[AffinityCall] = field(default_factory=list)
@@ -162,6 +165,24 @@ def available_cpus(pid: int) -> frozenset[int]:
     return present
 
 
+def huge_pages(pid: int) -> tuple[int | None, bool]:
+    """KiB of the process's anonymous memory in transparent huge pages (None: not readable), and
+    whether it turned them off for itself (``THP_enabled: 0`` in its status)."""
+    huge = None
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("AnonHugePages:"):
+                huge = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    disabled = False
+    try:
+        disabled = any(line.split() == ["THP_enabled:", "0"] for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except OSError:
+        pass
+    return huge, disabled
+
+
 def machine_topology() -> Topology | None:
     """This machine's cores, hardware threads and kinds of core, whole (not narrowed to any
     process's mask): what the SMT and hybrid checks compare the threads' CPUs with. None when
@@ -189,6 +210,7 @@ class ProcessSampler:
             files=mapped_files(pid),
             available=available_cpus(pid),
             cpu_nodes=linux.node_of_cpus(),
+            thp=linux.thp_mode(),
         )
 
     def sample(self) -> bool:
@@ -208,6 +230,9 @@ class ProcessSampler:
                 obs.argv = read_argv(obs.pid) or obs.argv
             obs.environ = read_environ(obs.pid) or obs.environ
             obs.pages_per_node = pages_per_node(obs.pid) or obs.pages_per_node
+            huge, disabled = huge_pages(obs.pid)
+            obs.huge_kib = obs.huge_kib if huge is None else huge
+            obs.thp_disabled = disabled
             for path in mapped_files(obs.pid):
                 if path not in obs.files:
                     obs.files.append(path)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import shlex
 
-from pinlab.doctor.checks import diagnose, kinds_split, smt_shared
+from pinlab.doctor.checks import diagnose
+from pinlab.doctor.machine_checks import kinds_split, smt_shared
 from pinlab.doctor.observe import ProcessObservation, Sample
 from pinlab.measure.threads import LiveThread
 from pinlab.placement import make_placement

@@ -15,7 +15,8 @@ import subprocess
 
 import pytest
 
-from pinlab.doctor.checks import diagnose, memory_far, memory_one_node
+from pinlab.doctor.checks import diagnose
+from pinlab.doctor.machine_checks import memory_far, memory_one_node
 from pinlab.doctor.observe import ProcessObservation, Sample
 from pinlab.measure import linux
 from pinlab.measure.threads import LiveThread

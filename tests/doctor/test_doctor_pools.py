@@ -8,7 +8,9 @@ import os
 
 import pytest
 
-from pinlab.doctor.checks import busy_threads, diagnose, memory_far, oversubscribed, threads_share_cpu
+from pinlab.doctor.checks import diagnose, oversubscribed, threads_share_cpu
+from pinlab.doctor.evidence import busy_threads
+from pinlab.doctor.machine_checks import memory_far
 from pinlab.doctor.observe import ProcessObservation, Sample
 from pinlab.measure.threads import LiveThread
 from pinlab.native import native_path

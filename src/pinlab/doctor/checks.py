@@ -14,8 +14,10 @@ import shlex
 from collections.abc import Callable
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
+from pinlab.doctor.evidence import busy_threads, call_entry, thread_count, thread_entry, with_env
 from pinlab.doctor.findings import Finding
 from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, python_process
+from pinlab.doctor.machine_checks import huge_pages_off, kinds_split, memory_far, memory_one_node, smt_shared
 from pinlab.doctor.observe import BINDING_VARIABLES, ProcessObservation, binding_requested
 from pinlab.measure.threads import LiveThread
 from pinlab.words import plural
@@ -26,49 +28,6 @@ OVERSUBSCRIBED_SHARE = 0.5
 
 #: Samples below which no judgement is made on runnable threads (about 0.3 s at 100 ms).
 MIN_SAMPLES = 3
-
-#: A thread is busy in the window when it used this share of one CPU, or this share of what the
-#: busiest thread used (whichever is less), and at least the minimum share of a CPU.
-BUSY_SHARE = 0.1
-RELATIVE_BUSY = 0.25
-MIN_BUSY_SHARE = 0.02
-
-
-def _thread(t: LiveThread) -> dict:
-    entry: dict = {"tid": t.tid, "name": t.name}
-    lib = identify(t.library)
-    if t.library:
-        entry["library"] = lib.name if lib is not None else os.path.basename(t.library)
-    return entry
-
-
-def _count(value: str | None) -> int | None:
-    """A thread-count variable's value (the first of a comma list, as OpenMP reads nested levels)."""
-    if value is None:
-        return None
-    try:
-        return int(value.split(",")[0].strip())
-    except ValueError:
-        return None
-
-
-def _with_env(obs: ProcessObservation, settings: dict[str, str], unset: tuple[str, ...] = ()) -> str:
-    """The process's command line with ``settings`` in its environment (and ``unset`` removed)."""
-    prefix = ["env", *[f"-u{name}" for name in unset]] if unset else []
-    return shlex.join([*prefix, *(f"{k}={v}" for k, v in settings.items()), *obs.argv]) if obs.argv else obs.command
-
-
-def busy_threads(obs: ProcessObservation) -> list[LiveThread]:
-    """Threads busy during the window (see :data:`BUSY_SHARE`), by tid."""
-    seconds = obs.seconds
-    if seconds <= 0:
-        return []
-    used = obs.cpu_seconds()
-    last = obs.last_threads()
-    # Beside the busiest thread as well as absolutely: on a machine loaded by other programs every
-    # thread gets less CPU, and a thread at a quarter of the busiest still wants a CPU of its own.
-    floor = max(MIN_BUSY_SHARE * seconds, min(BUSY_SHARE * seconds, RELATIVE_BUSY * max(used.values(), default=0.0)))
-    return sorted((last[tid] for tid, s in used.items() if s >= floor and s > 0), key=lambda t: t.tid)
 
 
 def _pool_sizes(obs: ProcessObservation) -> dict[str, tuple[int, str]]:
@@ -88,9 +47,9 @@ def _pool_sizes(obs: ProcessObservation) -> dict[str, tuple[int, str]]:
             # An OpenMP team counts the thread that starts it: its workers and that one.
             sizes[name] = (observed[name] + (1 if lib.openmp else 0), "observed")
             continue
-        variable = next((v for v in lib.variables if _count(env.get(v)) is not None), None)
+        variable = next((v for v in lib.variables if thread_count(env.get(v)) is not None), None)
         if variable is not None:
-            sizes[name] = (_count(env.get(variable)) or 1, variable)
+            sizes[name] = (thread_count(env.get(variable)) or 1, variable)
         else:
             sizes[name] = (1 if name == "BLIS" else allowed, "default")
     return sizes
@@ -111,7 +70,7 @@ def pools(obs: ProcessObservation) -> list[Finding]:
         lib = by_name(name)
         if size > allowed and not covered & {source, *(lib.variables if lib else ())}:  # else env-threads-above-cpus says it
             variable = lib.variables[0] if lib and lib.variables else None
-            if variable is not None and (_count(env.get(variable)) or allowed + 1) <= allowed:
+            if variable is not None and (thread_count(env.get(variable)) or allowed + 1) <= allowed:
                 variable = None  # already small enough: the program sized its pool itself
             findings.append(
                 Finding(
@@ -120,7 +79,7 @@ def pools(obs: ProcessObservation) -> list[Finding]:
                     f"the {name} pool has {plural(size, 'thread')} ({origin}) for {plural(allowed, 'allowed CPU')}",
                     evidence,
                     "threads beyond the CPUs wait their turn, and a parallel loop waits for its slowest thread",
-                    [_with_env(obs, {variable: str(allowed)})]
+                    [with_env(obs, {variable: str(allowed)})]
                     if variable
                     else [f"# the program sets the size itself: give it at most {allowed} threads with its own option"],
                 )
@@ -154,7 +113,7 @@ def _fewer_threads(obs: ProcessObservation) -> list[str]:
     settings = {k: v for k, v in settings.items() if env.get(k) != v}  # a variable already so changes nothing
     fix = []
     if settings:
-        fix.append(_with_env(obs, settings))
+        fix.append(with_env(obs, settings))
     if python and blas and env.get("OPENBLAS_NUM_THREADS") != "1":
         fix += [
             "# or in the Python program, before its threads start (pip install threadpoolctl):",
@@ -203,7 +162,7 @@ def oversubscribed(obs: ProcessObservation) -> list[Finding]:
                     "runnable_max": max(counts),
                     "allowed_cpus": format_cpulist(obs.allowed),
                     "pool_libraries": loaded,
-                    "runnable_threads": [_thread(t) for t in often],
+                    "runnable_threads": [thread_entry(t) for t in often],
                 },
                 "runnable threads beyond the CPUs wait for one, so each thread's work takes longer and threads that wait for each other wait longest",
                 _fewer_threads(obs),
@@ -219,7 +178,7 @@ def oversubscribed(obs: ProcessObservation) -> list[Finding]:
             "warning",
             f"{len(busy)} busy threads share {plural(allowed, 'allowed CPU')}; pools: {_pools_named(obs)}",
             {
-                "busy_threads": [{**_thread(t), "cpu_share": round(used[t.tid] / obs.seconds, 2)} for t in busy],
+                "busy_threads": [{**thread_entry(t), "cpu_share": round(used[t.tid] / obs.seconds, 2)} for t in busy],
                 "allowed_cpus": format_cpulist(obs.allowed),
                 "runnable_mean": round(sum(counts) / len(counts), 2),
                 "pool_libraries": loaded,
@@ -261,7 +220,7 @@ def _oversized_variables(obs: ProcessObservation) -> dict[str, int]:
             readers.setdefault(variable, []).append(lib)  # type: ignore[arg-type]
     found = {}
     for variable in readers:
-        count = _count(env.get(variable))
+        count = thread_count(env.get(variable))
         if count is not None and count > allowed:
             found[variable] = count
     return found
@@ -284,10 +243,10 @@ def environment(obs: ProcessObservation) -> list[Finding]:
                 f"{named} asks for more threads than the {plural(allowed, 'allowed CPU')} ({format_cpulist(obs.allowed)})",
                 {"variables": {v: env[v] for v in oversized}, "allowed_cpus": format_cpulist(obs.allowed), "pool_libraries": loaded},
                 "the pool starts that many threads anyway, and they take turns on the allowed CPUs",
-                [_with_env(obs, {v: str(allowed) for v in oversized})],
+                [with_env(obs, {v: str(allowed) for v in oversized})],
             )
         )
-    slurm, omp = _count(env.get("SLURM_CPUS_PER_TASK")), _count(env.get("OMP_NUM_THREADS"))
+    slurm, omp = thread_count(env.get("SLURM_CPUS_PER_TASK")), thread_count(env.get("OMP_NUM_THREADS"))
     if openmp and slurm is not None and omp is not None and slurm != omp:
         findings.append(
             Finding(
@@ -296,13 +255,13 @@ def environment(obs: ProcessObservation) -> list[Finding]:
                 f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} but Slurm gave the task {slurm} CPUs (SLURM_CPUS_PER_TASK)",
                 {"OMP_NUM_THREADS": env["OMP_NUM_THREADS"], "SLURM_CPUS_PER_TASK": env["SLURM_CPUS_PER_TASK"]},
                 "more threads than the task's CPUs take turns; fewer leave CPUs the job pays for idle",
-                ["export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK", _with_env(obs, {"OMP_NUM_THREADS": str(slurm)})],
+                ["export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK", with_env(obs, {"OMP_NUM_THREADS": str(slurm)})],
             )
         )
     findings += _binding_ignored(obs, openmp)
     blas = [name for name in loaded if name in BLAS]
     if openmp and blas and omp is not None and omp > 1:
-        inner = {by_name(n).variables[0]: _count(env.get(by_name(n).variables[0])) for n in blas}  # type: ignore[union-attr]
+        inner = {by_name(n).variables[0]: thread_count(env.get(by_name(n).variables[0])) for n in blas}  # type: ignore[union-attr]
         nested = {v: n for v, n in inner.items() if n is not None and n > 1 and n * omp > allowed}
         if nested:
             findings.append(
@@ -316,7 +275,7 @@ def environment(obs: ProcessObservation) -> list[Finding]:
                     + f": up to {omp * max(nested.values())} threads for {allowed} allowed CPUs",
                     {"OMP_NUM_THREADS": env["OMP_NUM_THREADS"], **{v: env[v] for v in nested}, "allowed_cpus": format_cpulist(obs.allowed)},
                     "a BLAS call inside each OpenMP thread starts its own pool, so the threads multiply",
-                    [_with_env(obs, {**{v: "1" for v in nested}, "OMP_NUM_THREADS": str(min(omp, allowed))})],
+                    [with_env(obs, {**{v: "1" for v in nested}, "OMP_NUM_THREADS": str(min(omp, allowed))})],
                 )
             )
     return findings
@@ -331,7 +290,7 @@ def _binding_ignored(obs: ProcessObservation, openmp: list[str]) -> list[Finding
         return []
     named = ", ".join(f"{v}={value}" for v, value in asked.items())
     unset = tuple(v for v in ("KMP_AFFINITY",) if "disabled" in env.get(v, "").lower() or "none" in env.get(v, "").lower())
-    fix = [_with_env(obs, {}, unset)] if unset else []
+    fix = [with_env(obs, {}, unset)] if unset else []
     fix.append(f"pinlab run -s compact -n {len(busy)} -- {obs.command_line()}")
     return [
         Finding(
@@ -339,7 +298,7 @@ def _binding_ignored(obs: ProcessObservation, openmp: list[str]) -> list[Finding
             "warning",
             f"{named} asks OpenMP to bind its threads, but {len(busy)} busy threads may each run on {len(busy[0].mask)} CPUs"
             + (f" ({', '.join(f'{v}={env[v]}' for v in unset)} turns binding off)" if unset else ""),
-            {"asked": asked, "threads": [{**_thread(t), "mask": format_cpulist(t.mask)} for t in busy], "runtimes": openmp},
+            {"asked": asked, "threads": [{**thread_entry(t), "mask": format_cpulist(t.mask)} for t in busy], "runtimes": openmp},
             "unbound threads are moved between CPUs by the scheduler and leave their caches and memory behind",
             fix,
         )
@@ -373,7 +332,7 @@ def active_wait(obs: ProcessObservation) -> list[Finding]:
             f"{named} keeps idle OpenMP threads spinning while up to {max(counts)} threads are runnable on {plural(allowed, 'allowed CPU')}",
             {"variables": spinning, "samples": len(counts), "samples_over": len(over), "allowed_cpus": format_cpulist(obs.allowed)},
             "a spinning thread holds a CPU that a thread with work is waiting for",
-            [_with_env(obs, passive, unset)],
+            [with_env(obs, passive, unset)],
         )
     ]
 
@@ -413,226 +372,12 @@ def threads_share_cpu(obs: ProcessObservation) -> list[Finding]:
             f"{len(threads)} busy threads are all pinned to CPU {cpu} while {len(allowed)} CPUs are allowed ({format_cpulist(allowed)})"
             + (f"; set by {set_by}" if set_by else ""),
             {
-                "cpus": {str(c): [_thread(t) for t in ts] for c, ts in sorted(piled.items())},
+                "cpus": {str(c): [thread_entry(t) for t in ts] for c, ts in sorted(piled.items())},
                 "allowed_cpus": format_cpulist(allowed),
                 "binding_variables": {v: env[v] for v in unset},
-                "set_by_calls": [
-                    {"t": c.t, "tid": c.tid, "target_tid": c.target_tid, "call": c.call, "library": c.library, "old": c.old, "new": c.new}
-                    for c in calls[:MAX_LISTED]
-                ],
+                **({"set_by_calls": [call_entry(c) for c in calls[:MAX_LISTED]]} if calls else {}),
             },
             "threads pinned to one CPU run one at a time, however many CPUs are free",
-            fix,
-        )
-    ]
-
-
-#: Resident pages below which where the memory lives is not worth a finding (40 MiB of 4 KiB pages).
-MIN_FAR_PAGES = 10240
-
-
-def memory_far(obs: ProcessObservation) -> list[Finding]:
-    """Most of the memory on NUMA nodes none of the busy threads ran on: every access crosses
-    the interconnect."""
-    pages = obs.pages_per_node
-    total = sum(pages.values())
-    busy, ran, nodes = _busy_nodes(obs)
-    far = {node: n for node, n in pages.items() if node not in nodes and n > 0}
-    if not nodes or total < MIN_FAR_PAGES or sum(far.values()) < total / 2:
-        return []
-    to = format_cpulist(nodes)
-    return [
-        Finding(
-            "memory-far-from-threads",
-            "warning",
-            f"{round(100 * sum(far.values()) / total)}% of the memory is on node{'s' if len(far) > 1 else ''} {format_cpulist(sorted(far))}, "
-            f"where none of the {plural(len(busy), 'busy thread')} runs (they run on node{'s' if len(nodes) > 1 else ''} {to})",
-            {
-                "pages_per_node": {str(n): p for n, p in sorted(pages.items())},
-                "thread_nodes": sorted(nodes),
-                "thread_cpus": format_cpulist(ran),
-            },
-            "every access to memory on another node crosses the interconnect, slower and shared with the other node's threads",
-            [f"pinlab migrate {obs.pid} --to {to}", f"pinlab run -s compact -n {len(busy)} --mem follow -- {obs.command_line()}"],
-        )
-    ]
-
-
-#: Share of the memory on one node from which threads spread over several nodes are said to
-#: work on one node's data (the rest is noise: stacks, libraries).
-ONE_NODE_SHARE = 0.9
-
-
-def _busy_nodes(obs: ProcessObservation) -> tuple[list[LiveThread], set[int], set[int]]:
-    """The busy threads, the CPUs they ran on during the window, and those CPUs' NUMA nodes."""
-    busy = busy_threads(obs)
-    tids = {t.tid for t in busy}
-    ran = {t.cpu for sample in obs.samples for t in sample.threads if t.tid in tids}
-    return busy, ran, {obs.cpu_nodes[cpu] for cpu in ran if cpu in obs.cpu_nodes}
-
-
-def memory_one_node(obs: ProcessObservation) -> list[Finding]:
-    """Busy threads on several NUMA nodes working on memory that sits on one of them: the
-    others reach all of it remotely, and that node's memory bandwidth serves them all."""
-    pages = obs.pages_per_node
-    total = sum(pages.values())
-    busy, ran, nodes = _busy_nodes(obs)
-    if len(nodes) < 2 or total < MIN_FAR_PAGES:
-        return []
-    node, most = max(pages.items(), key=lambda item: item[1])
-    if node not in nodes or most < ONE_NODE_SHARE * total:
-        return []
-    spread = format_cpulist(nodes)
-    return [
-        Finding(
-            "memory-on-one-node",
-            "warning",
-            f"{round(100 * most / total)}% of the memory is on node {node}, but the {plural(len(busy), 'busy thread')} run on nodes {spread}",
-            {"pages_per_node": {str(n): p for n, p in sorted(pages.items())}, "thread_nodes": sorted(nodes), "thread_cpus": format_cpulist(ran)},
-            "the threads on the other nodes reach all their data across the interconnect, and one node's memory bandwidth serves every thread",
-            [
-                f"pinlab run -s scatter -n {len(busy)} --mem interleave:{spread} -- {obs.command_line()}",
-                f"numactl --interleave={spread} {obs.command_line()}",
-                "# or initialise the data in parallel, each thread the part it works on (first touch puts each page on its toucher's node)",
-            ],
-        )
-    ]
-
-
-#: Resident memory from which a process without transparent huge pages is worth a word (1 GiB of
-#: 4 KiB pages), and the share of its anonymous memory in huge pages below which it has none to speak of.
-THP_PAGES = 262144
-THP_SHARE = 0.1
-
-
-def huge_pages_off(obs: ProcessObservation) -> list[Finding]:
-    """A large resident set with (almost) no transparent huge pages, because the system gives
-    them only on request or never, or the process turned them off: every 4 KiB page takes a TLB
-    entry of its own."""
-    total = sum(obs.pages_per_node.values())
-    if total < THP_PAGES or obs.huge_kib is None or obs.huge_kib >= THP_SHARE * total * 4:
-        return []
-    if not obs.thp_disabled and obs.thp not in ("never", "madvise"):
-        return []
-    if obs.thp_disabled:
-        why_none, fix = (
-            "the process turned them off for itself (prctl PR_SET_THP_DISABLE)",
-            [f"# drop the program's PR_SET_THP_DISABLE, then: {obs.command_line()}"],
-        )
-    elif obs.thp == "never":
-        why_none = "the system's mode is never"
-        fix = [
-            "# as root, the system's setting:",
-            "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
-            f"pinlab run --thp always -- {obs.command_line()}",
-        ]
-    else:
-        why_none = "the system gives them only to memory that asks (madvise), and this program's does not"
-        fix = [f"pinlab run --thp always -- {obs.command_line()}"]
-    return [
-        Finding(
-            "thp-off",
-            "info",
-            f"{total * 4 // 1024} MiB resident and {obs.huge_kib // 1024} MiB of it in transparent huge pages: {why_none}",
-            {"thp": obs.thp, "resident_pages": total, "anon_huge_kib": obs.huge_kib, "disabled_by_process": obs.thp_disabled},
-            "with 4 KiB pages a large working set misses the TLB more often; 2 MiB pages cover it with 512 times fewer entries",
-            fix,
-        )
-    ]
-
-
-def _openmp_loaded(obs: ProcessObservation) -> bool:
-    return any((lib := by_name(name)) is not None and lib.openmp for name in loaded_pools(obs.files))
-
-
-def smt_shared(obs: ProcessObservation) -> list[Finding]:
-    """Busy threads whose masks hold fewer cores than there are of them, so that some share a
-    core's hardware threads, while whole cores the process may use stay idle."""
-    topo = obs.topology
-    if topo is None:
-        return []
-    core_of = {cpu: core.cpus for core in topo.cores for cpu in core.cpus}
-    busy = busy_threads(obs)
-    if len(busy) < 2 or all(len(pus) < 2 for pus in core_of.values()):
-        return []
-    masks = frozenset().union(*(t.mask for t in busy))
-    cores = {core_of[cpu] for cpu in masks if cpu in core_of}
-    allowed_cores = {pus for pus in core_of.values() if pus <= obs.allowed}
-    if len(busy) <= len(cores) or len(masks) < len(busy) or len(busy) > len(allowed_cores):
-        return []  # a core each already; fewer CPUs than threads (another finding); or too few cores to have one each
-    idle = sorted((pus for pus in allowed_cores if not pus & masks), key=min)
-    if not idle:
-        return []
-    shared = sorted((pus for pus in cores if len(pus & masks) > 1), key=min)
-    idle_cpus = frozenset().union(*idle)
-    fix = [f"pinlab run -s compact -n {len(busy)} -- {obs.command_line()}"]
-    if _openmp_loaded(obs):
-        fix.append(_with_env(obs, {"OMP_NUM_THREADS": str(len(busy)), "OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}))
-    return [
-        Finding(
-            "smt-siblings-shared",
-            "warning",
-            f"{len(busy)} busy threads may use only {plural(len(cores), 'core')} (CPUs {format_cpulist(masks)}), so they share "
-            f"hardware threads of one core, while {plural(len(idle), 'whole core')} stay idle (CPUs {format_cpulist(idle_cpus)})",
-            {
-                "threads": [{**_thread(t), "mask": format_cpulist(t.mask)} for t in busy],
-                "shared_cores": [format_cpulist(pus) for pus in shared],
-                "idle_cores": [format_cpulist(pus) for pus in idle],
-                "allowed_cpus": format_cpulist(obs.allowed),
-            },
-            "hardware threads of one core share its execution units and caches, so each of two busy ones runs slower than alone on a core",
-            fix,
-        )
-    ]
-
-
-#: CPU time of the least busy thread of a team against its busiest, from which their work counts
-#: as equal (a team splitting a loop evenly; its threads wait for each other at the end).
-EQUAL_WORK = 0.5
-
-
-def kinds_split(obs: ProcessObservation) -> list[Finding]:
-    """Busy threads doing equal work on both performance and efficiency cores: the fast ones
-    finish first and wait for the slow ones at every barrier."""
-    topo = obs.topology
-    if topo is None or len(topo.cpu_kinds) < 2:
-        return []
-    kind_of = {cpu: kind for kind in topo.cpu_kinds for cpu in kind.cpus}
-    busy = busy_threads(obs)
-    used = obs.cpu_seconds()
-    if len(busy) < 2 or min(used[t.tid] for t in busy) < EQUAL_WORK * max(used[t.tid] for t in busy):
-        return []
-    ran: dict[int, dict[int, int]] = {}  # tid -> kind efficiency -> samples seen on it
-    for sample in obs.samples:
-        for t in sample.threads:
-            if t.tid in used and t.cpu in kind_of:
-                counts = ran.setdefault(t.tid, {})
-                counts[kind_of[t.cpu].efficiency] = counts.get(kind_of[t.cpu].efficiency, 0) + 1
-    on: dict[int, list[LiveThread]] = {}
-    for t in busy:
-        if ran.get(t.tid):
-            on.setdefault(max(ran[t.tid], key=lambda e: ran[t.tid][e]), []).append(t)
-    if len(on) < 2:
-        return []
-    kinds = sorted(topo.cpu_kinds, key=lambda k: -k.efficiency)
-    fast = kinds[0]
-    fast_allowed = fast.cpus & obs.allowed
-    fast_cores = {core.cpus for core in topo.cores if core.cpus & fast_allowed}
-    count = min(len(busy), len(fast_cores)) or len(busy)
-    fix = [f"pinlab run -s compact -n {count} --cpu-kind {fast.name} -- {obs.command_line()}"]
-    if _openmp_loaded(obs):
-        fix.append(
-            _with_env(obs, {"OMP_NUM_THREADS": str(count), "OMP_PLACES": "{" + "},{".join(str(min(c)) for c in sorted(fast_cores, key=min)) + "}"})
-        )
-    by_kind = {next(k.name for k in topo.cpu_kinds if k.efficiency == e): [_thread(t) for t in ts] for e, ts in sorted(on.items(), reverse=True)}
-    return [
-        Finding(
-            "split-over-core-kinds",
-            "warning",
-            f"{len(busy)} busy threads doing equal work run on {len(on)} kinds of core: "
-            + ", ".join(f"{len(ts)} on {name}" for name, ts in by_kind.items()),
-            {"threads_by_kind": by_kind, "kind_cpus": {k.name: format_cpulist(k.cpus) for k in kinds}, "allowed_cpus": format_cpulist(obs.allowed)},
-            "threads given equal shares finish at the pace of the slowest cores, and the fast cores wait for them",
             fix,
         )
     ]
@@ -652,14 +397,11 @@ def affinity_changes(obs: ProcessObservation) -> list[Finding]:
     for c in calls:
         target = c.target_tid if c.target_tid is not None else c.tid
         planned = obs.planned.get(target)
-        if planned is not None and planned >= 0 and frozenset(parse_cpulist(c.new)) != {planned}:
+        if planned is not None and planned >= 0 and c.new is not None and frozenset(parse_cpulist(c.new)) != {planned}:
             moved.append((c, target, planned))
     evidence = {
         "calls_by_library": by_library,
-        "calls": [
-            {"t": c.t, "tid": c.tid, "target_tid": c.target_tid, "call": c.call, "library": c.library, "old": c.old, "new": c.new}
-            for c in calls[:MAX_LISTED]
-        ],
+        "calls": [call_entry(c) for c in calls[:MAX_LISTED]],
     }
     named = ", ".join(f"{name} ({n})" for name, n in sorted(by_library.items(), key=lambda kv: -kv[1]))
     if not moved:
@@ -669,7 +411,7 @@ def affinity_changes(obs: ProcessObservation) -> list[Finding]:
     fix = []
     if any("gomp" in name for name in libraries):
         unset = tuple(v for v in ("OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY") if v in env)
-        fix.append(_with_env(obs, {"OMP_PROC_BIND": "false"}, unset))
+        fix.append(with_env(obs, {"OMP_PROC_BIND": "false"}, unset))
     fix.append(f"# {'or ' if fix else ''}keep {', '.join(libraries)}'s own binding and leave pinlab's plan out:")
     fix.append(obs.command_line())
     evidence["moved"] = [{"tid": target, "planned_cpu": planned, "new": c.new, "library": c.library, "call": c.call} for c, target, planned in moved]

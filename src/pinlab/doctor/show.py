@@ -8,6 +8,7 @@ from the terminal gives the exact command.
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from pinlab.cpuset import format_cpulist
@@ -20,8 +21,24 @@ if TYPE_CHECKING:
 STYLES = {"info": "cyan", "warning": "yellow", "problem": "bold red"}
 
 
+def _call(v: dict) -> str:
+    """An affinity call: 'tid call old -> new by library [at t s]' (of another thread: 'tid -> target ...')."""
+    who = str(v["tid"]) if v.get("target_tid") in (None, v["tid"]) else f"{v['tid']} -> {v['target_tid']}"
+    when = f" at {v['t']:.3f} s" if isinstance(v.get("t"), (int, float)) else ""
+    library = os.path.basename(v["library"]) if v.get("library") else "?"
+    return f"{who} {v['call']} {v.get('old') or '?'} -> {v.get('new') or '?'} by {library}{when}"
+
+
 def _value(value: Any) -> str:
-    """An evidence value in one line: threads as 'tid name [library]', the rest as JSON."""
+    """An evidence value in one line: threads as 'tid name [library]', affinity calls as what
+    they changed, the rest as JSON."""
+    if isinstance(value, list) and value and all(isinstance(v, dict) and "planned_cpu" in v for v in value):
+        return "; ".join(
+            f"{v['tid']} planned on {v['planned_cpu']}, set to {v['new']} by {os.path.basename(v['library']) if v.get('library') else '?'} ({v['call']})"
+            for v in value
+        )
+    if isinstance(value, list) and value and all(isinstance(v, dict) and "call" in v for v in value):
+        return "; ".join(_call(v) for v in value)
     if isinstance(value, list) and value and all(isinstance(v, dict) and "tid" in v for v in value):
         return ", ".join(" ".join(str(x) for x in (v["tid"], v.get("name", ""), f"[{v['library']}]" if v.get("library") else "") if x) for v in value)
     if isinstance(value, str):

@@ -103,7 +103,7 @@ def test_no_kinds_finding_for_unequal_work_one_kind_or_a_machine_of_one_kind():
 
 def test_openmp_fix_names_one_place_per_p_core():
     (found,) = kinds_split(_window(_pinned([0, 16]), files=["/usr/lib/x86_64-linux-gnu/libgomp.so.1"]))
-    assert found.fix[1] == "OMP_NUM_THREADS=2 'OMP_PLACES={0},{2},{4},{6},{8},{10},{12},{14}' prog --size big"  # quoted: braces
+    assert found.fix[1] == "OMP_NUM_THREADS=2 'OMP_PLACES={0},{2},{4},{6},{8},{10},{12},{14}' OMP_PROC_BIND=close prog --size big"  # quoted: braces
 
 
 def test_both_findings_come_through_diagnose_on_one_window():

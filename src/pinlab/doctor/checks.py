@@ -252,7 +252,7 @@ def environment(obs: ProcessObservation) -> list[Finding]:
             Finding(
                 "env-slurm-mismatch",
                 "warning",
-                f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} but Slurm gave the task {slurm} CPUs (SLURM_CPUS_PER_TASK)",
+                f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} but Slurm gave the task {plural(slurm, 'CPU')} (SLURM_CPUS_PER_TASK)",
                 {"OMP_NUM_THREADS": env["OMP_NUM_THREADS"], "SLURM_CPUS_PER_TASK": env["SLURM_CPUS_PER_TASK"]},
                 "more threads than the task's CPUs take turns; fewer leave CPUs the job pays for idle",
                 ["export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK", with_env(obs, {"OMP_NUM_THREADS": str(slurm)})],

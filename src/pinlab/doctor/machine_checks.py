@@ -34,7 +34,7 @@ def memory_far(obs: ProcessObservation) -> list[Finding]:
         Finding(
             "memory-far-from-threads",
             "warning",
-            f"{round(100 * sum(far.values()) / total)}% of the memory is on node{'s' if len(far) > 1 else ''} {format_cpulist(sorted(far))}, "
+            f"{100 * sum(far.values()) // total}% of the memory is on node{'s' if len(far) > 1 else ''} {format_cpulist(sorted(far))}, "
             f"where none of the {plural(len(busy), 'busy thread')} runs (they run on node{'s' if len(nodes) > 1 else ''} {to})",
             {
                 "pages_per_node": {str(n): p for n, p in sorted(pages.items())},
@@ -76,7 +76,7 @@ def memory_one_node(obs: ProcessObservation) -> list[Finding]:
         Finding(
             "memory-on-one-node",
             "warning",
-            f"{round(100 * most / total)}% of the memory is on node {node}, but the {plural(len(busy), 'busy thread')} run on nodes {spread}",
+            f"{100 * most // total}% of the memory is on node {node}, but the {plural(len(busy), 'busy thread')} run on nodes {spread}",
             {"pages_per_node": {str(n): p for n, p in sorted(pages.items())}, "thread_nodes": sorted(nodes), "thread_cpus": format_cpulist(ran)},
             "the threads on the other nodes reach all their data across the interconnect, and one node's memory bandwidth serves every thread",
             [
@@ -211,7 +211,14 @@ def kinds_split(obs: ProcessObservation) -> list[Finding]:
     fix = [f"pinlab run -s compact -n {count} --cpu-kind {fast.name} -- {obs.command_line()}"]
     if _openmp_loaded(obs):
         fix.append(
-            with_env(obs, {"OMP_NUM_THREADS": str(count), "OMP_PLACES": "{" + "},{".join(str(min(c)) for c in sorted(fast_cores, key=min)) + "}"})
+            with_env(
+                obs,
+                {
+                    "OMP_NUM_THREADS": str(count),
+                    "OMP_PLACES": "{" + "},{".join(str(min(c)) for c in sorted(fast_cores, key=min)) + "}",
+                    "OMP_PROC_BIND": "close",
+                },
+            )
         )
     by_kind = {next(k.name for k in topo.cpu_kinds if k.efficiency == e): [thread_entry(t) for t in ts] for e, ts in sorted(on.items(), reverse=True)}
     return [

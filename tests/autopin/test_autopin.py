@@ -168,7 +168,9 @@ def test_one_thread_chooses_the_cpu_where_it_runs_faster(spinner, tmp_path, metr
     starved = means[fast] <= 1.25 * means[slow] and os.getloadavg()[0] > 4 * len(CPUS)
     if not starved:
         assert choice["cpus"] == [fast] and means[fast] > 1.25 * means[slow], (means, result.stderr)
-        assert choice["effect"] > 0.25
+        # an unbounded effect (nothing measured on the slow CPU: a busy machine can leave its 1% at
+        # 0 in every probe) is written as null, as the log writes infinities
+        assert (choice["effect"] is None and means[slow] == 0) or choice["effect"] > 0.25, (choice, means)
     if os.getloadavg()[0] < 2 * len(CPUS):
         assert choice["p_value"] < 0.05, result.stderr
     assert "chose" in result.stderr and "p = " in result.stderr

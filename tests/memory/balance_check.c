@@ -8,7 +8,9 @@
  * idle only because its workers are not created yet), first touches it and adds 1 to every
  * element, pass after pass, until it has used WORK seconds of CPU from the wait. Then it checks that every element equals its number of passes (the data
  * survived whatever moved it) and reports, after all have ended, one JSON line each: its index,
- * tid, the node it started on and the one it ended on, and the node holding most of its data. That
+ * tid, the node it started on, the one holding most of its data just after its first touch (a
+ * worker taken between the barrier and its touch put it on its new node), the one it ended on,
+ * and the node holding most of its data. That
  * node, and the CPU and node the worker ends on, are looked up once every worker has done its work
  * (a barrier), so that a move of the data that began while the worker ran (slow under emulation)
  * has ended by then, and a worker taken while it waited is seen where it went.
@@ -32,7 +34,7 @@ struct worker {
     double work;
     size_t bytes;
     pid_t tid;
-    int start_node, end_node, data_node, end_cpu;
+    int start_node, touched_node, end_node, data_node, end_cpu;
     long passes;
     int ok;
 };
@@ -51,6 +53,18 @@ static int node_now(void)
 {
     int node = -1;
     return pm_node_of_cpu(sched_getcpu(), &node) == PM_OK ? node : -1;
+}
+
+/* The node holding most of [x, x + bytes), -1 if none is known. */
+static int most_node(void *x, size_t bytes)
+{
+    long counts[64] = {0}, absent = 0;
+    int most = -1;
+    if (pm_where(x, bytes, counts, 64, &absent) == PM_OK)
+        for (int node = 0; node < 64; node++)
+            if (counts[node] > 0 && (most < 0 || counts[node] > counts[most]))
+                most = node;
+    return most;
 }
 
 static void *run(void *arg)
@@ -74,6 +88,7 @@ static void *run(void *arg)
     pthread_barrier_wait(&all_ready);
     double began = cpu_seconds();
     memset(x, 0, w->bytes);
+    w->touched_node = most_node(x, w->bytes); /* where the first touch put it: a thread taken before it touched its data put it there */
     while (cpu_seconds() - began < w->work) {
         for (size_t j = 0; j < n; j++)
             x[j] += 1;
@@ -85,12 +100,7 @@ static void *run(void *arg)
     pthread_barrier_wait(&all_done);
     w->end_cpu = sched_getcpu(); /* after the barrier too: a thread stolen while it waited is counted where it went */
     w->end_node = node_now();
-    long counts[64] = {0}, absent = 0;
-    w->data_node = -1;
-    if (pm_where(x, w->bytes, counts, 64, &absent) == PM_OK)
-        for (int node = 0; node < 64; node++)
-            if (counts[node] > 0 && (w->data_node < 0 || counts[node] > counts[w->data_node]))
-                w->data_node = node;
+    w->data_node = most_node(x, w->bytes);
     pm_free(x);
     return NULL;
 }
@@ -124,8 +134,8 @@ int main(int argc, char **argv)
     int bad = 0;
     for (int i = 0; i < count; i++) {
         struct worker *w = &workers[i];
-        printf("{\"worker\": %d, \"tid\": %d, \"start_node\": %d, \"end_node\": %d, \"end_cpu\": %d, \"data_node\": %d, \"passes\": %ld, \"ok\": %s}\n",
-               w->index, (int)w->tid, w->start_node, w->end_node, w->end_cpu, w->data_node, w->passes, w->ok ? "true" : "false");
+        printf("{\"worker\": %d, \"tid\": %d, \"start_node\": %d, \"touched_node\": %d, \"end_node\": %d, \"end_cpu\": %d, \"data_node\": %d, \"passes\": %ld, \"ok\": %s}\n",
+               w->index, (int)w->tid, w->start_node, w->touched_node, w->end_node, w->end_cpu, w->data_node, w->passes, w->ok ? "true" : "false");
         bad += !w->ok;
     }
     return bad ? 1 : 0;

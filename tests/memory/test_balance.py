@@ -385,3 +385,62 @@ def test_the_summary_does_not_call_pinlabs_own_steals_off_plan():
     record.balance = [{"tids": [2]}]
     text = record.summary()
     assert "NOT on" not in text and "1 moved by --balance's steals" in text and "left its planned CPU" not in text, text
+
+
+def test_a_threads_demand_is_over_the_time_between_its_own_reads_not_the_looks(monkeypatch):
+    """Two threads that want a whole CPU each, read 0.05 s apart in one look (pinlab descheduled
+    between the reads, as on a busy machine) and back to back in the next: each still wants one
+    CPU. Timed by one clock reading per look, the first read thread came out at half a CPU (not
+    busy) and the other at one and a half."""
+    from pinlab.memory import balance
+
+    clock = [100.0]
+    demand = {7: 0.0, 8: 0.0}
+
+    def read(pid, tid, cpu_seconds):
+        clock[0] += 0.05 if (tid == 7 and looks[0] == 1) else 0.0  # a pause after the first read of the first look
+        demand[tid] = clock[0] - 100.0  # a thread that always runs or waits: demand grows with the clock
+        return demand[tid]
+
+    looks = [0]
+    threads = [
+        SimpleNamespace(tid=7, mask=frozenset({0}), index=1, cpu_seconds=0.0),
+        SimpleNamespace(tid=8, mask=frozenset({0}), index=2, cpu_seconds=0.0),
+    ]
+    monkeypatch.setattr(balance, "process_threads", lambda pid, events: threads)
+    monkeypatch.setattr(balance, "demand_seconds", read)
+    monkeypatch.setattr(balance.time, "monotonic", lambda: clock[0])
+    seen = []
+    monkeypatch.setattr(balance, "plan_steals", lambda nodes, members, use, attached, thieves: seen.append(dict(use)) or [])
+    balancer = Balancer(nodes={0: [0], 1: [1]})
+    balancer.pid = 1
+    balancer.idle_looks = {1: 5}  # node 1 idle already: every look plans
+    for look in range(3):
+        looks[0] = look
+        balancer.step()
+        clock[0] += 0.1
+    assert seen[-2:] and all(abs(use[7] - 1.0) < 1e-9 and abs(use[8] - 1.0) < 1e-9 for use in seen[-2:]), seen
+
+
+def test_a_runnable_thread_is_busy_whatever_its_figure_and_keeps_its_node_from_looking_idle(monkeypatch):
+    """The kernel adds a thread's wait for a CPU to its schedstat when it next runs: on a busy
+    machine a runnable thread can show almost no demand for the last interval."""
+    nodes = {0: [0], 1: [1]}
+    waiting = [SimpleNamespace(tid=100 + i, mask=frozenset({0}), index=i + 1, state="R", cpu_seconds=0.0) for i in range(3)]
+    figures = {100: 1.0, 101: 1.0, 102: 0.05}  # the last created waited the whole interval
+    (plan,) = plan_steals(nodes, members_by_node(nodes, waiting), figures, {}, [1])
+    assert [t.tid for t in plan.threads] == [102] and plan.why.startswith("3 busy threads")
+    asleep = [SimpleNamespace(tid=t.tid, mask=t.mask, index=t.index, state="S") for t in waiting]
+    (plan,) = plan_steals(nodes, members_by_node(nodes, asleep), figures, {}, [1])  # by the figures alone: 102 is not busy
+    assert [t.tid for t in plan.threads] == [101] and plan.why.startswith("2 busy threads")
+
+    from pinlab.memory import balance
+
+    thief = SimpleNamespace(tid=200, mask=frozenset({1}), index=4, cpu_seconds=0.0, state="R")
+    monkeypatch.setattr(balance, "process_threads", lambda pid, events: [*waiting, thief])
+    monkeypatch.setattr(balance, "demand_seconds", lambda pid, tid, cpu_seconds: 0.0)  # no figure moves
+    balancer = Balancer(nodes=nodes)
+    balancer.pid = 1
+    for _ in range(4):
+        balancer.step()
+    assert balancer.idle_looks[1] == 0 and balancer.steals == [], "node 1's runnable thread is not idle"

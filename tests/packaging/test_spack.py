@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,15 @@ def _pins_for_an_old_checkout(root: Path) -> list[str]:
     return [] if any((int(a), int(b)) >= (0, 10) for a, b in listed) else ["^py-scikit-build-core@=0.11.5"]
 
 
+def _user_cache(request) -> Path:
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        return cache.mkdir("spack-user-cache")
+    path = Path(tempfile.gettempdir()) / "pinlab-spack-user-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 def test_spack_concretises_py_pinlab_with_the_machines_python_and_hwloc(tmp_path, request):
     root = _spack_checkout()
     interpreter = _spack_python()
@@ -154,8 +164,9 @@ def test_spack_concretises_py_pinlab_with_the_machines_python_and_hwloc(tmp_path
         "SPACK_USER_CONFIG_PATH": str(tmp_path / "user"),
         "SPACK_SYSTEM_CONFIG_PATH": str(tmp_path / "system"),
         # Spack's indexes of its package repositories take minutes to build on a small machine;
-        # kept between runs in pytest's cache, as Spack keeps them in ~/.spack.
-        "SPACK_USER_CACHE_PATH": str(request.config.cache.mkdir("spack-user-cache")),
+        # kept between runs in pytest's cache, as Spack keeps them in ~/.spack (in the temporary
+        # directory when pytest runs without its cache: -p no:cacheprovider, as make test-busy does).
+        "SPACK_USER_CACHE_PATH": str(_user_cache(request)),
     }
 
     def spack(*args: str) -> subprocess.CompletedProcess:

@@ -170,7 +170,9 @@ def test_spack_concretises_py_pinlab_with_the_machines_python_and_hwloc(tmp_path
     }
 
     def spack(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([interpreter, str(root / "bin" / "spack"), *args], capture_output=True, text=True, env=env, timeout=600)
+        # The timeout only catches a hang: concretising with a cold index took over 10 minutes
+        # beside the busy suite's co-runners (2.5 minutes on a quiet machine).
+        return subprocess.run([interpreter, str(root / "bin" / "spack"), *args], capture_output=True, text=True, env=env, timeout=3600)
 
     for args in [("repo", "add", "--scope", "user", str(SPACK_REPO)), ("compiler", "find", "--scope", "user")]:
         done = spack(*args)

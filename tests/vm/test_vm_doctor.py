@@ -1,13 +1,15 @@
 """``pinlab doctor`` on memory in the emulated NUMA machine (two nodes, two CPUs each), one boot.
 
-``spread MIB SECONDS`` (built here) touches MIB MiB from its main thread, prints ``ready``, then
+``spread MIB SECONDS`` (built here) starts and joins one thread, touches MIB MiB from its main
+thread, prints ``ready``, then
 two threads add to every element of their half for SECONDS: the data is where the main thread
 was, the work wherever the threads run. Nothing here is timed: Python starts slowly in the
 emulated guest on a busy host, so the program watched by PID runs until it is killed, and the
 launched one is watched to its end.
 
-- ``pinlab doctor -s scatter -n 3``: the main thread touches everything, the workers run on both
-  nodes: memory-on-one-node; the fix's ``numactl --interleave`` run makes it go away.
+- ``pinlab doctor -c 0,2,1,3``: slots 0-3 on nodes 0, 1, 0, 1; the main
+  thread (slot 0) touches everything, after the first thread (slot 1) has narrowed it to its CPU;
+  the workers (slots 2 and 3) run on both nodes: memory-on-one-node; the fix's ``numactl --interleave`` run makes it go away.
 - under ``numactl --cpunodebind=0 --membind=1``: threads on node 0, data on node 1:
   memory-far-from-threads, watched by PID; the fix's ``pinlab migrate PID --to 0`` is run on the
   live process, and the doctor's second look finds nothing.
@@ -45,11 +47,17 @@ static void *work(void *arg)
             mine[i] += 1;
     return NULL;
 }
+static void *nothing(void *arg) { return arg; }
 int main(int argc, char **argv)
 {
     if (argc != 3) return 2;
     size_t bytes = (size_t)atol(argv[1]) << 20;
     seconds = atof(argv[2]);
+    /* A first thread, joined at once: under pinlab's plan the main thread runs on all the plan's
+     * CPUs until it creates one, then on its own; so it touches the data from one node. */
+    pthread_t first;
+    pthread_create(&first, NULL, nothing, NULL);
+    pthread_join(first, NULL);
     data = malloc(bytes);
     if (!data) return 1;
     memset(data, 0, bytes);
@@ -93,7 +101,7 @@ def guest(numavm, pinlab_cmd, spread):
     program = shlex.quote(spread)
     # The window covers the whole run (the doctor ends with the program): under emulation on a
     # busy host the first touch alone can take longer than any fixed window.
-    doctor = f"{pinlab_cmd} doctor --json --seconds 3600 -s scatter -n 3 --"
+    doctor = f"{pinlab_cmd} doctor --json --seconds 3600 -c 0,2,1,3 --"
     commands = {
         "one_node": f"{doctor} {program} 96 6",
         "one_node_fixed": f"{doctor} numactl --interleave=0-1 {program} 96 6",

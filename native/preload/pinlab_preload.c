@@ -16,6 +16,8 @@
  *
  * Environment (written by pinlab.launch.runner):
  *   PINLAB_CPUS         required, "c0,c1,...": slot 0 = main thread, slot k = k-th worker
+ *   PINLAB_OBSERVE      set: no plan; pin nothing, only record threads and affinity calls (the
+ *                       other variables but PINLAB_EVENTS are then ignored)
  *   PINLAB_OVERFLOW     wrap (default) | unpinned | error: workers past the end of the plan
  *   PINLAB_SKIP         "i,j,...": creation indexes (1-based, all pthread_create calls) = helpers
  *   PINLAB_HELPER_CPUS  CPU list ("0-3,8") for helpers; else PINLAB_ALLOWED; else the mask
@@ -122,6 +124,7 @@ struct domain {
 /* Configuration: written once by pinlab_init (under pthread_once), read-only afterwards. */
 static struct {
     int enabled;
+    int observe; /* PINLAB_OBSERVE: record threads and affinity calls, pin nothing (pinlab doctor) */
     int *cpus;   /* the plan, slot k -> cpus[k] */
     int ncpus;
     enum overflow_mode overflow;
@@ -780,6 +783,13 @@ static int word_index(const char *name, const char *const words[], int n, char *
 
 static const char *read_config(char *why, size_t why_size)
 {
+    if (env_or_null("PINLAB_OBSERVE")) {
+        /* No plan: every thread keeps the mask it would have had, and is only recorded. */
+        cfg.observe = 1;
+        cfg.overflow = OVERFLOW_UNPINNED;
+        cfg.children = CHILDREN_INHERIT;
+        return NULL;
+    }
     const char *v = getenv("PINLAB_CPUS");
     long *nums = NULL;
     if (!v)
@@ -1169,6 +1179,13 @@ static int slot_cpu(long slot)
 static void place_main_thread(void)
 {
     pid_t me = my_pid();
+    if (cfg.observe) {
+        my_planned = -1;
+        process_unpinned = 1; /* its threads take no slot, and no mask of pinlab's */
+        atomic_store(&main_wide, 0);
+        thread_event(0, my_tid(), "main", -1, -1, 0, cfg.exe, NULL);
+        return;
+    }
     int first = 1;
     long slot = 0;
     if (ring) {

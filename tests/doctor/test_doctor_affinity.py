@@ -5,7 +5,8 @@
 might), then spins for SECONDS. Under ``pinlab doctor`` the preload library records each call,
 and the report names libbind.so as the one that set the masks, and says when it moved a thread
 off pinlab's plan. Both need two CPUs to tell a move from staying put. The calls are recorded
-when the doctor starts the program with a placement (-s or -c): the preload library is loaded then.
+whenever the doctor starts the program: with a placement (-s or -c) the preload library pins and
+records, without one it only records.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 
 import pytest
 
+from pinlab.cpuset import format_cpulist
 from tests.conftest import run_pinlab
 from tests.doctor.helpers import clean_env, finding
 from tests.launch.test_affinity_calls import LIBBIND_C
@@ -95,9 +97,14 @@ def test_a_library_piling_workers_on_one_cpu_is_named_and_its_move_off_the_plan_
 
 
 def test_leaving_the_plan_out_as_the_fix_says_ends_the_fight_and_the_pileup_stays_the_librarys(pileup):
+    # Without a placement the preload library only records: the calls are still seen.
     status, report = _doctor("--", pileup, str(B), "2", "3")
     codes = {f["code"] for f in report["findings"]}
     assert "affinity-calls-moved-plan" not in codes and "threads-share-cpu" in codes, report
+    piled = finding(report, "threads-share-cpu")
+    assert "libbind.so (its own affinity calls)" in piled["statement"], piled
+    calls = finding(report, "affinity-calls")["evidence"]["calls"]
+    assert {c["new"] for c in calls} == {str(B)} and {c["old"] for c in calls} == {format_cpulist(ALLOWED)}, calls  # not pinned before
 
 
 def test_a_library_binding_each_worker_where_the_plan_put_it_is_only_information(pileup):

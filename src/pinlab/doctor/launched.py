@@ -3,8 +3,9 @@
 The program is started exactly as ``pinlab run`` starts it (unpinned unless a placement is
 given), so its output, signals and exit status are those of ``pinlab run``; the doctor is a
 :class:`~pinlab.launch.runner.Controller`, woken from the launcher's wait loop to sample the
-program's threads until the window closes or the program ends. Under a placement the preload
-library records which library started each thread, and the pools are counted exactly.
+program's threads until the window closes or the program ends. The preload library records which
+library started each thread (the pools are counted exactly) and the program's own affinity calls;
+without a placement it is loaded in a mode that pins nothing (``PINLAB_OBSERVE``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def launch_spec(argv: list[str], seconds: float, strategy: str | None, cpus: str
     spec = plan_spec(argv, strategy=strategy, cpus=cpus, threads=threads, sample_ms=None)
     controller = DoctorController(seconds, list(argv))
     spec.controller = controller
+    spec.observe = True  # without a placement: recorded, not pinned
     return spec, controller
 
 

@@ -80,6 +80,9 @@ class LaunchSpec:
     stderr: int | None = None
     counters: Availability | None = None  # performance counters to read for the program (pinlab.measure.counters)
     controller: Controller | None = None  # acts on the running program from the wait loop (autopin, --balance)
+    # Unpinned, with the preload library loaded to record the threads' start libraries and the
+    # program's own affinity calls, pinning nothing (pinlab doctor without a placement).
+    observe: bool = False
     numa_balancing: bool | None = None  # True: the kernel's automatic NUMA balancing on for the run (-s autonuma)
     balance: float | None = None  # seconds between looks of --balance, as recorded (its controller does the work); None: off
     balance_data: str = "attached"  # what moves with stolen threads: attached (API) data, or also the pages they mostly accessed
@@ -207,6 +210,11 @@ def build_environment(spec: LaunchSpec, events: str | None, blocker: str | None,
     env.update(controls.thp_environment(spec.thp))
     if spec.cpus is None and spec.threads and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(spec.threads)  # unpinned ('none'), but with the thread count asked for
+    if spec.cpus is None and spec.observe and blocker is None:
+        env["LD_PRELOAD"] = " ".join(p for p in (_preload_library(), env.get("LD_PRELOAD", "")) if p)
+        env["PINLAB_OBSERVE"] = "1"
+        if events:
+            env["PINLAB_EVENTS"] = events
     if spec.cpus is not None and blocker is None:
         allowed = frozenset(os.sched_getaffinity(0))
         env.update(_openmp_environment(spec, env))
@@ -387,7 +395,8 @@ def run(spec: LaunchSpec) -> RunRecord:
         options["counters"] = [e.name for e in spec.counters.usable]
         options["counters_user_only"] = spec.counters.user_only
     record = RunRecord(argv=list(spec.argv), plan=spec.plan, options=options, started_at=time.time(), sample_ms=spec.sample_ms)
-    blocker = preload_blocker(program) if spec.cpus is not None else None
+    recorded = spec.cpus is not None or spec.observe  # the preload library is loaded
+    blocker = preload_blocker(program) if recorded else None
     mask: frozenset[int] | None = frozenset(spec.domain_cpus) if spec.domain_cpus else None
     if spec.cpus is not None:
         # The main thread starts on all the plan's CPUs, so that runtimes sizing their pools from
@@ -398,7 +407,7 @@ def run(spec: LaunchSpec) -> RunRecord:
             record.warnings.append(
                 f"{program} is {blocker}: its threads cannot be pinned one by one; the whole program is restricted to CPUs {format_cpulist(mask)}"
             )
-    events = _new_events_file() if spec.cpus is not None else None
+    events = _new_events_file() if spec.cpus is not None or (spec.observe and blocker is None) else None
     controller = spec.controller
     try:
         env = build_environment(spec, events, blocker, record.warnings)

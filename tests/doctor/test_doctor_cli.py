@@ -14,6 +14,7 @@ import time
 import pytest
 
 import pinlab
+from pinlab.cpuset import format_cpulist
 from pinlab.doctor import Report
 from pinlab.errors import UsageError
 from tests.conftest import run_pinlab
@@ -30,6 +31,18 @@ def test_a_well_placed_openmp_program_started_by_the_doctor_gets_nothing_above_i
     pool = next(f for f in report["findings"] if f["code"] == "pool")
     assert pool["evidence"]["library"] == "libgomp" and pool["evidence"]["size_from"] == "observed"  # the preload library named it
     assert report["processes"][0]["samples"] >= 5
+
+
+def test_a_program_the_doctor_starts_without_a_placement_is_recorded_and_not_pinned():
+    """The preload library is loaded to record (PINLAB_OBSERVE): every thread keeps the whole
+    mask, and the pool is still counted by the threads it started."""
+    allowed = format_cpulist(sorted(os.sched_getaffinity(0)))
+    result = run_pinlab("doctor", "--seconds", "1.5", "--json", "--", probe(), "2000", env=clean_env(OMP_NUM_THREADS="2"))
+    *output, last = result.stdout.splitlines()
+    assert [line.split()[2] for line in output] == [f"mask={allowed}"] * 2, output  # what each thread saw: not pinned
+    report = json.loads(last)
+    pool = next(f for f in report["findings"] if f["code"] in ("pool", "pool-too-large"))
+    assert pool["evidence"]["library"] == "libgomp" and pool["evidence"]["size_from"] == "observed", pool
 
 
 def test_a_single_threaded_program_and_an_idle_python_get_nothing_above_info():

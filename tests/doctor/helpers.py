@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from pinlab.measure import shared_files
 from pinlab.native import native_path
 from tests.conftest import run_pinlab
 
@@ -46,6 +47,7 @@ def doctor(argv: list[str], env: dict[str, str], seconds: float = 2.0, ready: st
     finally:
         program.kill()
         program.wait()
+        shared_files.remove_openmp_registrations([program.pid])  # a libomp program killed leaves its file
 
 
 def codes(report: dict, at_least: str = "warning") -> set[str]:

@@ -34,7 +34,7 @@ def test_omp_proc_bind_turned_off_by_kmp_affinity_is_found_and_its_fix_binds_the
     status, report = doctor([llvm, LONG_MS], env, seconds=1.5)
     ignored = finding(report, "env-binding-ignored")
     assert status == 1 and ignored["evidence"]["asked"] == {"OMP_PROC_BIND": "close"} and len(ignored["evidence"]["threads"]) == 2
-    assert ignored["fix"][0] == f"env -uKMP_AFFINITY {llvm} 6000"
+    assert ignored["fix"][0] == f"env -uKMP_AFFINITY {llvm} {LONG_MS}"
     argv, env = apply(ignored["fix"][0], env)
     assert "KMP_AFFINITY" not in env
     status, report = doctor(argv, env, seconds=1.5)

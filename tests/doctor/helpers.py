@@ -17,6 +17,12 @@ from tests.conftest import run_pinlab
 HERE = Path(__file__).parent
 PYTHON = sys.executable
 
+#: How long the programs watched by PID run (the probe's milliseconds per thread, the Python
+#: program's seconds): longer than any start of pinlab beside co-runners (up to a minute was
+#: seen), so that the doctor finds them at work; :func:`doctor` ends them when it is done.
+LONG_MS = "600000"
+LONG_S = "600"
+
 #: Variables of the test's own environment that would change what the programs do.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 

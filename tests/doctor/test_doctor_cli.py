@@ -46,9 +46,9 @@ def test_a_program_the_doctor_starts_without_a_placement_is_recorded_and_not_pin
 
 
 def test_a_single_threaded_program_and_an_idle_python_get_nothing_above_info():
-    status, report = doctor(["sleep", "30"], clean_env(), seconds=1)
+    status, report = doctor(["sleep", "600"], clean_env(), seconds=1)
     assert (status, report["findings"]) == (0, [])
-    status, report = doctor([PYTHON, "-c", "import time; print('ready', flush=True); time.sleep(30)"], clean_env(), seconds=1, ready="ready")
+    status, report = doctor([PYTHON, "-c", "import time; print('ready', flush=True); time.sleep(600)"], clean_env(), seconds=1, ready="ready")
     assert (status, report["findings"]) == (0, [])
     loop = "print('ready', flush=True)\nwhile True: pass"
     status, report = doctor([PYTHON, "-c", loop], clean_env(), seconds=1, ready="ready")

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from pinlab.native import native_path
-from tests.doctor.helpers import PYTHON, apply, clean_env, codes, doctor, finding, probe
+from tests.doctor.helpers import LONG_MS, PYTHON, apply, clean_env, codes, doctor, finding, probe
 
 two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 
@@ -17,7 +17,7 @@ two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 
 @two_cpus
 def test_omp_num_threads_other_than_slurm_s_cpus_is_found_and_its_fix_makes_it_go_away():
     env = clean_env(OMP_NUM_THREADS="2", SLURM_CPUS_PER_TASK="1")
-    status, report = doctor([probe(), "6000"], env, seconds=1)
+    status, report = doctor([probe(), LONG_MS], env, seconds=1)
     mismatch = finding(report, "env-slurm-mismatch")
     assert status == 1 and mismatch["evidence"] == {"OMP_NUM_THREADS": "2", "SLURM_CPUS_PER_TASK": "1"}
     assert mismatch["fix"][0] == "export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK"
@@ -31,10 +31,10 @@ def test_omp_num_threads_other_than_slurm_s_cpus_is_found_and_its_fix_makes_it_g
 def test_omp_proc_bind_turned_off_by_kmp_affinity_is_found_and_its_fix_binds_the_threads():
     llvm = str(native_path("pinlab-probe-llvm"))
     env = clean_env(OMP_NUM_THREADS="2", OMP_PROC_BIND="close", KMP_AFFINITY="disabled")
-    status, report = doctor([llvm, "6000"], env, seconds=1.5)
+    status, report = doctor([llvm, LONG_MS], env, seconds=1.5)
     ignored = finding(report, "env-binding-ignored")
     assert status == 1 and ignored["evidence"]["asked"] == {"OMP_PROC_BIND": "close"} and len(ignored["evidence"]["threads"]) == 2
-    assert ignored["fix"][0] == f"env -uKMP_AFFINITY {llvm} 6000"
+    assert ignored["fix"][0] == f"env -uKMP_AFFINITY {llvm} {LONG_MS}"
     argv, env = apply(ignored["fix"][0], env)
     assert "KMP_AFFINITY" not in env
     status, report = doctor(argv, env, seconds=1.5)
@@ -44,7 +44,7 @@ def test_omp_proc_bind_turned_off_by_kmp_affinity_is_found_and_its_fix_binds_the
 @two_cpus
 @pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="needs numpy")
 def test_blas_threads_inside_openmp_threads_are_found_and_the_fix_keeps_one_blas_thread_each():
-    both = "import ctypes, time, numpy; ctypes.CDLL('libgomp.so.1'); print('ready', flush=True); time.sleep(60)"
+    both = "import ctypes, time, numpy; ctypes.CDLL('libgomp.so.1'); print('ready', flush=True); time.sleep(600)"
     env = clean_env(OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
     status, report = doctor([PYTHON, "-c", both], env, seconds=0.5, ready="ready", settle=0)
     nested = finding(report, "env-nested-pools")
@@ -58,7 +58,7 @@ def test_blas_threads_inside_openmp_threads_are_found_and_the_fix_keeps_one_blas
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset")
 def test_openmp_threads_told_to_spin_beside_runnable_threads_are_found_and_the_fix_lets_them_sleep():
     env = clean_env(OMP_NUM_THREADS="2", OMP_WAIT_POLICY="active")
-    argv = ["taskset", "-c", "0", probe(), "6000"]
+    argv = ["taskset", "-c", "0", probe(), LONG_MS]
     status, report = doctor(argv, env, seconds=1)
     spin = finding(report, "env-active-wait")
     assert status == 1 and spin["evidence"]["variables"] == {"OMP_WAIT_POLICY": "active"}

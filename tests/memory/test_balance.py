@@ -422,25 +422,43 @@ def test_a_threads_demand_is_over_the_time_between_its_own_reads_not_the_looks(m
     assert seen[-2:] and all(abs(use[7] - 1.0) < 1e-9 and abs(use[8] - 1.0) < 1e-9 for use in seen[-2:]), seen
 
 
-def test_a_runnable_thread_is_busy_whatever_its_figure_and_keeps_its_node_from_looking_idle(monkeypatch):
-    """The kernel adds a thread's wait for a CPU to its schedstat when it next runs: on a busy
-    machine a runnable thread can show almost no demand for the last interval."""
-    nodes = {0: [0], 1: [1]}
-    waiting = [SimpleNamespace(tid=100 + i, mask=frozenset({0}), index=i + 1, state="R", cpu_seconds=0.0) for i in range(3)]
-    figures = {100: 1.0, 101: 1.0, 102: 0.05}  # the last created waited the whole interval
-    (plan,) = plan_steals(nodes, members_by_node(nodes, waiting), figures, {}, [1])
-    assert [t.tid for t in plan.threads] == [102] and plan.why.startswith("3 busy threads")
-    asleep = [SimpleNamespace(tid=t.tid, mask=t.mask, index=t.index, state="S") for t in waiting]
-    (plan,) = plan_steals(nodes, members_by_node(nodes, asleep), figures, {}, [1])  # by the figures alone: 102 is not busy
-    assert [t.tid for t in plan.threads] == [101] and plan.why.startswith("2 busy threads")
-
+def _looks(monkeypatch, states: dict[int, str], last_states: dict[int, str] | None = None, waiting: tuple[int, ...] = (102,)) -> list[list[int]]:
+    """Four looks 0.1 s apart at threads 100-102 pinned on node 0's CPU and 200 on node 1's, in
+    ``states`` (``last_states`` at the fourth look). Threads 100 and 101 run all along; the
+    ``waiting`` ones show no demand (they waited, which schedstat adds only when they run), and
+    200 none (idle). Returns the tids each steal took."""
     from pinlab.memory import balance
 
-    thief = SimpleNamespace(tid=200, mask=frozenset({1}), index=4, cpu_seconds=0.0, state="R")
-    monkeypatch.setattr(balance, "process_threads", lambda pid, events: [*waiting, thief])
-    monkeypatch.setattr(balance, "demand_seconds", lambda pid, tid, cpu_seconds: 0.0)  # no figure moves
-    balancer = Balancer(nodes=nodes)
+    clock = [0.0]
+    look = [0]
+    tids = [100, 101, 102, 200]
+
+    def threads(pid, events):
+        now = last_states if (last_states is not None and look[0] == 3) else states
+        return [
+            SimpleNamespace(tid=t, mask=frozenset({0 if t < 200 else 1}), index=t - 99 if t < 200 else 4, cpu_seconds=0.0, state=now[t]) for t in tids
+        ]
+
+    monkeypatch.setattr(balance, "process_threads", threads)
+    monkeypatch.setattr(balance, "demand_seconds", lambda pid, tid, cpu: clock[0] if tid in (100, 101) and tid not in waiting else 0.0)
+    monkeypatch.setattr(balance.time, "monotonic", lambda: clock[0])
+    balancer = Balancer(nodes={0: [0], 1: [1]})
     balancer.pid = 1
-    for _ in range(4):
+    taken: list[list[int]] = []
+    monkeypatch.setattr(balancer, "_steal", lambda plan, regions, attached: taken.append([t.tid for t in plan.threads]))
+    for look[0] in range(4):
         balancer.step()
-    assert balancer.idle_looks[1] == 0 and balancer.steals == [], "node 1's runnable thread is not idle"
+        clock[0] += 0.1
+    return taken
+
+
+def test_a_thread_runnable_at_two_looks_in_a_row_is_busy_whatever_its_figure(monkeypatch):
+    """The kernel adds a thread's wait for a CPU to its schedstat when it next runs: on a busy
+    machine a runnable thread can show almost no demand. Runnable at two looks in a row, it
+    counts as wanting a CPU; runnable at one look only, its figure decides."""
+    running = {100: "R", 101: "R", 102: "R", 200: "S"}
+    assert _looks(monkeypatch, running) == [[102]]  # the last created busy thread: 102 counts
+    once = {100: "R", 101: "R", 102: "S", 200: "S"}
+    assert _looks(monkeypatch, once, last_states=running) == [[101]]  # 102 runnable at the last look only
+    busy_thief = {100: "R", 101: "R", 102: "R", 200: "R"}
+    assert _looks(monkeypatch, busy_thief, waiting=(102, 200)) == []  # node 1's thread wants its CPU: not idle

@@ -121,7 +121,7 @@ def _fewer_threads(obs: ProcessObservation) -> list[str]:
             'threadpool_limits(limits=1, user_api="blas")',
         ]
     if not settings:
-        fix.append(f"# start at most {allowed} busy threads (the program's own thread-count option), or give it more CPUs:")
+        fix.append(f"# start at most {plural(allowed, 'busy thread')} (the program's own thread-count option), or give it more CPUs:")
         if len(obs.available) > allowed:
             fix.append(f"pinlab run -c {format_cpulist(obs.available)} -- {obs.command_line()}")
     return fix

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinlab.cpuset import parse_cpulist
-from pinlab.doctor.libraries import mapped_files
+from pinlab.doctor.libraries import loaded_pools, mapped_files
 from pinlab.errors import UsageError
 from pinlab.measure import linux
 from pinlab.measure.events import AffinityCall
@@ -223,6 +223,13 @@ class ProcessSampler:
             obs.ended = True
             return False
         obs.command = next((t.name for t in threads if t.tid == obs.pid), threads[0].name)
+        if not loaded_pools(obs.files):
+            # A program just started may still be in the loader (or in taskset, env, a shell) for
+            # longer than three samples on a busy machine: look for its pool libraries at every
+            # sample until one is there (reading the mappings costs about a tenth of a millisecond).
+            for path in mapped_files(obs.pid):
+                if path not in obs.files:
+                    obs.files.append(path)
         if len(obs.samples) < 3 or len(obs.samples) % 10 == 0:
             # A program that executes another (taskset, env, a shell script) is that one now, and
             # libraries loaded later (the loader's, dlopen, Python imports) are found within a second.

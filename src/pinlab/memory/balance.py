@@ -137,6 +137,7 @@ class Balancer:
     next_look: float = field(default=0.0, init=False)
     last: dict[int, tuple[float, float]] = field(default_factory=dict, init=False)  # tid -> (cpu seconds, when)
     idle_looks: dict[int, int] = field(default_factory=dict, init=False)
+    runnable_before: set[int] = field(default_factory=set, init=False)  # tids runnable at the last look
 
     def started(self, pid: int, events: str | None) -> None:
         self.pid, self.events = pid, events
@@ -150,6 +151,8 @@ class Balancer:
         self.next_look = time.monotonic() + self.interval
 
         threads = process_threads(self.pid, self.events)
+        runnable = {t.tid for t in threads if getattr(t, "state", None) == "R"}
+        steady, self.runnable_before = runnable & self.runnable_before, runnable
         use: dict[int, float] = {}
         for t in threads:
             before = self.last.get(t.tid)
@@ -160,11 +163,15 @@ class Balancer:
             self.last[t.tid] = (demand, time.monotonic())
             if before is not None and self.last[t.tid][1] > before[1]:
                 use[t.tid] = (demand - before[0]) / (self.last[t.tid][1] - before[1])
+        for tid in steady:
+            # Runnable at this look and the last: it wanted a CPU all along, whatever its figure
+            # says. The kernel adds a thread's wait for a CPU to its schedstat only once it runs
+            # again, so on a busy machine a thread that waited most of an interval shows little.
+            use[tid] = max(use.get(tid, 0.0), 1.0)
         members = members_by_node(self.nodes, threads)
         for node, ts in members.items():
-            # a thread seen for the first time has no figure yet, and one runnable now may have waited
-            # all along (see is_busy): its node is not called idle
-            idle = all(t.tid in use and getattr(t, "state", None) != "R" for t in ts) and sum(use[t.tid] for t in ts) < IDLE_CPUS
+            # a thread seen for the first time has no figure yet: its node is not called idle
+            idle = all(t.tid in use for t in ts) and sum(use[t.tid] for t in ts) < IDLE_CPUS
             self.idle_looks[node] = self.idle_looks.get(node, 0) + 1 if idle else 0
         thieves = [node for node in sorted(self.nodes) if self.idle_looks[node] >= IDLE_LOOKS]
         if not thieves:
@@ -231,14 +238,6 @@ def demand_seconds(pid: int, tid: int, cpu_seconds: float) -> float:
         return cpu_seconds
 
 
-def is_busy(thread, use: dict[int, float]) -> bool:
-    """Whether a thread wants a CPU: runnable (state R) at the look, or wanting at least
-    BUSY_SHARE of one since the last. The state counts first because the kernel adds a thread's
-    wait for a CPU to its schedstat only once it runs: on a busy machine a thread that waited
-    most of an interval shows little demand for it, though it wanted a CPU all along."""
-    return getattr(thread, "state", None) == "R" or use.get(thread.tid, 0.0) >= BUSY_SHARE
-
-
 @dataclass
 class StealPlan:
     """What one idle node takes: ``threads`` (LiveThreads) of node ``victim``, and why."""
@@ -265,11 +264,11 @@ def plan_steals(
     nodes: dict[int, list[int]], members: dict[int, list], use: dict[int, float], attached: dict[int, int], thieves: list[int]
 ) -> list[StealPlan]:
     """The steals of one look. Each idle node of ``thieves`` (in order) takes half of the busy
-    threads (:func:`is_busy`) of an overloaded node (more busy threads than CPUs),
+    threads (``use`` of at least BUSY_SHARE) of an overloaded node (more busy threads than CPUs),
     at most one per CPU it has, the last created first: from the node whose busy threads have the
     least ``attached`` data, then the most busy threads, then the lowest number. A node robbed in
     this look is not robbed again before the next (its figures are stale)."""
-    busy = {node: [t for t in ts if is_busy(t, use)] for node, ts in members.items()}
+    busy = {node: [t for t in ts if use.get(t.tid, 0.0) >= BUSY_SHARE] for node, ts in members.items()}
     plans = []
     robbed: set[int] = set()
     for thief in thieves:

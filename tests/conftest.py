@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -92,3 +93,15 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("libomp registrations left in /dev/shm by ended processes")
         for test, names in _OPENMP_LEFT:
             terminalreporter.write_line(f"{test}: {' '.join(names)}")
+
+
+def compile_c(where: Path, name: str, source: str, *flags: str) -> str:
+    """``source`` written to WHERE/NAME.c and built with the system's C compiler into WHERE/NAME
+    (extra ``flags`` after the source: libraries, rpaths); skips the test where there is none."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    (where / f"{name}.c").write_text(source)
+    done = subprocess.run([cc, "-O1", "-pthread", str(where / f"{name}.c"), "-o", str(where / name), *flags], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return str(where / name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 
 import pytest
@@ -20,7 +19,7 @@ from pinlab.doctor.machine_checks import memory_far, memory_one_node
 from pinlab.doctor.observe import ProcessObservation, Sample
 from pinlab.measure import linux
 from pinlab.measure.threads import LiveThread
-from tests.conftest import PINLAB, run_pinlab
+from tests.conftest import PINLAB, compile_c, run_pinlab
 from tests.doctor.helpers import clean_env, finding
 
 NODES = {0: 0, 1: 0, 2: 1, 3: 1}
@@ -75,14 +74,7 @@ int main(int argc, char **argv)
 
 @pytest.fixture(scope="module")
 def hold(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
-    where = tmp_path_factory.mktemp("hold")
-    (where / "hold.c").write_text(HOLD_C)
-    done = subprocess.run([cc, "-O1", str(where / "hold.c"), "-o", str(where / "hold")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return str(where / "hold")
+    return compile_c(tmp_path_factory.mktemp("hold"), "hold", HOLD_C)
 
 
 def _doctor_on(argv: list[str]) -> dict:

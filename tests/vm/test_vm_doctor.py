@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
-import subprocess
 
 import pytest
 
+from tests.conftest import compile_c
 from tests.vm.conftest import Group, marked_sections
 
 pytestmark = pytest.mark.vm
@@ -86,14 +85,7 @@ kill $P; wait $P; true
 
 @pytest.fixture(scope="module")
 def spread(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
-    where = tmp_path_factory.mktemp("vm-doctor")
-    (where / "spread.c").write_text(SPREAD_C)
-    done = subprocess.run([cc, "-O1", "-pthread", str(where / "spread.c"), "-o", str(where / "spread")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return str(where / "spread")
+    return compile_c(tmp_path_factory.mktemp("vm-doctor"), "spread", SPREAD_C)
 
 
 @pytest.fixture(scope="module")

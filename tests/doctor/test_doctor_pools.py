@@ -15,7 +15,7 @@ from pinlab.doctor.observe import ProcessObservation, Sample
 from pinlab.measure.threads import LiveThread
 from pinlab.native import native_path
 from tests.conftest import run_pinlab
-from tests.doctor.helpers import clean_env, codes
+from tests.doctor.helpers import clean_env, codes, doctor
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
@@ -34,6 +34,16 @@ def test_an_openmp_pool_the_program_makes_larger_than_its_cpus_is_counted_and_fo
     assert large["fix"] == ["# the program sets the size itself: give it at most 2 threads with its own option"]
     status, report = doctor("2")
     assert status == 0 and codes(report) == set(), report
+
+
+def test_a_pool_of_a_process_pinlab_did_not_start_is_counted_from_its_threads_stacks():
+    """Without pinlab's record, the pool's size is the threads its library started (read from
+    their stacks), not its variable's or default size: here the program asks for 3 itself."""
+    primes = str(native_path("pinlab-primes"))
+    status, report = doctor([primes, "--threads", "3", "--limit", "4G"], clean_env())
+    pool = next(f for f in report["findings"] if f["code"] in ("pool", "pool-too-large"))
+    assert pool["evidence"]["library"] == "libgomp" and pool["evidence"]["size"] == 3 and pool["evidence"]["size_from"] == "observed", pool
+    assert status == (1 if len(os.sched_getaffinity(0)) < 3 else 0), report
 
 
 def _thread(tid: int, state: str, cpu_seconds: float, mask: frozenset[int] = frozenset({0, 1})) -> LiveThread:
@@ -94,3 +104,15 @@ def test_memory_on_a_node_where_no_busy_thread_runs_is_found_and_not_when_it_is_
     assert memory_far(far) == []
     far.pages_per_node = {1: 100}  # too little to matter
     assert memory_far(far) == []
+
+
+def test_a_pool_whose_threads_could_not_be_read_is_sized_by_its_variable_and_says_why():
+    obs = _window(["SS"] * 10)
+    obs.files = ["/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0"]
+    obs.environ = {"OMP_NUM_THREADS": "2"}
+    obs.stacks_readable = False
+    (pool,) = [f for f in diagnose(obs) if f.code == "pool"]
+    assert pool.evidence["size_from"] == "OMP_NUM_THREADS" and "ptrace_scope" in pool.evidence["threads_not_counted"]
+    obs.stacks_readable = True
+    (pool,) = [f for f in diagnose(obs) if f.code == "pool"]
+    assert "threads_not_counted" not in pool.evidence

@@ -44,8 +44,9 @@ def _pool_sizes(obs: ProcessObservation) -> dict[str, tuple[int, str]]:
         lib = by_name(name)
         assert lib is not None
         if name in observed:
-            # An OpenMP team counts the thread that starts it: its workers and that one.
-            sizes[name] = (observed[name] + (1 if lib.openmp else 0), "observed")
+            # A pool counts the thread that calls into it (an OpenMP team's primary thread, the
+            # caller of a BLAS routine, a TBB arena's master): its workers and that one.
+            sizes[name] = (observed[name] + 1, "observed")
             continue
         variable = next((v for v in lib.variables if thread_count(env.get(v)) is not None), None)
         if variable is not None:
@@ -67,6 +68,10 @@ def pools(obs: ProcessObservation) -> list[Finding]:
             source, f"{source}={env.get(source)}"
         )
         evidence = {"library": name, "file": path, "size": size, "size_from": source, "allowed_cpus": format_cpulist(obs.allowed)}
+        if source != "observed" and not obs.stacks_readable:
+            evidence["threads_not_counted"] = (
+                "the process's memory is not ours to read (kernel.yama.ptrace_scope): its threads' start libraries are not known"
+            )
         lib = by_name(name)
         if size > allowed and not covered & {source, *(lib.variables if lib else ())}:  # else env-threads-above-cpus says it
             variable = lib.variables[0] if lib and lib.variables else None

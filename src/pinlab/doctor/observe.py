@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pinlab.cpuset import parse_cpulist
@@ -21,9 +21,14 @@ from pinlab.errors import UsageError
 from pinlab.measure import linux
 from pinlab.measure.events import AffinityCall
 from pinlab.measure.roles import events_path
+from pinlab.measure.stacks import StacksUnreadable, start_libraries
 from pinlab.measure.threads import LiveThread, pages_per_node, process_threads
 from pinlab.topology.model import Topology
 from pinlab.topology.sources import load_whole
+
+#: Looks at a thread's stack before its start library is given up as unknown (a thread just
+#: created may not have reached its start routine yet).
+STACK_TRIES = 3
 
 #: Seconds between samples: often enough to see how many threads are runnable at once, rarely
 #: enough that reading /proc stays a small share of one CPU.
@@ -60,6 +65,9 @@ class ProcessObservation:
     # Under pinlab's launcher: the program's own affinity calls, and the CPU pinlab's plan gave each thread.
     affinity_calls: list[AffinityCall] = field(default_factory=list)
     planned: dict[int, int] = field(default_factory=dict)  # tid -> planned CPU
+    # Outside pinlab's launcher each thread's start library is read from its stack; False when
+    # the process's memory was not ours to read (pools are then sized by their variables).
+    stacks_readable: bool = True
 
     @property
     def allowed(self) -> frozenset[int]:
@@ -202,6 +210,8 @@ class ProcessSampler:
         self.start = time.monotonic() if start is None else start
         self.events = events if events is not None else events_path(pid)
         self.argv_given = argv is not None
+        self._started_by: dict[tuple[int, int], str | None] = {}  # (tid, start ticks) -> its start library
+        self._stack_looks: dict[tuple[int, int], int] = {}
         self.observation = ProcessObservation(
             pid=pid,
             command="",
@@ -223,6 +233,7 @@ class ProcessSampler:
             obs.ended = True
             return False
         obs.command = next((t.name for t in threads if t.tid == obs.pid), threads[0].name)
+        threads = self._with_start_libraries(threads)
         if not loaded_pools(obs.files):
             # A program just started may still be in the loader (or in taskset, env, a shell) for
             # longer than three samples on a busy machine: look for its pool libraries at every
@@ -245,6 +256,31 @@ class ProcessSampler:
                     obs.files.append(path)
         obs.samples.append(Sample(round(now, 6), threads))
         return True
+
+    def _with_start_libraries(self, threads: list[LiveThread]) -> list[LiveThread]:
+        """The threads, each with its start library: from pinlab run's record where it has one,
+        else read from its stack (once found; a few looks before it is given up)."""
+        obs = self.observation
+        key = {t.tid: (t.tid, t.start_ticks) for t in threads}
+        unknown = [
+            t.tid
+            for t in threads
+            if t.library is None
+            and t.tid != obs.pid
+            and self._started_by.get(key[t.tid]) is None
+            and self._stack_looks.get(key[t.tid], 0) < STACK_TRIES
+        ]
+        if unknown and obs.stacks_readable:
+            try:
+                found = start_libraries(obs.pid, unknown)
+            except StacksUnreadable:
+                obs.stacks_readable = False
+                found = {}
+            for tid in unknown:
+                self._stack_looks[key[tid]] = self._stack_looks.get(key[tid], 0) + 1
+                if found.get(tid):
+                    self._started_by[key[tid]] = found[tid]
+        return [replace(t, library=self._started_by[key[t.tid]]) if t.library is None and self._started_by.get(key[t.tid]) else t for t in threads]
 
 
 def observe(pids: list[int], seconds: float, interval: float = SAMPLE_INTERVAL) -> list[ProcessObservation]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.doctor.evidence import busy_threads, call_entry, thread_count, thread_entry, with_env
 from pinlab.doctor.findings import Finding
-from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, python_process
+from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, python_file, python_process
 from pinlab.doctor.machine_checks import huge_pages_off, kinds_split, memory_far, memory_one_node, smt_shared
 from pinlab.doctor.observe import BINDING_VARIABLES, ProcessObservation, binding_requested
 from pinlab.measure.threads import LiveThread
@@ -189,6 +189,50 @@ def oversubscribed(obs: ProcessObservation) -> list[Finding]:
                 "pool_libraries": loaded,
             },
             "threads beyond the CPUs take turns, on the run queue or on a lock (a BLAS pool called from several threads serves one caller at a time)",
+            _fewer_threads(obs),
+        )
+    ]
+
+
+def pools_in_python_threads(obs: ProcessObservation) -> list[Finding]:
+    """Busy Python threads (a ``ThreadPoolExecutor``, joblib's threading backend) that call into
+    a library with a pool of its own (BLAS, OpenMP), while that pool's threads are busy too: the
+    pools multiply. Told from the threads' start libraries, so it does not hang on how many
+    threads a sample happened to catch runnable."""
+    allowed = len(obs.allowed)
+    busy = busy_threads(obs)
+    # Python threads at work: busy in the window, or seen waiting inside a pool library (the
+    # caller a BLAS pool makes wait while it serves another gets no CPU, yet it calls that pool).
+    waiting = {tid for tid, paths in obs.waited_in.items() if any(identify(p) is not None for p in paths)}
+    last = obs.last_threads()
+    python = [t for t in last.values() if t.tid != obs.pid and python_file(t.library) and (t in busy or t.tid in waiting)]
+    busy_pools = {lib.name for t in busy if t.tid != obs.pid and (lib := identify(t.library)) is not None}
+    workers: dict[str, list[LiveThread]] = {}  # pool library -> all its threads seen, busy or not
+    for t in last.values():
+        lib = identify(t.library)
+        if lib is not None and lib.name in busy_pools and t.tid != obs.pid:
+            workers.setdefault(lib.name, []).append(t)
+    total = len(python) + sum(len(ts) for ts in workers.values())
+    if len(python) < 2 or not workers or total <= allowed:
+        return []
+    named = ", ".join(f"{name} ({plural(len(ts), 'thread')})" for name, ts in workers.items())
+    return [
+        Finding(
+            "nested-pools",
+            "warning",
+            f"{len(python)} Python threads at work call into pools of their own: {named}; up to {total} threads for {plural(allowed, 'allowed CPU')}",
+            {
+                "python_threads": [
+                    {
+                        **thread_entry(t),
+                        **({"waited_in": sorted(os.path.basename(p) for p in obs.waited_in[t.tid])} if t.tid in obs.waited_in else {}),
+                    }
+                    for t in python
+                ],
+                "pool_threads": {name: [thread_entry(t) for t in ts] for name, ts in workers.items()},
+                "allowed_cpus": format_cpulist(obs.allowed),
+            },
+            "each Python thread's call brings the library's pool along, so the threads multiply and take turns (a BLAS pool serves one caller at a time)",
             _fewer_threads(obs),
         )
     ]
@@ -440,6 +484,7 @@ MAX_LISTED = 20
 #: The checks, in the order their findings are reported.
 CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
     oversubscribed,
+    pools_in_python_threads,
     threads_share_cpu,
     smt_shared,
     kinds_split,

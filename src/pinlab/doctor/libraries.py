@@ -76,11 +76,16 @@ def by_name(name: str) -> PoolLibrary | None:
     return next((lib for lib in LIBRARIES if lib.name == name), None)
 
 
+def python_file(path: str | None) -> bool:
+    """Whether ``path`` is a CPython interpreter: libpython, or a python3 program with it built in
+    (a thread started there is a Python thread)."""
+    name = os.path.basename(path or "")
+    return name.startswith("libpython3") or name.startswith("python3")
+
+
 def python_process(files: list[str]) -> bool:
     """Whether the process runs a CPython interpreter (its threads may be Python threads)."""
-    return any(
-        re.search(r"(^|/)(libpython3[\d.]*\.so|python3[\d.]*)$", os.path.basename(f)) or os.path.basename(f).startswith("python3") for f in files
-    )
+    return any(python_file(f) for f in files)
 
 
 #: The BLAS libraries among :data:`LIBRARIES` (called from the program's own threads).

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pinlab.cpuset import parse_cpulist
-from pinlab.doctor.libraries import loaded_pools, mapped_files
+from pinlab.doctor.libraries import loaded_pools, mapped_files, python_file
 from pinlab.errors import UsageError
 from pinlab.measure import linux
 from pinlab.measure.events import AffinityCall
 from pinlab.measure.roles import events_path
-from pinlab.measure.stacks import StacksUnreadable, start_libraries
+from pinlab.measure.stacks import StacksUnreadable, start_libraries, waiting_in
 from pinlab.measure.threads import LiveThread, pages_per_node, process_threads
 from pinlab.topology.model import Topology
 from pinlab.topology.sources import load_whole
@@ -68,6 +68,9 @@ class ProcessObservation:
     # Outside pinlab's launcher each thread's start library is read from its stack; False when
     # the process's memory was not ours to read (pools are then sized by their variables).
     stacks_readable: bool = True
+    # Python threads seen blocked inside a library (a BLAS library's lock, an OpenMP barrier):
+    # tid -> the files they were seen waiting in.
+    waited_in: dict[int, set[str]] = field(default_factory=dict)
 
     @property
     def allowed(self) -> frozenset[int]:
@@ -234,6 +237,7 @@ class ProcessSampler:
             return False
         obs.command = next((t.name for t in threads if t.tid == obs.pid), threads[0].name)
         threads = self._with_start_libraries(threads)
+        self._note_waits(threads)
         if not loaded_pools(obs.files):
             # A program just started may still be in the loader (or in taskset, env, a shell) for
             # longer than three samples on a busy machine: look for its pool libraries at every
@@ -256,6 +260,20 @@ class ProcessSampler:
                     obs.files.append(path)
         obs.samples.append(Sample(round(now, 6), threads))
         return True
+
+    def _note_waits(self, threads: list[LiveThread]) -> None:
+        """Where the blocked Python threads wait, when the process has a pool library and several
+        Python threads: one waiting inside the library calls it, busy or not in the window."""
+        obs = self.observation
+        python = [t.tid for t in threads if t.tid != obs.pid and python_file(t.library)]
+        if len(python) < 2 or not obs.stacks_readable or not loaded_pools(obs.files):
+            return
+        blocked = [t.tid for t in threads if t.tid in python and t.state in ("S", "D")]
+        try:
+            for tid, path in waiting_in(obs.pid, blocked).items():
+                obs.waited_in.setdefault(tid, set()).add(path)
+        except StacksUnreadable:
+            obs.stacks_readable = False
 
     def _with_start_libraries(self, threads: list[LiveThread]) -> list[LiveThread]:
         """The threads, each with its start library: from pinlab run's record where it has one,

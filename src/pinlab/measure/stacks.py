@@ -112,9 +112,11 @@ def _ints(data: bytes) -> set[int]:
     return set(struct.unpack(f"={count}i", data[: count * 4]))
 
 
-def _start_file(stack: bytes, code: list[_Mapping]) -> str | None:
-    """The file of the highest word of ``stack`` that points into code, trampolines passed over."""
-    for offset in range(len(stack) - _WORD.size, -1, -_WORD.size):
+def _code_file(stack: bytes, code: list[_Mapping], downward: bool = True) -> str | None:
+    """The file of the first word of ``stack`` that points into code (from its top, or from its
+    bottom when not ``downward``), the C library's and the trampolines' code passed over."""
+    offsets = range(len(stack) - _WORD.size, -1, -_WORD.size) if downward else range(0, len(stack) - _WORD.size + 1, _WORD.size)
+    for offset in offsets:
         (value,) = _WORD.unpack_from(stack, offset)
         if value < 4096:
             continue
@@ -160,7 +162,42 @@ def start_libraries(pid: int, tids: list[int]) -> dict[int, str | None]:
                     found[tid] = None
                 continue
             size = min(stack.high - stack.low, STACK_TOP_BYTES)
-            found[tid] = _start_file(memory.read(stack.high - size, size), code)
+            found[tid] = _code_file(memory.read(stack.high - size, size), code)
+        return found
+    finally:
+        memory.close()
+
+
+#: Bytes read above a blocked thread's stack pointer to find the code it waits in: the C
+#: library's frames (the system call, a lock) take a few hundred.
+WAIT_BYTES = 4096
+
+
+def waiting_in(pid: int, tids: list[int]) -> dict[int, str]:
+    """tid -> the file whose code each blocked thread of ``pid`` waits in (the innermost code on its
+    stack outside the C library: a BLAS library's lock, an OpenMP barrier, the interpreter).
+    Threads that run, ended, or whose stack says nothing are left out.
+
+    Raises :class:`StacksUnreadable` when the process's memory may not be read at all.
+    """
+    try:
+        mappings = _mappings(pid)
+    except PermissionError as error:
+        raise StacksUnreadable(f"the memory map of process {pid} is not ours to read") from error
+    except OSError:
+        return {}
+    code = [m for m in mappings if "x" in m.perms and m.path.startswith("/")]
+    memory = _Memory(pid)
+    try:
+        found = {}
+        for tid in tids:
+            sp = _stack_pointer(pid, tid)
+            stack = next((m for m in mappings if sp is not None and m.low <= sp < m.high), None)
+            if sp is None or stack is None:
+                continue
+            path = _code_file(memory.read(sp, min(WAIT_BYTES, stack.high - sp)), code, downward=False)
+            if path is not None:
+                found[tid] = path
         return found
     finally:
         memory.close()

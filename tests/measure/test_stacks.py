@@ -9,13 +9,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import pinlab
 from pinlab.measure.roles import events_path, roles_from_events
-from pinlab.measure.stacks import start_libraries
+from pinlab.measure.stacks import start_libraries, waiting_in
 from tests.conftest import PINLAB, compile_c
 
 STARTERS = r"""
@@ -121,8 +122,15 @@ def test_openmp_workers_and_the_program_s_own_thread_are_told_apart_running_or_b
     program, said = _start([program_path], env={**os.environ, "OMP_WAIT_POLICY": "passive"})
     try:
         found = start_libraries(program.pid, [program.pid, *said.values()])
+        for _ in range(600):  # until the blocked two have reached pause() (the spinner never blocks)
+            waits = waiting_in(program.pid, [said["omp1"], said["omp2"], said["own"]])
+            if len(waits) >= 2:
+                break
+            time.sleep(0.1)
     finally:
         _end(program)
+    # Both blocked in pause() called from the program's code; the spinning worker runs, so no wait.
+    assert waits == {said["omp2"]: os.path.realpath(program_path), said["own"]: os.path.realpath(program_path)}, waits
     assert os.path.basename(found[said["omp1"]] or "").startswith("libgomp"), found  # spinning
     assert os.path.basename(found[said["omp2"]] or "").startswith("libgomp"), found  # blocked
     assert found[said["own"]] == os.path.realpath(program_path), found
@@ -160,6 +168,13 @@ def test_python_and_openblas_threads_agree_with_the_preload_library_s_record():
         record = roles_from_events(events_path(pid) or "")
         tids = [tid for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid]
         found = start_libraries(pid, [int(tid) for tid in tids])
+        # The Python threads wait on their Event in the interpreter; OpenBLAS's idle worker, once
+        # its spin is over, sleeps in OpenBLAS.
+        for _ in range(600):
+            waits = waiting_in(pid, [int(tid) for tid in tids])
+            if len(waits) == len(tids):
+                break
+            time.sleep(0.1)
     finally:
         os.kill(pid, 9)
         run.wait()
@@ -167,6 +182,7 @@ def test_python_and_openblas_threads_agree_with_the_preload_library_s_record():
     assert {tid: found.get(tid) for tid in libraries} == libraries
     assert all("python" in os.path.basename(libraries[tid]) for tid in python_threads), libraries  # libpython, or the interpreter itself
     assert any("openblas" in os.path.basename(path) for path in libraries.values()), libraries
+    assert waits == libraries, waits  # each waits in the library that started it
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to look as another user")

@@ -37,7 +37,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _slurm_conf(root: Path, node: str, cpus: int, munge_socket: Path) -> str:
+def _slurm_conf(root: Path, node: str, cpus: int, munge_socket: Path, task: tuple[str, ...]) -> str:
     ctld, slurmd = _free_port(), _free_port()
     return (
         "\n".join(
@@ -58,7 +58,7 @@ def _slurm_conf(root: Path, node: str, cpus: int, munge_socket: Path) -> str:
                 f"SlurmctldLogFile={root}/log/slurmctld.log",
                 f"SlurmdLogFile={root}/log/slurmd.log",
                 "ProctrackType=proctrack/linuxproc",
-                "TaskPlugin=task/none",
+                *task,
                 "SelectType=select/cons_tres",
                 "SelectTypeParameters=CR_Core",
                 "AccountingStorageType=accounting_storage/none",
@@ -75,7 +75,13 @@ def _slurm_conf(root: Path, node: str, cpus: int, munge_socket: Path) -> str:
     )
 
 
-def start(root: Path) -> Cluster:
+#: How the cluster treats a step's tasks: by default it binds none (a step's tasks may use every
+#: CPU of the node); :data:`BINDING` binds each task to cores, as most production clusters do.
+NO_BINDING = ("TaskPlugin=task/none",)
+BINDING = ("TaskPlugin=task/affinity", "TaskPluginParam=Cores")
+
+
+def start(root: Path, task: tuple[str, ...] = NO_BINDING) -> Cluster:
     if os.geteuid() != 0:
         raise Unavailable("starting Slurm's daemons needs root")
     missing = [d for d in DAEMONS if shutil.which(d) is None and not Path("/usr/sbin", d).exists()]
@@ -104,7 +110,7 @@ def start(root: Path) -> Cluster:
     )
     node = socket.gethostname().split(".")[0]
     conf = root / "slurm.conf"
-    conf.write_text(_slurm_conf(root, node, len(os.sched_getaffinity(0)), sock))
+    conf.write_text(_slurm_conf(root, node, len(os.sched_getaffinity(0)), sock, task))
     env = {**os.environ, "SLURM_CONF": str(conf)}
     cluster = Cluster(root, env, node)
     log = open(root / "log" / "daemons.out", "w")

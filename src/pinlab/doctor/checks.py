@@ -73,7 +73,7 @@ def pools(obs: ProcessObservation) -> list[Finding]:
                 "the process's memory is not ours to read (kernel.yama.ptrace_scope): its threads' start libraries are not known"
             )
         lib = by_name(name)
-        if size > allowed and not covered & {source, *(lib.variables if lib else ())}:  # else env-threads-above-cpus says it
+        if size > _cpus_for_threads(obs) and not covered & {source, *(lib.variables if lib else ())}:  # else env-threads-above-cpus says it
             variable = lib.variables[0] if lib and lib.variables else None
             if variable is not None and (thread_count(env.get(variable)) or allowed + 1) <= allowed:
                 variable = None  # already small enough: the program sized its pool itself
@@ -102,6 +102,8 @@ def _fewer_threads(obs: ProcessObservation) -> list[str]:
     """The lines that give the process no more busy threads than allowed CPUs: each loaded pool's
     variable on its command line (one BLAS thread per calling thread when BLAS is called from
     Python's or OpenMP's threads), threadpoolctl for Python, else a thread count to choose."""
+    if slurm_step_cpus_missing(obs):
+        return slurm_step_fewer_cpus(obs)[0].fix
     env = obs.environ or {}
     allowed = len(obs.allowed)
     loaded = loaded_pools(obs.files)
@@ -261,18 +263,63 @@ def two_openmp_runtimes(obs: ProcessObservation) -> list[Finding]:
 def _oversized_variables(obs: ProcessObservation) -> dict[str, int]:
     """Thread-count variables read by a loaded library and larger than the allowed CPUs."""
     env = obs.environ or {}
-    allowed = len(obs.allowed)
     readers: dict[str, list[PoolLibrary]] = {}
     for name in loaded_pools(obs.files):
         lib = by_name(name)
         for variable in lib.variables if lib else ():
             readers.setdefault(variable, []).append(lib)  # type: ignore[arg-type]
+    allowed = _cpus_for_threads(obs)
     found = {}
     for variable in readers:
         count = thread_count(env.get(variable))
         if count is not None and count > allowed:
             found[variable] = count
     return found
+
+
+def _cpus_for_threads(obs: ProcessObservation) -> int:
+    """The CPUs a thread count is rightly set against: the allowed ones, except in a step that
+    srun narrowed (:func:`slurm_step_fewer_cpus`), where it is the job's CPUs per task (the step
+    is wrong, not the count)."""
+    if slurm_step_cpus_missing(obs):
+        return thread_count((obs.environ or {}).get("SLURM_CPUS_PER_TASK")) or len(obs.allowed)
+    return len(obs.allowed)
+
+
+def slurm_step_cpus_missing(obs: ProcessObservation) -> bool:
+    """Whether the process is a Slurm step's task with fewer CPUs than the job's per-task count."""
+    env = obs.environ or {}
+    asked = thread_count(env.get("SLURM_CPUS_PER_TASK"))
+    return "SLURM_STEP_ID" in env and asked is not None and asked > len(obs.allowed)
+
+
+def slurm_step_fewer_cpus(obs: ProcessObservation) -> list[Finding]:
+    """A Slurm step whose task got fewer CPUs than the job asked for per task: beginning with
+    Slurm 22.05, ``srun`` does not inherit the job's ``--cpus-per-task``, so on a cluster that
+    binds tasks each is bound to one CPU (or core) unless srun is told again."""
+    if not slurm_step_cpus_missing(obs):
+        return []
+    env = obs.environ or {}
+    asked = thread_count(env.get("SLURM_CPUS_PER_TASK")) or 0
+    allowed = len(obs.allowed)
+    return [
+        Finding(
+            "slurm-step-fewer-cpus",
+            "problem",
+            f"the job asked for {plural(asked, 'CPU')} per task but this step's task got {plural(allowed, 'CPU')} ({format_cpulist(obs.allowed)})",
+            {
+                "SLURM_CPUS_PER_TASK": env["SLURM_CPUS_PER_TASK"],
+                "SLURM_STEP_ID": env["SLURM_STEP_ID"],
+                "allowed_cpus": format_cpulist(obs.allowed),
+            },
+            "since Slurm 22.05 srun does not pass the job's --cpus-per-task on to its steps, so the task's threads share fewer CPUs than the job holds",
+            [
+                f"srun -c $SLURM_CPUS_PER_TASK {obs.command_line()}",
+                "# or once in the job script, before its srun lines:",
+                "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK",
+            ],
+        )
+    ]
 
 
 def environment(obs: ProcessObservation) -> list[Finding]:
@@ -483,6 +530,7 @@ MAX_LISTED = 20
 
 #: The checks, in the order their findings are reported.
 CHECKS: tuple[Callable[[ProcessObservation], list[Finding]], ...] = (
+    slurm_step_fewer_cpus,
     oversubscribed,
     pools_in_python_threads,
     threads_share_cpu,

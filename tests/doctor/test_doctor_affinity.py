@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 
 import pytest
 
 from pinlab.cpuset import format_cpulist
-from tests.conftest import run_pinlab
+from tests.conftest import compile_c, run_pinlab
 from tests.doctor.helpers import clean_env, finding
 from tests.launch.test_affinity_calls import LIBBIND_C
 
@@ -62,19 +60,9 @@ int main(int argc, char **argv)
 
 @pytest.fixture(scope="module")
 def pileup(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
     where = tmp_path_factory.mktemp("pileup")
-    (where / "libbind.c").write_text(LIBBIND_C)
-    (where / "pileup.c").write_text(PILEUP_C)
-    for argv in (
-        [cc, "-O1", "-shared", "-fPIC", str(where / "libbind.c"), "-o", str(where / "libbind.so")],
-        [cc, "-O1", "-pthread", str(where / "pileup.c"), "-o", str(where / "pileup"), f"-L{where}", "-lbind", f"-Wl,-rpath,{where}"],
-    ):
-        done = subprocess.run(argv, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-    return str(where / "pileup")
+    compile_c(where, "libbind.so", LIBBIND_C, "-shared", "-fPIC")
+    return compile_c(where, "pileup", PILEUP_C, f"-L{where}", "-lbind", f"-Wl,-rpath,{where}")
 
 
 def _doctor(*args: str) -> tuple[int, dict]:

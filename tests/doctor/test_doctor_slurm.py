@@ -70,7 +70,11 @@ def test_a_step_srun_gave_fewer_cpus_than_the_job_asked_per_task_is_found_and_bo
     assert status == 1 and len(report["processes"][0]["allowed_cpus"]) == 1, report  # bound to one core
     found = next(f for f in report["findings"] if f["code"] == "slurm-step-fewer-cpus")
     assert found["severity"] == "problem" and found["evidence"]["SLURM_CPUS_PER_TASK"] == "2", found
-    assert found["fix"] == [f"srun -c $SLURM_CPUS_PER_TASK {program}", "# or once in the job script, before its srun lines:", "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK"]
+    assert found["fix"] == [
+        f"srun -c $SLURM_CPUS_PER_TASK {program}",
+        "# or once in the job script, before its srun lines:",
+        "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK",
+    ]
     # The thread count is right for the job: nothing tells the user to lower it.
     assert not codes(report) & {"env-threads-above-cpus", "pool-too-large", "env-slurm-mismatch"}, report
     srun_line = found["fix"][0].replace("srun -c $SLURM_CPUS_PER_TASK ", f"srun -c $SLURM_CPUS_PER_TASK {doctor} ", 1)

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from pinlab.cpuset import format_cpulist
 from pinlab.native import native_path
-from tests.conftest import run_pinlab
+from tests.conftest import compile_c, run_pinlab
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 PLAN = ALLOWED[:2]
@@ -246,18 +246,10 @@ int main(void)
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     """Compile a C source in a temporary directory: build(name, source, *flags) -> path."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
     where = tmp_path_factory.mktemp("affinity-calls")
 
-    def compile_(name: str, source: str, *flags: str):
-        (where / f"{name}.c").write_text(source)
-        out = where / name
-        done = subprocess.run([cc, "-O1", "-pthread", str(where / f"{name}.c"), "-o", str(out), *flags], capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot build {name}: {done.stderr.strip()[-200:]}")
-        return out
+    def compile_(name: str, source: str, *flags: str) -> Path:
+        return Path(compile_c(where, name, source, *flags))
 
     compile_.where = where  # type: ignore[attr-defined]
     return compile_

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
+from pathlib import Path
 
 import pytest
 
 from pinlab.cpuset import parse_cpulist
 from pinlab.launch.record import RunRecord, ThreadRecord
 from pinlab.native import native_path
-from tests.conftest import run_pinlab
+from tests.conftest import compile_c, run_pinlab
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 PLAN = ALLOWED[::-1]
@@ -119,13 +118,7 @@ int main(int argc, char **argv)
 @pytest.fixture(scope="module")
 def rebind(tmp_path_factory):
     """The re-binding program, compiled for these tests."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    d = tmp_path_factory.mktemp("rebind")
-    (d / "rebind.c").write_text(REBIND_C)
-    subprocess.run([cc, "-O1", str(d / "rebind.c"), "-o", str(d / "rebind"), "-pthread"], check=True)
-    return d / "rebind"
+    return Path(compile_c(tmp_path_factory.mktemp("rebind"), "rebind", REBIND_C))
 
 
 def program_rows(stdout: str) -> dict[int, dict]:

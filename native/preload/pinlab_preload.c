@@ -254,6 +254,13 @@ static void put_long(char *buf, size_t size, size_t *used, long v)
     buf[*used] = '\0';
 }
 
+/* One " name=value" field of an event line, the value a number (lit: " name=", a literal). */
+#define PUT_FIELD(buf, size, used, lit, v) \
+    do {                                    \
+        PUT_LIT(buf, size, used, lit);      \
+        put_long(buf, size, used, v);       \
+    } while (0)
+
 /* The first CPU at or after `from` that is in the set (want = 1) or not (want = 0); CPU_SETSIZE
  * if none. A word at a time: the set has CPU_SETSIZE (1024) bits, most of them 0. */
 static int next_cpu(const cpu_set_t *set, int from, int want)
@@ -648,27 +655,20 @@ static void thread_event(long index, pid_t tid, const char *role, long slot, int
     cpu_set_t mask;
     CPU_ZERO(&mask);
     int mask_ok = sched_getaffinity(0, sizeof mask, &mask) == 0;
-    PUT_LIT(line, sizeof line, &used, "thread pid=");
-    put_long(line, sizeof line, &used, my_pid());
-    PUT_LIT(line, sizeof line, &used, " index=");
-    put_long(line, sizeof line, &used, index);
-    PUT_LIT(line, sizeof line, &used, " tid=");
-    put_long(line, sizeof line, &used, tid);
+    PUT_FIELD(line, sizeof line, &used, "thread pid=", my_pid());
+    PUT_FIELD(line, sizeof line, &used, " index=", index);
+    PUT_FIELD(line, sizeof line, &used, " tid=", tid);
     PUT_LIT(line, sizeof line, &used, " role=");
     put_str(line, sizeof line, &used, role);
-    PUT_LIT(line, sizeof line, &used, " slot=");
-    put_long(line, sizeof line, &used, slot);
-    PUT_LIT(line, sizeof line, &used, " planned=");
-    put_long(line, sizeof line, &used, planned);
-    PUT_LIT(line, sizeof line, &used, " cpu=");
-    put_long(line, sizeof line, &used, cpu);
+    PUT_FIELD(line, sizeof line, &used, " slot=", slot);
+    PUT_FIELD(line, sizeof line, &used, " planned=", planned);
+    PUT_FIELD(line, sizeof line, &used, " cpu=", cpu);
     PUT_LIT(line, sizeof line, &used, " mask=");
     if (mask_ok)
         put_cpulist(line, sizeof line, &used, &mask);
     else
         PUT_LIT(line, sizeof line, &used, "-");
-    PUT_LIT(line, sizeof line, &used, " creator=");
-    put_long(line, sizeof line, &used, creator);
+    PUT_FIELD(line, sizeof line, &used, " creator=", creator);
     if (now.tv_sec > 0) { /* before lib=, whose path may be cut at the end of the line */
         PUT_LIT(line, sizeof line, &used, " t=");
         put_long(line, sizeof line, &used, (long)now.tv_sec * 1000000000L + now.tv_nsec);
@@ -1014,20 +1014,14 @@ static void affinity_event(enum affinity_call call, pid_t target, const struct t
     char line[AFFINITY_LINE_MAX];
     size_t used = 0;
     line[0] = '\0';
-    PUT_LIT(line, sizeof line, &used, "affinity pid=");
-    put_long(line, sizeof line, &used, my_pid());
-    PUT_LIT(line, sizeof line, &used, " tid=");
-    put_long(line, sizeof line, &used, my_tid());
-    PUT_LIT(line, sizeof line, &used, " target=");
-    put_long(line, sizeof line, &used, target);
+    PUT_FIELD(line, sizeof line, &used, "affinity pid=", my_pid());
+    PUT_FIELD(line, sizeof line, &used, " tid=", my_tid());
+    PUT_FIELD(line, sizeof line, &used, " target=", target);
     PUT_LIT(line, sizeof line, &used, " call=");
     put_str(line, sizeof line, &used, call_names[call]);
-    PUT_LIT(line, sizeof line, &used, " result=");
-    put_long(line, sizeof line, &used, result);
-    PUT_LIT(line, sizeof line, &used, " applied=");
-    put_long(line, sizeof line, &used, applied);
-    PUT_LIT(line, sizeof line, &used, " t=");
-    put_long(line, sizeof line, &used, (long)when->tv_sec * 1000000000L + when->tv_nsec);
+    PUT_FIELD(line, sizeof line, &used, " result=", result);
+    PUT_FIELD(line, sizeof line, &used, " applied=", applied);
+    PUT_FIELD(line, sizeof line, &used, " t=", (long)when->tv_sec * 1000000000L + when->tv_nsec);
     PUT_LIT(line, sizeof line, &used, " old=");
     put_mask(line, sizeof line, &used, old, old_bytes);
     PUT_LIT(line, sizeof line, &used, " new=");
@@ -1254,14 +1248,10 @@ static void narrow_main(void)
     char line[256];
     size_t used = 0;
     line[0] = '\0';
-    PUT_LIT(line, sizeof line, &used, "narrow pid=");
-    put_long(line, sizeof line, &used, my_pid());
-    PUT_LIT(line, sizeof line, &used, " tid=");
-    put_long(line, sizeof line, &used, my_tid());
-    PUT_LIT(line, sizeof line, &used, " cpu=");
-    put_long(line, sizeof line, &used, cpu);
-    PUT_LIT(line, sizeof line, &used, " ns=");
-    put_long(line, sizeof line, &used, (long)now.tv_sec * 1000000000L + now.tv_nsec);
+    PUT_FIELD(line, sizeof line, &used, "narrow pid=", my_pid());
+    PUT_FIELD(line, sizeof line, &used, " tid=", my_tid());
+    PUT_FIELD(line, sizeof line, &used, " cpu=", cpu);
+    PUT_FIELD(line, sizeof line, &used, " ns=", (long)now.tv_sec * 1000000000L + now.tv_nsec);
     emit_line(line, sizeof line, used);
 }
 

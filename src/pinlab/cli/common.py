@@ -5,12 +5,9 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.completion import complete_strategies
-from pinlab.graph import load_graph
-from pinlab.graph.model import check_strict
-from pinlab.graph.progress import terminal_progress
-from pinlab.launch import ProgramNotExecutable, ProgramNotFound
-from pinlab.placement.tree import graph_fits
-from pinlab.topology import load_topology
+
+# The library's modules are imported by the functions that use them: every command loads this
+# module, and one that places nothing (``doctor PID``) should not pay for the placement code.
 
 #: The graph strategies in -s's help (pinlab.placement.strategies.GRAPH_STRATEGIES; a test keeps them equal).
 GRAPH_STRATEGY_HELP = "; with --graph FILE: lp-compact, lp-scatter, gp, lpgp, gplp, treematch"
@@ -19,6 +16,8 @@ TOPOLOGY_HELP = "this (default), a path to an hwloc XML file, synthetic:<hwloc s
 
 
 def this_topology():
+    from pinlab.topology import load_topology
+
     return load_topology("this")
 
 
@@ -27,6 +26,11 @@ def graph_option(path, strict: bool, fits: dict | None = None):
 
     ``fits`` (topology, strategy, threads, smt, domains; topology a callable) refuses a graph of
     the wrong size from its thread count, before its weights are read."""
+    from pinlab.graph import load_graph
+    from pinlab.graph.model import check_strict
+    from pinlab.graph.progress import terminal_progress
+    from pinlab.placement.tree import graph_fits
+
     check_strict(path, strict)
     if path is None:
         return None
@@ -45,6 +49,8 @@ def graph_option(path, strict: bool, fits: dict | None = None):
 def started(start):
     """``start()``'s result; a program that is not found or cannot be executed is said in one line
     and becomes the exit status env(1) uses (127, 126)."""
+    from pinlab.launch import ProgramNotExecutable, ProgramNotFound
+
     try:
         return start()
     except ProgramNotFound as exc:

@@ -20,10 +20,10 @@ from typing import Any
 
 from pinlab.doctor.checks import diagnose
 from pinlab.doctor.findings import SEVERITIES, Finding, ProcessSummary, Report
-from pinlab.doctor.launched import launch_spec, run_observed
 from pinlab.doctor.libraries import loaded_pools
 from pinlab.doctor.observe import ProcessObservation, machine_topology, observe
 from pinlab.doctor.request import DEFAULT_SECONDS, DoctorRequest, request
+from pinlab.measure import linux
 
 __all__ = ["DoctorRequest", "Finding", "Report", "SEVERITIES", "doctor", "examine", "summary"]
 
@@ -43,7 +43,8 @@ def summary(obs: ProcessObservation) -> ProcessSummary:
 def report(observations: list[ProcessObservation], seconds: float, exit_status: int | None = None) -> Report:
     """The report on what was observed (``seconds``: from the first sample to the last), every
     process's findings in process order."""
-    if any(o.topology is None for o in observations):
+    # hwloc (an lstopo run) only where the kernel shows something for the SMT and hybrid checks.
+    if any(o.topology is None for o in observations) and not linux.cores_all_alike():
         machine = machine_topology()
         for o in observations:
             o.topology = o.topology or machine
@@ -59,6 +60,8 @@ def examine(req: DoctorRequest) -> Report:
     if req.pids:
         observed = observe(list(req.pids), req.seconds)
         return report(observed, max((o.seconds for o in observed), default=0.0))
+    from pinlab.doctor.launched import launch_spec, run_observed  # the launcher, only to start a program
+
     spec, controller = launch_spec(list(req.argv), req.seconds, req.strategy, req.cpus, req.threads)
     record, observation = run_observed(spec, controller)
     seen = [observation] if observation is not None and observation.samples else []

@@ -134,6 +134,32 @@ def thp_mode() -> str | None:
     return m.group(1) if m else None
 
 
+def cores_all_alike(sys_root: Path = Path("/sys")) -> bool:
+    """Whether the kernel shows every CPU as a core of its own and of one kind: no hardware
+    threads sharing a core, no Intel hybrid E-cores (``cpu_atom``), one ``cpu_capacity`` and one
+    maximum frequency. hwloc would then find nothing more about the cores than this. False
+    whenever a CPU's topology cannot be read (ask hwloc then)."""
+    if (sys_root / "devices" / "cpu_atom").exists():
+        return False
+    capacities: set[str] = set()
+    frequencies: set[str] = set()
+    cpus = sorted((sys_root / "devices" / "system" / "cpu").glob("cpu[0-9]*"))
+    if not cpus:
+        return False
+    for cpu in cpus:
+        try:
+            if len(parse_cpulist((cpu / "topology" / "thread_siblings_list").read_text())) > 1:
+                return False
+        except (OSError, UsageError):
+            return False
+        for name, seen in (("cpu_capacity", capacities), ("cpufreq/cpuinfo_max_freq", frequencies)):
+            try:
+                seen.add((cpu / name).read_text().strip())
+            except OSError:
+                pass
+    return len(capacities) <= 1 and len(frequencies) <= 1
+
+
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie, killed and not yet reaped, is not)."""
     try:

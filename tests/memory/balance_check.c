@@ -35,6 +35,7 @@ struct worker {
     size_t bytes;
     pid_t tid;
     int start_node, touched_node, end_node, data_node, end_cpu;
+    unsigned long long end_mask; /* the CPUs (below 64) it might run on when it looked where it ended */
     long passes;
     int ok;
 };
@@ -100,6 +101,11 @@ static void *run(void *arg)
     pthread_barrier_wait(&all_done);
     w->end_cpu = sched_getcpu(); /* after the barrier too: a thread stolen while it waited is counted where it went */
     w->end_node = node_now();
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+        for (int cpu = 0; cpu < 64; cpu++)
+            if (CPU_ISSET(cpu, &mask))
+                w->end_mask |= 1ULL << cpu;
     w->data_node = most_node(x, w->bytes);
     pm_free(x);
     return NULL;
@@ -134,8 +140,8 @@ int main(int argc, char **argv)
     int bad = 0;
     for (int i = 0; i < count; i++) {
         struct worker *w = &workers[i];
-        printf("{\"worker\": %d, \"tid\": %d, \"start_node\": %d, \"touched_node\": %d, \"end_node\": %d, \"end_cpu\": %d, \"data_node\": %d, \"passes\": %ld, \"ok\": %s}\n",
-               w->index, (int)w->tid, w->start_node, w->touched_node, w->end_node, w->end_cpu, w->data_node, w->passes, w->ok ? "true" : "false");
+        printf("{\"worker\": %d, \"tid\": %d, \"start_node\": %d, \"touched_node\": %d, \"end_node\": %d, \"end_cpu\": %d, \"end_mask\": %llu, \"data_node\": %d, \"passes\": %ld, \"ok\": %s}\n",
+               w->index, (int)w->tid, w->start_node, w->touched_node, w->end_node, w->end_cpu, w->end_mask, w->data_node, w->passes, w->ok ? "true" : "false");
         bad += !w->ok;
     }
     return bad ? 1 : 0;

@@ -160,14 +160,16 @@ def _of(run: dict, kind: str) -> list[dict]:
 
 
 def _big_mappings(numa_maps: str) -> list[dict[int, int]]:
-    """Pages per node of each anonymous mapping holding at least the MiB spinner touched."""
+    """Pages per node of each anonymous mapping holding most of the MiB spinner touched (pages
+    the kernel is moving at the moment numa_maps is read are counted on no node: a look taken
+    while autopin moved them saw 15873 of 16384)."""
     found = []
     for line in numa_maps.splitlines():
         words = line.split()
         if not words or not re.fullmatch(r"[0-9a-f]+", words[0]) or "anon=" not in line:
             continue
         nodes = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"\bN(\d+)=(\d+)", line)}
-        if sum(nodes.values()) >= MEM_PAGES:
+        if sum(nodes.values()) >= MEM_PAGES * 3 // 4:
             found.append(nodes)
     return found
 

@@ -23,9 +23,12 @@ nothing is known and :func:`start_libraries` says so (:class:`StacksUnreadable`)
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 #: Bytes read from the top of each candidate mapping to find a thread's tid: the descriptor sits
@@ -112,20 +115,44 @@ def _ints(data: bytes) -> set[int]:
     return set(struct.unpack(f"={count}i", data[: count * 4]))
 
 
-def _code_file(stack: bytes, code: list[_Mapping], downward: bool = True) -> str | None:
-    """The file of the first word of ``stack`` that points into code (from its top, or from its
-    bottom when not ``downward``), the C library's and the trampolines' code passed over."""
-    offsets = range(len(stack) - _WORD.size, -1, -_WORD.size) if downward else range(0, len(stack) - _WORD.size + 1, _WORD.size)
-    for offset in offsets:
-        (value,) = _WORD.unpack_from(stack, offset)
-        if value < 4096:
-            continue
-        for m in code:
-            if m.low <= value < m.high:
-                if not TRAMPOLINES.match(os.path.basename(m.path)):
-                    return m.path
-                break
-    return None
+class _Code:
+    """The mapped files' code, for telling which file an address points into."""
+
+    def __init__(self, mappings: list[_Mapping]) -> None:
+        self.mappings = sorted((m for m in mappings if "x" in m.perms and m.path.startswith("/")), key=lambda m: m.low)
+        self.lows = [m.low for m in self.mappings]
+
+    def file_of(self, address: int) -> str | None:
+        i = bisect.bisect_right(self.lows, address) - 1
+        return self.mappings[i].path if i >= 0 and address < self.mappings[i].high else None
+
+    def first_file(self, stack: bytes, downward: bool = True) -> str | None:
+        """The file of the first word of ``stack`` that points into code (from its top, or from
+        its bottom when not ``downward``), the C library's and the trampolines' code passed over."""
+        words = len(stack) // _WORD.size
+        for i in range(words - 1, -1, -1) if downward else range(words):
+            (value,) = _WORD.unpack_from(stack, i * _WORD.size)
+            path = self.file_of(value)
+            if path is not None and not TRAMPOLINES.match(os.path.basename(path)):
+                return path
+        return None
+
+
+@contextmanager
+def _opened(pid: int) -> Iterator[tuple[list[_Mapping], _Code, _Memory] | None]:
+    """The process's mappings, its code and its memory; None when it has ended."""
+    try:
+        mappings = _mappings(pid)
+    except PermissionError as error:
+        raise StacksUnreadable(f"the memory map of process {pid} is not ours to read") from error
+    except OSError:  # it ended
+        yield None
+        return
+    memory = _Memory(pid)
+    try:
+        yield mappings, _Code(mappings), memory
+    finally:
+        memory.close()
 
 
 def start_libraries(pid: int, tids: list[int]) -> dict[int, str | None]:
@@ -135,15 +162,10 @@ def start_libraries(pid: int, tids: list[int]) -> dict[int, str | None]:
 
     Raises :class:`StacksUnreadable` when the process's memory may not be read at all.
     """
-    try:
-        mappings = _mappings(pid)
-    except PermissionError as error:
-        raise StacksUnreadable(f"the memory map of process {pid} is not ours to read") from error
-    except OSError:  # it ended
-        return {}
-    code = [m for m in mappings if "x" in m.perms and m.path.startswith("/")]
-    memory = _Memory(pid)
-    try:
+    with _opened(pid) as process:
+        if process is None:
+            return {}
+        mappings, code, memory = process
         owners: dict[int, list[_Mapping]] = {}
         for m in _stack_candidates(mappings):
             size = min(m.high - m.low, DESCRIPTOR_BYTES)
@@ -162,10 +184,8 @@ def start_libraries(pid: int, tids: list[int]) -> dict[int, str | None]:
                     found[tid] = None
                 continue
             size = min(stack.high - stack.low, STACK_TOP_BYTES)
-            found[tid] = _code_file(memory.read(stack.high - size, size), code)
+            found[tid] = code.first_file(memory.read(stack.high - size, size))
         return found
-    finally:
-        memory.close()
 
 
 #: Bytes read above a blocked thread's stack pointer to find the code it waits in: the C
@@ -180,24 +200,17 @@ def waiting_in(pid: int, tids: list[int]) -> dict[int, str]:
 
     Raises :class:`StacksUnreadable` when the process's memory may not be read at all.
     """
-    try:
-        mappings = _mappings(pid)
-    except PermissionError as error:
-        raise StacksUnreadable(f"the memory map of process {pid} is not ours to read") from error
-    except OSError:
-        return {}
-    code = [m for m in mappings if "x" in m.perms and m.path.startswith("/")]
-    memory = _Memory(pid)
-    try:
+    with _opened(pid) as process:
+        if process is None:
+            return {}
+        mappings, code, memory = process
         found = {}
         for tid in tids:
             sp = _stack_pointer(pid, tid)
             stack = next((m for m in mappings if sp is not None and m.low <= sp < m.high), None)
             if sp is None or stack is None:
                 continue
-            path = _code_file(memory.read(sp, min(WAIT_BYTES, stack.high - sp)), code, downward=False)
+            path = code.first_file(memory.read(sp, min(WAIT_BYTES, stack.high - sp)), downward=False)
             if path is not None:
                 found[tid] = path
         return found
-    finally:
-        memory.close()

@@ -49,16 +49,20 @@ def graph_option(path, strict: bool, fits: dict | None = None):
 def started(start):
     """``start()``'s result; a program that is not found or cannot be executed is said in one line
     and becomes the exit status env(1) uses (127, 126)."""
-    from pinlab.launch import ProgramNotExecutable, ProgramNotFound
-
     try:
         return start()
-    except ProgramNotFound as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 127
-    except ProgramNotExecutable as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 126
+    except Exception as exc:
+        # Whatever raised these has imported the launcher: importing it here costs nothing then,
+        # and a command that starts no program (``doctor PID``) never loads it.
+        from pinlab.launch import ProgramNotExecutable, ProgramNotFound
+
+        if isinstance(exc, ProgramNotFound):
+            click.echo(f"pinlab: error: {exc}", err=True)
+            return 127
+        if isinstance(exc, ProgramNotExecutable):
+            click.echo(f"pinlab: error: {exc}", err=True)
+            return 126
+        raise
 
 
 class RenamingCommand(click.Command):

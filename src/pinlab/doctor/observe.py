@@ -219,6 +219,8 @@ class ProcessSampler:
         self.argv_given = argv is not None
         self._started_by: dict[tuple[int, int], str | None] = {}  # (tid, start ticks) -> its start library
         self._stack_looks: dict[tuple[int, int], int] = {}
+        self._pools_found: dict[str, str] = {}
+        self._pools_for = -1  # the number of files _pools_found was worked out from
         self.observation = ProcessObservation(
             pid=pid,
             command="",
@@ -235,14 +237,14 @@ class ProcessSampler:
         if obs.ended:
             return False
         now = time.monotonic() - self.start
-        threads = [t for t in process_threads(obs.pid, events=self.events) if t.state not in ("Z", "X")]
+        threads = [t for t in process_threads(obs.pid, events=self.events, migrations=False) if t.state not in ("Z", "X")]
         if not threads:
             obs.ended = True
             return False
         obs.command = next((t.name for t in threads if t.tid == obs.pid), threads[0].name)
         threads = self._with_start_libraries(threads)
         self._note_waits(threads)
-        if not loaded_pools(obs.files):
+        if not self._pools():
             # A program just started may still be in the loader (or in taskset, env, a shell) for
             # longer than three samples on a busy machine: look for its pool libraries at every
             # sample until one is there (reading the mappings costs about a tenth of a millisecond).
@@ -265,12 +267,19 @@ class ProcessSampler:
         obs.samples.append(Sample(round(now, 6), threads))
         return True
 
+    def _pools(self) -> dict[str, str]:
+        """The pool libraries the process maps, worked out again only when its list of files grew."""
+        files = self.observation.files
+        if self._pools_for != len(files):
+            self._pools_found, self._pools_for = loaded_pools(files), len(files)
+        return self._pools_found
+
     def _note_waits(self, threads: list[LiveThread]) -> None:
         """Where the blocked Python threads wait, when the process has a pool library and several
         Python threads: one waiting inside the library calls it, busy or not in the window."""
         obs = self.observation
         python = [t.tid for t in threads if t.tid != obs.pid and python_file(t.library)]
-        if len(python) < 2 or not obs.stacks_readable or not loaded_pools(obs.files):
+        if len(python) < 2 or not obs.stacks_readable or not self._pools():
             return
         blocked = [t.tid for t in threads if t.tid in python and t.state in ("S", "D")]
         try:

@@ -118,6 +118,20 @@ def test_from_python_on_its_own_process():
         pinlab.doctor(os.getpid(), seconds=0)
 
 
+def test_a_window_shorter_than_one_look_still_gets_two_looks_at_a_live_process():
+    """CPU time over a window is a difference of two looks: however long the first look takes
+    (a busy machine, a large process), a live process is looked at twice."""
+    from pinlab.doctor.observe import observe
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (seen,) = observe([sleeper.pid], 1e-6)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert len(seen.samples) == 2 and not seen.ended
+
+
 def test_from_python_with_a_program():
     report = pinlab.doctor(argv=["sh", "-c", "exit 5"], seconds=0.3)
     assert report.exit_status == 5

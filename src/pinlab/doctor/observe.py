@@ -315,7 +315,8 @@ class ProcessSampler:
 
 
 def observe(pids: list[int], seconds: float, interval: float = SAMPLE_INTERVAL) -> list[ProcessObservation]:
-    """Sample every process of ``pids`` each ``interval`` for ``seconds`` (or until all have ended, or Ctrl-C)."""
+    """Sample every process of ``pids`` each ``interval`` for ``seconds`` (or until all have ended, or
+    Ctrl-C), and at least twice each process that lives on."""
     start = time.monotonic()
     samplers = [ProcessSampler(pid, start=start) for pid in pids]
     deadline = start + seconds
@@ -323,7 +324,9 @@ def observe(pids: list[int], seconds: float, interval: float = SAMPLE_INTERVAL) 
         while True:
             live = [s.sample() for s in samplers]
             now = time.monotonic()
-            if not any(live) or now >= deadline:
+            # A window needs two samples of each live process to say anything (CPU time is a
+            # difference): on a busy machine the first look alone may outlast a short window.
+            if not any(live) or (now >= deadline and all(len(s.observation.samples) >= 2 for s, alive in zip(samplers, live) if alive)):
                 break
             time.sleep(max(0.0, min(interval, deadline - now)))
     except KeyboardInterrupt:  # Ctrl-C closes the window early: what was seen is reported

@@ -5,9 +5,12 @@ from __future__ import annotations
 import click
 
 from pinlab.cli.completion import complete_strategies
-
-# The library's modules are imported by the functions that use them: every command loads this
-# module, and one that places nothing (``doctor PID``) should not pay for the placement code.
+from pinlab.graph import load_graph
+from pinlab.graph.model import check_strict
+from pinlab.graph.progress import terminal_progress
+from pinlab.launch import ProgramNotExecutable, ProgramNotFound
+from pinlab.placement.tree import graph_fits
+from pinlab.topology import load_topology
 
 #: The graph strategies in -s's help (pinlab.placement.strategies.GRAPH_STRATEGIES; a test keeps them equal).
 GRAPH_STRATEGY_HELP = "; with --graph FILE: lp-compact, lp-scatter, gp, lpgp, gplp, treematch"
@@ -16,8 +19,6 @@ TOPOLOGY_HELP = "this (default), a path to an hwloc XML file, synthetic:<hwloc s
 
 
 def this_topology():
-    from pinlab.topology import load_topology
-
     return load_topology("this")
 
 
@@ -26,11 +27,6 @@ def graph_option(path, strict: bool, fits: dict | None = None):
 
     ``fits`` (topology, strategy, threads, smt, domains; topology a callable) refuses a graph of
     the wrong size from its thread count, before its weights are read."""
-    from pinlab.graph import load_graph
-    from pinlab.graph.model import check_strict
-    from pinlab.graph.progress import terminal_progress
-    from pinlab.placement.tree import graph_fits
-
     check_strict(path, strict)
     if path is None:
         return None
@@ -51,18 +47,12 @@ def started(start):
     and becomes the exit status env(1) uses (127, 126)."""
     try:
         return start()
-    except Exception as exc:
-        # Whatever raised these has imported the launcher: importing it here costs nothing then,
-        # and a command that starts no program (``doctor PID``) never loads it.
-        from pinlab.launch import ProgramNotExecutable, ProgramNotFound
-
-        if isinstance(exc, ProgramNotFound):
-            click.echo(f"pinlab: error: {exc}", err=True)
-            return 127
-        if isinstance(exc, ProgramNotExecutable):
-            click.echo(f"pinlab: error: {exc}", err=True)
-            return 126
-        raise
+    except ProgramNotFound as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 127
+    except ProgramNotExecutable as exc:
+        click.echo(f"pinlab: error: {exc}", err=True)
+        return 126
 
 
 class RenamingCommand(click.Command):

@@ -3,8 +3,7 @@
 Completion is click's own (``_PINLAB_COMPLETE=bash_source pinlab`` prints the script); this
 module adds what click cannot know: the placement strategies, which ``-s`` takes as free text
 (comma lists in ``pinlab study``) rather than as a :class:`click.Choice`, from the names the
-library knows. The strategies' module is imported when a completion is asked for, not when a
-command that offers it is loaded: commands that place nothing (``doctor PID``) start faster.
+library knows; the commands that take ``-s`` import that module already.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import click
 from click.shell_completion import CompletionItem, get_completion_class
+
+from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES
 
 #: The shells whose scripts :func:`write_scripts` writes, and where each looks for them (under a
 #: prefix's share/ directory: bash-completion, zsh's site-functions, fish's vendor completions).
@@ -28,8 +29,6 @@ COMPLETE_VAR = "_PINLAB_COMPLETE"
 
 def strategy_names() -> list[str]:
     """Every name ``-s`` accepts: the strategies, the graph strategies, then the aliases."""
-    from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES
-
     return [*STRATEGIES, *GRAPH_STRATEGIES, *ALIASES]
 
 

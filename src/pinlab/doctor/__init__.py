@@ -20,6 +20,7 @@ from typing import Any
 
 from pinlab.doctor.checks import diagnose
 from pinlab.doctor.findings import SEVERITIES, Finding, ProcessSummary, Report
+from pinlab.doctor.launched import launch_spec, run_observed
 from pinlab.doctor.libraries import loaded_pools
 from pinlab.doctor.observe import ProcessObservation, machine_topology, observe
 from pinlab.doctor.request import DEFAULT_SECONDS, DoctorRequest, request
@@ -60,8 +61,6 @@ def examine(req: DoctorRequest) -> Report:
     if req.pids:
         observed = observe(list(req.pids), req.seconds)
         return report(observed, max((o.seconds for o in observed), default=0.0))
-    from pinlab.doctor.launched import launch_spec, run_observed  # the launcher, only to start a program
-
     spec, controller = launch_spec(list(req.argv), req.seconds, req.strategy, req.cpus, req.threads)
     record, observation = run_observed(spec, controller)
     seen = [observation] if observation is not None and observation.samples else []

@@ -14,7 +14,6 @@ import shlex
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pinlab.cpuset import parse_cpulist
 from pinlab.doctor.libraries import loaded_pools, mapped_files, python_file
@@ -24,9 +23,8 @@ from pinlab.measure.events import AffinityCall
 from pinlab.measure.roles import events_path
 from pinlab.measure.stacks import StacksUnreadable, start_libraries, waiting_in
 from pinlab.measure.threads import LiveThread, pages_per_node, process_threads
-
-if TYPE_CHECKING:
-    from pinlab.topology.model import Topology
+from pinlab.topology.model import Topology
+from pinlab.topology.sources import load_whole
 
 #: Looks at a thread's stack before its start library is given up as unknown (a thread just
 #: created may not have reached its start routine yet).
@@ -200,8 +198,6 @@ def machine_topology() -> Topology | None:
     """This machine's cores, hardware threads and kinds of core, whole (not narrowed to any
     process's mask): what the SMT and hybrid checks compare the threads' CPUs with. None when
     hwloc is not there to say: those checks then say nothing."""
-    from pinlab.topology.sources import load_whole
-
     try:
         return load_whole()
     except UsageError:

@@ -3,8 +3,11 @@ placement), and the checks' thresholds on made-up windows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -116,3 +119,67 @@ def test_a_pool_whose_threads_could_not_be_read_is_sized_by_its_variable_and_say
     obs.stacks_readable = True
     (pool,) = [f for f in diagnose(obs) if f.code == "pool"]
     assert "threads_not_counted" not in pool.evidence
+
+
+def test_two_copies_of_one_library_are_two_pools_each_counted_by_its_own_threads(tmp_path):
+    """numpy's and scipy's wheels each bring an OpenBLAS: each copy starts its own workers, so
+    one worker per copy on 2 CPUs is two pools of 2, not one pool of 3 (which would say the pool
+    is too large and tell the user to set what is already so)."""
+    numpy_copy, scipy_copy = "/venv/numpy.libs/libscipy_openblas64_-a.so", "/venv/scipy.libs/libscipy_openblas-b.so"
+    obs = _window(["SSS"] * 10)
+    obs.files = ["/usr/bin/python3.11", numpy_copy, scipy_copy]
+    obs.samples = [
+        Sample(s.time, [t if lib is None else _with_library(t, lib) for t, lib in zip(s.threads, [None, numpy_copy, scipy_copy])])
+        for s in obs.samples
+    ]
+    pools = {f.evidence["file"]: f for f in diagnose(obs) if f.code in ("pool", "pool-too-large")}
+    assert {file: (f.code, f.evidence["size"], f.evidence["size_from"]) for file, f in pools.items()} == {
+        numpy_copy: ("pool", 2, "observed"),
+        scipy_copy: ("pool", 2, "observed"),
+    }
+    assert pools[numpy_copy].statement.startswith("OpenBLAS (libscipy_openblas64_-a.so) pool: 2 threads")
+    obs.samples = [Sample(s.time, [s.threads[0], s.threads[1], _with_library(s.threads[2], numpy_copy)]) for s in obs.samples]
+    (large,) = [f for f in diagnose(obs) if f.code == "pool-too-large"]  # both workers numpy's: its pool is 3
+    assert large.evidence["file"] == numpy_copy and large.evidence["size"] == 3
+
+
+def test_a_thread_named_by_the_loader_s_path_counts_for_the_file_the_process_maps(tmp_path):
+    """The preload library names a thread's start library as the loader opened it (a symbolic
+    link such as libgomp.so.1); /proc/PID/maps names the file it points to."""
+    real = tmp_path / "libgomp.so.1.0.0"
+    real.write_bytes(b"")
+    (tmp_path / "libgomp.so.1").symlink_to(real.name)
+    obs = _window(["SSS"] * 10)
+    obs.files = [str(real)]
+    obs.samples = [Sample(s.time, [s.threads[0]] + [_with_library(t, str(tmp_path / "libgomp.so.1")) for t in s.threads[1:]]) for s in obs.samples]
+    (large,) = [f for f in diagnose(obs) if f.code == "pool-too-large"]
+    assert large.evidence["file"] == str(real) and large.evidence["size"] == 3 and large.evidence["size_from"] == "observed"
+
+
+def _with_library(t: LiveThread, library: str) -> LiveThread:
+    return dataclasses.replace(t, library=library)
+
+
+def test_a_python_process_with_numpy_and_scipy_has_no_pool_too_large():
+    """The real case: numpy and scipy each called once, their OpenBLAS pools as their defaults
+    make them (one thread per allowed CPU, the caller among them)."""
+    program = (
+        "import numpy, scipy.linalg, os, re\n"
+        "a = numpy.ones((300, 300)); a @ a; scipy.linalg.lu(a)\n"
+        "files = {line.split()[-1] for line in open('/proc/self/maps') if re.search(r'/lib(scipy_)?openblas', line)}\n"
+        "print('ready', len(files), flush=True)\n"
+        "import time; time.sleep(600)\n"
+    )
+    program_process = subprocess.Popen([sys.executable, "-c", program], env=clean_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert program_process.stdout is not None
+        word, copies = program_process.stdout.readline().split()
+        result = run_pinlab("doctor", str(program_process.pid), "--seconds", "0.5", "--json")
+    finally:
+        program_process.kill()
+        program_process.wait()
+    report = json.loads(result.stdout)
+    pools = [f for f in report["findings"] if f["code"] in ("pool", "pool-too-large") and f["evidence"]["library"] == "OpenBLAS"]
+    assert word == "ready" and len(pools) == int(copies) >= 1, report
+    assert all(f["code"] == "pool" and f["evidence"]["size"] <= len(os.sched_getaffinity(0)) for f in pools), report
+    assert result.returncode == 0, report

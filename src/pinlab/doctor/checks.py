@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.doctor.evidence import busy_threads, call_entry, thread_count, thread_entry, with_env
 from pinlab.doctor.findings import Finding
-from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, python_file, python_process
+from pinlab.doctor.libraries import BLAS, PoolLibrary, by_name, identify, loaded_pools, pool_files, python_file, python_process
 from pinlab.doctor.machine_checks import huge_pages_off, kinds_split, memory_far, memory_one_node, smt_shared
 from pinlab.doctor.observe import BINDING_VARIABLES, ProcessObservation, binding_requested
 from pinlab.measure.threads import LiveThread
@@ -30,29 +30,45 @@ OVERSUBSCRIBED_SHARE = 0.5
 MIN_SAMPLES = 3
 
 
-def _pool_sizes(obs: ProcessObservation) -> dict[str, tuple[int, str]]:
-    """Pool library -> (its size, where the size comes from: observed, a variable, or default)."""
+def _copy_of(library: str | None, copies: list[tuple[PoolLibrary, str]]) -> str | None:
+    """The mapped pool file a thread's start library is: the same path, else the same file by its
+    real path (the loader names ``libgomp.so.1``, /proc/PID/maps its target), else the first copy
+    of the same library; None when it is no pool library."""
+    lib = identify(library)
+    if library is None or lib is None:
+        return None
+    paths = [path for _, path in copies]
+    if library in paths:
+        return library
+    real = os.path.realpath(library)
+    same = [path for path in paths if os.path.realpath(path) == real]
+    return same[0] if same else next((path for other, path in copies if other is lib), None)
+
+
+def _pool_sizes(obs: ProcessObservation) -> list[tuple[PoolLibrary, str, int, str]]:
+    """Each loaded copy of a pool library: (library, file, its pool's size, where the size comes
+    from: observed, a variable, or default). Threads are counted against the file that started
+    them, so two copies of one library (numpy's and scipy's OpenBLAS) are two pools."""
     env = obs.environ or {}
     allowed = len(obs.allowed)
+    copies = pool_files(obs.files)
     observed: dict[str, int] = {}
     for t in obs.last_threads().values():
-        lib = identify(t.library)
-        if lib is not None and t.tid != obs.pid:
-            observed[lib.name] = observed.get(lib.name, 0) + 1
-    sizes: dict[str, tuple[int, str]] = {}
-    for name in loaded_pools(obs.files):
-        lib = by_name(name)
-        assert lib is not None
-        if name in observed:
+        path = _copy_of(t.library, copies)
+        if path is not None and t.tid != obs.pid:
+            observed[path] = observed.get(path, 0) + 1
+    sizes = []
+    for lib, path in copies:
+        if path in observed:
             # A pool counts the thread that calls into it (an OpenMP team's primary thread, the
             # caller of a BLAS routine, a TBB arena's master): its workers and that one.
-            sizes[name] = (observed[name] + 1, "observed")
+            sizes.append((lib, path, observed[path] + 1, "observed"))
             continue
         variable = next((v for v in lib.variables if thread_count(env.get(v)) is not None), None)
         if variable is not None:
-            sizes[name] = (thread_count(env.get(variable)) or 1, variable)
+            sizes.append((lib, path, thread_count(env.get(variable)) or 1, variable))
         else:
-            sizes[name] = (1 if name == "BLIS" else allowed, "default")
+            sizes.append((lib, path, 1 if lib.name == "BLIS" else allowed, "default"))
     return sizes
 
 
@@ -62,19 +78,21 @@ def pools(obs: ProcessObservation) -> list[Finding]:
     env = obs.environ or {}
     findings = []
     covered = {v for v in _oversized_variables(obs)}
-    for name, (size, source) in _pool_sizes(obs).items():
-        path = loaded_pools(obs.files)[name]
-        origin = {"observed": "threads seen", "default": "the library's default: the allowed CPUs" if name != "BLIS" else "BLIS's default"}.get(
+    sizes = _pool_sizes(obs)
+    for lib, path, size, source in sizes:
+        name = lib.name
+        if sum(1 for other, *_ in sizes if other is lib) > 1:
+            name = f"{lib.name} ({os.path.basename(path)})"  # one of several copies: say which
+        origin = {"observed": "threads seen", "default": "the library's default: the allowed CPUs" if lib.name != "BLIS" else "BLIS's default"}.get(
             source, f"{source}={env.get(source)}"
         )
-        evidence = {"library": name, "file": path, "size": size, "size_from": source, "allowed_cpus": format_cpulist(obs.allowed)}
+        evidence = {"library": lib.name, "file": path, "size": size, "size_from": source, "allowed_cpus": format_cpulist(obs.allowed)}
         if source != "observed" and not obs.stacks_readable:
             evidence["threads_not_counted"] = (
                 "the process's memory is not ours to read (kernel.yama.ptrace_scope): its threads' start libraries are not known"
             )
-        lib = by_name(name)
-        if size > _cpus_for_threads(obs) and not covered & {source, *(lib.variables if lib else ())}:  # else env-threads-above-cpus says it
-            variable = lib.variables[0] if lib and lib.variables else None
+        if size > _cpus_for_threads(obs) and not covered & {source, *lib.variables}:  # else env-threads-above-cpus says it
+            variable = lib.variables[0] if lib.variables else None
             if variable is not None and (thread_count(env.get(variable)) or allowed + 1) <= allowed:
                 variable = None  # already small enough: the program sized its pool itself
             findings.append(

@@ -72,6 +72,14 @@ def loaded_pools(files: list[str]) -> dict[str, str]:
     return {lib.name: found[lib.name] for lib in LIBRARIES if lib.name in found}
 
 
+def pool_files(files: list[str]) -> list[tuple[PoolLibrary, str]]:
+    """Every mapped copy of a pool library, with its file, in :data:`LIBRARIES` order then address
+    order. Copies are separate pools: numpy and scipy wheels each bring their own OpenBLAS, and
+    each starts its own threads."""
+    found = [(lib, path) for path in files if (lib := identify(path)) is not None]
+    return sorted(found, key=lambda pair: LIBRARIES.index(pair[0]))
+
+
 def by_name(name: str) -> PoolLibrary | None:
     return next((lib for lib in LIBRARIES if lib.name == name), None)
 

@@ -102,8 +102,9 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
     env["OMP_NUM_THREADS"] = str(options.threads)
     limit = 2_000_000
-    took, _ = run_once([primes, "--limit", str(limit)], env, None)
-    limit = max(100_000, int(limit * (options.seconds / max(took, 1e-3)) ** (1 / 1.5)))  # trial division: about n^1.5
+    for _ in range(2):  # a short run, then one near the length asked, each scaled to it
+        took, _ = run_once([primes, "--limit", str(limit)], env, None)
+        limit = max(100_000, int(limit * (options.seconds / max(took, 1e-3)) ** (1 / 1.4)))  # trial division: about n^1.4 here
     program = [primes, "--limit", str(limit)]
     alone: list[float] = []
     watched: list[float] = []

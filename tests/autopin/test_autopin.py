@@ -175,7 +175,9 @@ def test_one_thread_chooses_the_cpu_where_it_runs_faster(spinner, tmp_path, metr
         assert choice["p_value"] < 0.05, result.stderr
     # a starved thread may show no work on either CPU (a rate of 0 everywhere): no p-value then,
     # and the verdict says so (seen at a load average of 22 on 2 CPUs)
-    assert "chose" in result.stderr and ("p = " in result.stderr or (starved and "no work was measured on any candidate" in result.stderr)), result.stderr
+    assert "chose" in result.stderr and ("p = " in result.stderr or (starved and "no work was measured on any candidate" in result.stderr)), (
+        result.stderr
+    )
     assert of(log_events, "summary")[0]["exit_status"] == 0
 
 

@@ -37,6 +37,10 @@ REGISTRY: dict[str, tuple[str, str | None]] = {
         "doctor:doctor",
         "Find what is wrong with where a program's threads are, and print the exact fix: pinlab doctor PID [PID...] | -- PROGRAM [ARGS...]",
     ),
+    "tune": (
+        "tune:tune_command",
+        "Race placements of a program and print the one to use, with its gain and how sure: pinlab tune [OPTIONS] -- PROGRAM [ARGS...]",
+    ),
     "pin": ("live:pin", "Re-pin the threads of a running program: the i-th selected thread gets plan CPU i."),
     "graph": ("graph:graph", "Affinity graphs: show them, convert them between JSON and a matrix CSV."),
     "calibrate": ("calibrate:calibrate", "Measure this machine's distances: core-to-core latency and each NUMA node's bandwidth and latency."),

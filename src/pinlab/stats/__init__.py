@@ -10,6 +10,8 @@ degenerate ones (one run, all runs equal, every run tied) follow the rules writt
   whether lower values, times, or higher values, rates, are faster).
 - :func:`overall` — the tables of [mazouz2011hpcs]: one row per placement over a suite of programs.
 - :func:`decided` — whether a comparison needs more runs (adaptive studies).
+- :func:`median_test` — only the median test of :func:`compare` (a race's many looks).
+- :func:`pinlab.stats.ratio.speedup_interval` — a bootstrap interval for a speedup of medians.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pinlab.stats.speedup import (
     check_better,
     compare,
     decided,
+    median_test,
     overall,
 )
 from pinlab.stats.variability import AV_LIMIT_S, RV_LIMIT, Description, describe, median_ci_ranks
@@ -53,5 +56,6 @@ __all__ = [
     "decided",
     "describe",
     "median_ci_ranks",
+    "median_test",
     "overall",
 ]

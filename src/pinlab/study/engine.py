@@ -20,7 +20,6 @@ from pinlab.launch.openmp import disagreements
 from pinlab.launch.runner import run as launch
 from pinlab.measure.counters import parse_events, probe
 from pinlab.measure.noise import WARNING, check
-from pinlab.placement import make_placement
 from pinlab.placement.strategies import UNPINNED
 from pinlab.study.columns import fields_from_record
 from pinlab.study.machine import machine_description, node_identity, this_topology
@@ -29,7 +28,9 @@ from pinlab.study.plan import (
     StudyPlan,
     extract_metric,
     plan_from_parameters,
+    study_placement,
 )
+from pinlab.study.race import race_round
 from pinlab.study.schedule import next_round, run_seed, sample_period, schedule, scheduled_runs
 from pinlab.study.store import Store, damaged_database
 from pinlab.version import __version__
@@ -82,8 +83,8 @@ def execute_run(plan: StudyPlan, config: dict[str, Any], index: int, warmup: boo
     planned = None
     if placement != "none":
         seed = run_seed(plan.seed, config["position"], index) if placement == "random" else None
-        planned = make_placement(
-            this_topology(), strategy=placement, threads=config["threads"], seed=seed, cpu_kind=plan.cpu_kind, **plan._placement_options(placement)
+        planned = study_placement(
+            this_topology(), placement, config["threads"], seed=seed, cpu_kind=plan.cpu_kind, **plan._placement_options(placement)
         )
     spec = plan_spec(
         config["argv"],
@@ -235,7 +236,7 @@ def run_study(
         def one(c: int, r: int, w: bool, note: str = "") -> None:
             nonlocal failures, new_runs
             config = configs[c]
-            runs_text = f" run {r + 1}" + (f"/{plan.runs}" if not plan.adaptive else note)
+            runs_text = f" run {r + 1}" + (f"/{plan.runs}" if not plan.rounds_chosen else note)
             bar.describe(config_name(config, corun=False) + (" (warm-up)" if w else runs_text))
             if w:
                 period = DEFAULT_SAMPLE_MS if plan.sample_ms == "auto" else float(plan.sample_ms)
@@ -274,13 +275,19 @@ def run_study(
                 if (configs[c]["id"], r, w) not in done:
                     one(c, r, w)
             round_number = 0
-            while plan.adaptive and only is None:
-                batch = next_round(plan, configs, store.run_rows(study.name), round_number)  # without the records: only status and metric are needed
+            while plan.rounds_chosen and only is None:
+                stored_runs = store.run_rows(study.name)  # without the records: only status, metric and time are needed
+                batch = race_round(plan, configs, stored_runs) if plan.racing else next_round(plan, configs, stored_runs, round_number)
                 if not batch:
                     break
                 round_number += 1
+                note = (
+                    f" (race: {plural(len(batch), 'placement')} left)"
+                    if plan.racing
+                    else f" (adaptive: {plural(len(batch), 'configuration')} undecided)"
+                )
                 for c, r, w in batch:
-                    one(c, r, w, f" (adaptive: {plural(len(batch), 'configuration')} undecided)")
+                    one(c, r, w, note)
         finally:
             bar.close()
         store.finish(study.id)
@@ -295,6 +302,7 @@ def run_study(
             "measured": len(measured),
             "configs": len(configs),
             "adaptive": plan.adaptive,
+            "racing": plan.racing,
         }
         succeeded = {r["config_id"] for r in measured if r["status"] == "ok"}
         empty = [c for c in configs if c["id"] not in succeeded]

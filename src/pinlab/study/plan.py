@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from pinlab.cpuset import parse_cpulist
 from pinlab.errors import UsageError
 from pinlab.graph import AffinityGraph, graph_from_json, load_graph
 from pinlab.launch import ProgramNotExecutable, ProgramNotFound
@@ -33,6 +34,12 @@ from pinlab.workloads import WORKLOADS, workload_path
 from pinlab.workloads.corun import KINDS
 
 ORDERS = ("interleaved", "blocked", "shuffled")
+#: A placement given as CPUs rather than a strategy: ``cpus:0,2,1,3`` (thread i on the i-th CPU;
+#: a CPU listed twice is shared by two threads, as autopin's candidates may be).
+EXPLICIT = "cpus:"
+#: ``runs`` of a racing study (``pinlab tune``): every placement still in the race gets one more
+#: run per round, and a placement shown worse than the leader leaves it (see pinlab.study.race).
+RACE = "race"
 METRIC_HELP = "time (wall seconds), json:KEY (a number in the program's JSON output, KEY dotted) or a regular expression with one group"
 
 
@@ -92,9 +99,27 @@ class StudyPlan:
     graph: Any = None
     domains: int | None = None  # graph strategies: use only this many sockets
 
+    #: A racing study (``runs="race"``): the equivalence margin (a share of the leader's median),
+    #: and the budget, in measured runs and in seconds of runs (warm-ups included); None: no limit.
+    tolerance: float = 0.02
+    #: Names for people of some placements (placement -> label, e.g. an autopin candidate's
+    #: "scatter" for its cpus:LIST), kept with each configuration (its ``extra``).
+    labels: dict[str, str] = field(default_factory=dict)
+    budget_runs: int | None = None
+    budget_seconds: float | None = None
+
     @property
     def adaptive(self) -> bool:
         return self.runs == "auto"
+
+    @property
+    def racing(self) -> bool:
+        return self.runs == RACE
+
+    @property
+    def rounds_chosen(self) -> bool:
+        """Whether the measured runs are chosen round by round from the runs stored (auto or race)."""
+        return self.adaptive or self.racing
 
     def validate(self, topology=None, fits: bool = True) -> None:
         """Refuse, with one clear UsageError, any plan that could not run as asked.
@@ -108,11 +133,13 @@ class StudyPlan:
             raise UsageError("the study name is empty: give a name with --name")
         if not self.programs:
             raise UsageError("no program to study: give -- PROGRAM ARGS or --workload NAME[:OPTIONS]")
-        if self.runs != "auto" and (isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1):
+        if not self.rounds_chosen and (isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1):
             raise UsageError(f"--runs must be a positive number of runs or auto (got {self.runs!r})")
-        if self.runs != "auto" and self.runs > MAX_RUNS_PER_CONFIG:
+        if not self.rounds_chosen and self.runs > MAX_RUNS_PER_CONFIG:
             raise UsageError(f"--runs {self.runs} is more than {MAX_RUNS_PER_CONFIG} runs per configuration: run fewer (or use --runs auto)")
-        if self.adaptive:
+        if self.racing:
+            self._check_race()
+        if self.rounds_chosen:
             if self.min_runs < 3:
                 raise UsageError(f"--min-runs must be at least 3: the tests need that many runs (got {self.min_runs})")
             if self.max_runs < self.min_runs:
@@ -137,7 +164,8 @@ class StudyPlan:
             raise UsageError(f"--sample-ms must be auto or a number of milliseconds between 1 and 3600000 (got {self.sample_ms!r})")
         if not self.threads or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.threads):
             raise UsageError(f"--threads must be positive thread counts (got {self.threads})")
-        self.strategies = [canonical_strategy(s, explicit_hint=False) for s in self.strategies]
+        self.strategies = [canonical_placement(s) for s in self.strategies]
+        self.labels = {canonical_placement(k): str(v) for k, v in self.labels.items()}
         if len(set(self.strategies)) != len(self.strategies):
             raise UsageError(f"a placement is listed twice in --strategies {','.join(self.strategies)}: give each once")
         self._check_graph()
@@ -152,7 +180,7 @@ class StudyPlan:
         for name in self.counters:
             parse_event(name)
         n_configs = len(self.configs())
-        per_config = self.warmup + (self.max_runs if self.adaptive else self.runs)
+        per_config = self.warmup + (self.max_runs if self.rounds_chosen else self.runs)
         if n_configs * per_config > MAX_STUDY_RUNS:
             raise UsageError(
                 f"this study would schedule {n_configs * per_config:,} runs ({n_configs} configurations x {per_config}), "
@@ -162,6 +190,21 @@ class StudyPlan:
             check_program(program)
         if fits:
             self._check_fits(topology)
+
+    def _check_race(self) -> None:
+        """A race needs two placements or more, a margin below 1 and budgets that allow a round."""
+        if len(self.strategies) * len(self.mem) < 2:
+            raise UsageError("a race needs at least two placements (or memory policies) to choose between")
+        if len(self.programs) != 1 or len(self.threads) != 1 or len(self.coruns) != 1:
+            raise UsageError("a race chooses for one program, one thread count and one co-runner setting: give one of each")
+        if not (isinstance(self.tolerance, (int, float)) and math.isfinite(self.tolerance) and 0 <= self.tolerance < 1):
+            raise UsageError(f"--tolerance must be a share between 0 and 1, e.g. 0.02 for 2% (got {self.tolerance!r})")
+        if self.budget_runs is not None and (isinstance(self.budget_runs, bool) or not isinstance(self.budget_runs, int) or self.budget_runs < 1):
+            raise UsageError(f"--budget in runs must be a positive number of runs (got {self.budget_runs!r})")
+        if self.budget_seconds is not None and not (
+            isinstance(self.budget_seconds, (int, float)) and math.isfinite(self.budget_seconds) and self.budget_seconds > 0
+        ):
+            raise UsageError(f"--budget in time must be a positive duration such as 90s, 10m or 1h (got {self.budget_seconds!r})")
 
     def _check_graph(self) -> None:
         """A graph goes with graph strategies, and fits every thread count they are studied with."""
@@ -200,7 +243,7 @@ class StudyPlan:
                 continue
             for threads in self.threads:
                 try:
-                    make_placement(placed_on, strategy=strategy, threads=threads, seed=0, **self._placement_options(strategy))
+                    study_placement(placed_on, strategy, threads, seed=0, **self._placement_options(strategy))
                 except UsageError as exc:  # its hints (--oversubscribe, --smt) are options of place and run, not of study
                     raise UsageError(
                         f"placement {strategy} with {threads} threads does not fit this machine: {str(exc).split('; use ')[0]}; "
@@ -241,19 +284,56 @@ class StudyPlan:
         if self.domains is not None:
             parameters["domains"] = self.domains
         parameters["sample_ms"] = self.sample_ms
-        if self.adaptive:
+        if self.rounds_chosen:
             parameters.update(max_runs=self.max_runs, min_runs=self.min_runs, alpha=self.alpha, baseline=self.baseline)
+        if self.racing:
+            parameters.update(tolerance=self.tolerance, budget_runs=self.budget_runs, budget_seconds=self.budget_seconds)
+        if self.labels:
+            parameters["labels"] = self.labels
         return parameters
 
     def configs(self) -> list[dict[str, Any]]:
         return [
             {"program": p.name, "argv": p.argv, "threads": n, "placement": s, "mem": m, "corun": c}
+            | ({"extra": {"label": self.labels[s]}} if s in self.labels else {})
             for p in self.programs
             for n in self.threads
             for s in self.strategies
             for m in self.mem
             for c in self.coruns
         ]
+
+
+def explicit_cpus(placement: str) -> list[int] | None:
+    """The CPUs of a placement given as ``cpus:LIST``, None for a strategy's name."""
+    if not placement.startswith(EXPLICIT):
+        return None
+    text = placement[len(EXPLICIT) :]
+    cpus = []
+    for part in text.split(","):  # in the order given, repeats kept: thread i takes the i-th
+        cpus.extend(parse_cpulist(part, what=f"placement {placement!r}"))
+    if not cpus:
+        raise UsageError(f"placement {placement!r} names no CPU: write cpus:0,2,4")
+    return cpus
+
+
+def canonical_placement(text: str) -> str:
+    """A study's placement as stored: a strategy's canonical name, or ``cpus:LIST`` written out."""
+    text = text.strip()
+    if text.lower().startswith(EXPLICIT):
+        return EXPLICIT + ",".join(map(str, explicit_cpus(EXPLICIT + text[len(EXPLICIT) :]) or []))
+    return canonical_strategy(text, explicit_hint=False)
+
+
+def study_placement(topo, placement: str, threads: int, seed: int | None = None, cpu_kind: str | None = None, **options):
+    """The Placement of one of a study's placements for ``threads`` threads: a strategy's, or the
+    first ``threads`` of a ``cpus:LIST`` (which must list that many)."""
+    cpus = explicit_cpus(placement)
+    if cpus is None:
+        return make_placement(topo, strategy=placement, threads=threads, seed=seed, cpu_kind=cpu_kind, **options)
+    if len(cpus) < threads:
+        raise UsageError(f"placement {placement} lists {len(cpus)} CPUs for {threads} threads")
+    return make_placement(topo, cpus=",".join(map(str, cpus[:threads])), threads=threads, oversubscribe=True, cpu_kind=cpu_kind)
 
 
 def parse_workload(text: str) -> Program:
@@ -345,7 +425,7 @@ def extract_metric(metric: str, stdout: str, wall: float) -> float | None:
 def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_failures: int) -> StudyPlan:
     """The plan of a stored study (for --resume)."""
     p = parameters
-    adaptive = {k: p[k] for k in ("max_runs", "min_runs", "alpha", "baseline") if k in p}
+    adaptive = {k: p[k] for k in ("max_runs", "min_runs", "alpha", "baseline", "tolerance", "budget_runs", "budget_seconds", "labels") if k in p}
     return StudyPlan(
         name=name,
         programs=[Program(n, a) for n, a in p["programs"]],

@@ -35,8 +35,8 @@ def schedule(plan: StudyPlan, n_configs: int) -> Iterator[tuple[int, int, bool]]
     for r in range(plan.warmup):
         for c in range(n_configs):
             yield c, r, True
-    if plan.adaptive:
-        return  # the measured runs are chosen round by round (see next_round)
+    if plan.rounds_chosen:
+        return  # the measured runs are chosen round by round (see next_round, and race_round for a race)
     if plan.order == "blocked":
         for c in range(n_configs):
             for r in range(plan.runs):
@@ -54,7 +54,7 @@ def schedule(plan: StudyPlan, n_configs: int) -> Iterator[tuple[int, int, bool]]
 
 def scheduled_runs(plan: StudyPlan, n_configs: int) -> int:
     """How many runs :func:`schedule` yields (for an adaptive study: the most it can take)."""
-    return n_configs * (plan.warmup + (plan.max_runs if plan.adaptive else plan.runs))
+    return n_configs * (plan.warmup + (plan.max_runs if plan.rounds_chosen else plan.runs))
 
 
 def _values(runs: list[dict[str, Any]]) -> list[float]:

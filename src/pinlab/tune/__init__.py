@@ -1,0 +1,101 @@
+"""``pinlab tune``: from a program to the placement to use on this machine, with the gain and how sure.
+
+A tune races placements (:mod:`pinlab.tune.candidates`: the operating system's and autopin's
+structurally different ones) as a racing study (:mod:`pinlab.study.race`): every run is stored
+as a study's run, so ``pinlab report`` reads it and an interrupted tune resumes. The answer
+(:mod:`pinlab.tune.answer`) names the winner with its speedup over the operating system's
+placement and an interval, the runner-up and how sure the choice is, and the winner is written
+as settings to paste (:mod:`pinlab.tune.settings`) and, with ``output``, as a plan file for
+``pinlab run --plan``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import Callable
+
+from pinlab.errors import UsageError
+from pinlab.launch.runner import resolve_program
+from pinlab.outputs import check_writable
+from pinlab.study.direction import study_direction
+from pinlab.study.engine import run_study
+from pinlab.study.machine import this_topology
+from pinlab.study.plan import RACE, StudyPlan, parse_command, parse_workload, plan_from_parameters, study_placement
+from pinlab.study.store import Store
+from pinlab.tune.answer import Answer, answer
+from pinlab.tune.candidates import OS_DEFAULT, tune_candidates
+from pinlab.tune.request import TuneRequest, parse_budget
+from pinlab.tune.settings import openmp_runtime, settings
+
+__all__ = ["Answer", "TuneRequest", "tune", "tune_plan"]
+
+
+def tune_plan(req: TuneRequest, topo=None) -> StudyPlan:
+    """The racing study a (validated) request runs: its candidates for this machine, checked."""
+    topo = topo if topo is not None else this_topology()
+    program = parse_workload(req.workload) if req.workload else parse_command(list(req.program))
+    threads = req.threads or len(topo.allowed_cpus)
+    candidates = tune_candidates(topo, threads, req.max_candidates)
+    budget_runs, budget_seconds = parse_budget(req.budget)
+    plan = StudyPlan(
+        name=req.name or datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S"),
+        programs=[program],
+        strategies=[c.placement for c in candidates],
+        threads=[threads],
+        runs=RACE,
+        warmup=req.warmup,
+        coruns=[req.corun],
+        metric=req.metric,
+        metric_better=req.metric_better,
+        timeout=req.timeout,
+        min_runs=req.min_runs,
+        max_runs=req.max_runs,
+        alpha=req.alpha,
+        tolerance=req.tolerance,
+        budget_runs=budget_runs,
+        budget_seconds=budget_seconds,
+        labels={c.placement: c.label for c in candidates if c.placement != OS_DEFAULT},
+    )
+    plan.validate(topo)
+    return plan
+
+
+def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None] | None = None) -> Answer:
+    """Race the placements of ``req``'s program (or continue the stored race ``req.resume``) and
+    answer which to use. Refuses a request that cannot run (UsageError) before anything runs."""
+    req.validate()
+    if req.program:
+        resolve_program(req.program[0], os.environ.get("PATH", os.defpath))  # 127 or 126 as pinlab run, before anything runs
+    if req.output is not None:
+        check_writable(req.output, "plan file")
+    if req.resume is None:
+        plan = tune_plan(req)
+        run_study(plan, req.db, progress=progress, say=say)
+        name = plan.name
+    else:
+        if not os.path.exists(req.db):
+            raise UsageError(f"--resume {req.resume}: no database {req.db}")
+        run_study(None, req.db, resume=req.resume, progress=progress, say=say)
+        name = req.resume
+    with Store.open(req.db, create=False) as store:
+        study = store.study(name, must_exist=True)
+        if study.parameters.get("runs") != RACE:
+            raise UsageError(f"study {name} in {req.db} is not a tune (a race): report on it with pinlab report {name}")
+        plan = plan_from_parameters(study.name, study.parameters, study.seed or 0, 10)
+        configs = store.configs(study.id)
+        runs = store.run_rows(name, record=True)
+    found = answer(plan, study_direction(study.parameters), configs, runs, req.db)
+    winner = next(c for c in configs if c["placement"] == found.winner.placement)
+    placement = study_placement(this_topology(), winner["placement"], winner["threads"]) if found.pinned else None
+    starts = [t.get("start_library") for r in runs if r["config_id"] == winner["id"] and r.get("record") for t in r["record"].get("threads", [])]
+    if placement is None:
+        placement = study_placement(this_topology(), OS_DEFAULT, winner["threads"])
+    if req.output is not None:
+        with open(req.output, "w", encoding="utf-8") as out:
+            json.dump(placement.to_json(), out, indent=2)
+            out.write("\n")
+        found.plan_file = req.output
+    found.settings = settings(placement, found.program, openmp_runtime(starts), found.plan_file if placement.cpus is not None else None)
+    return found

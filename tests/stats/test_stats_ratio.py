@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pinlab.stats import InvalidSample, median_test
+from pinlab.stats import InvalidSample, compare, median_test
 from pinlab.stats.ratio import speedup_interval
-from pinlab.stats import compare
 
 
 def test_the_interval_is_the_percentiles_of_the_resampled_speedups():

@@ -2,7 +2,7 @@
 
 from pinlab.version import __version__
 
-__all__ = ["__version__", "doctor", "load_study", "run"]
+__all__ = ["__version__", "doctor", "load_study", "run", "tune"]
 
 
 def run(argv, placement=None, **options):
@@ -28,3 +28,16 @@ def doctor(pids=None, seconds=3.0, **options):
     from pinlab.doctor import doctor as _doctor
 
     return _doctor(pids, seconds, **options)
+
+
+def tune(program=(), **options):
+    """Race placements of ``program`` (argv) and answer which to use; see :func:`pinlab.tune.tune`.
+
+    ``options`` are :class:`pinlab.tune.TuneRequest`'s (``threads``, ``budget``, ``db``...); the
+    request is checked before anything runs. Once ``pinlab.tune`` (the package) is imported it
+    replaces this function as the attribute: call ``pinlab.tune.tune(TuneRequest(...))`` then.
+    """
+    from pinlab.tune import TuneRequest
+    from pinlab.tune import tune as _tune
+
+    return _tune(TuneRequest(program=tuple(program), **options))

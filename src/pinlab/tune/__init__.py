@@ -81,6 +81,7 @@ def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None]
         name = req.resume
     with Store.open(req.db, create=False) as store:
         study = store.study(name, must_exist=True)
+        assert study is not None  # must_exist raises otherwise
         if study.parameters.get("runs") != RACE:
             raise UsageError(f"study {name} in {req.db} is not a tune (a race): report on it with pinlab report {name}")
         plan = plan_from_parameters(study.name, study.parameters, study.seed or 0, 10)

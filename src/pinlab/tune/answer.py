@@ -160,7 +160,8 @@ def answer(plan: StudyPlan, direction: MetricDirection, configs: list[dict[str, 
             drop.reason if drop else None,
         )
     sign = 1 if direction.better == "higher" else -1
-    ranked = sorted((p for p in state.alive if entries[p].median is not None), key=lambda p: (-sign * entries[p].median, p))  # the best first
+    medians = {p: m for p in state.alive if (m := entries[p].median) is not None}
+    ranked = sorted(medians, key=lambda p: (-sign * medians[p], p))  # the best first
     if not ranked:
         raise InvalidSample(f"no placement of {plan.name} has a successful run: nothing to choose")
     base = next(c["position"] for c in configs if c["placement"] == OS_DEFAULT)

@@ -33,9 +33,9 @@ def doctor(pids=None, seconds=3.0, **options):
 def tune(program=(), **options):
     """Race placements of ``program`` (argv) and answer which to use; see :func:`pinlab.tune.tune`.
 
-    ``options`` are :class:`pinlab.tune.TuneRequest`'s (``threads``, ``budget``, ``db``...); the
-    request is checked before anything runs. Once ``pinlab.tune`` (the package) is imported it
-    replaces this function as the attribute: call ``pinlab.tune.tune(TuneRequest(...))`` then.
+    ``options`` are :class:`pinlab.tune.TuneRequest`'s (``threads``, ``budget``, ``db``...), checked
+    before anything runs. Once ``pinlab.tune`` (the package) is imported it replaces this function
+    as the attribute, and is callable the same way.
     """
     from pinlab.tune import TuneRequest
     from pinlab.tune import tune as _tune

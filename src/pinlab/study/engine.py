@@ -306,6 +306,8 @@ def run_study(
         }
         succeeded = {r["config_id"] for r in measured if r["status"] == "ok"}
         empty = [c for c in configs if c["id"] not in succeeded]
+        if plan.racing and len(empty) < len(configs):
+            empty = []  # a race drops a placement that cannot run, and chooses among the others
         if empty:
             first = next((r for r in rows if r["config_id"] == empty[0]["id"] and r["status"] != "ok"), None)
             names = ", ".join(config_name(c) for c in empty[:3])

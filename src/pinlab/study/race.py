@@ -6,7 +6,7 @@ machine load spreads over all of them). At a few *looks*, after :attr:`StudyPlan
 each and then at counts growing by half, the leader (the best median) is compared with every
 other placement by the one-sided Wilcoxon-Mann-Whitney test of :func:`pinlab.stats.compare`
 (:func:`pinlab.stats.median_test`),
-and those shown worse leave, Holm's procedure ([holm1979]) holding the risk of dropping at
+and those shown worse leave (a placement whose first 3 runs all failed leaves at once), Holm's procedure ([holm1979]) holding the risk of dropping at
 least one placement wrongly at one look to ``alpha / looks`` (Bonferroni over the looks, so over
 the whole race to ``alpha``). The race ends when one placement is left, when the ones left are
 all equivalent to the leader (the bootstrap interval of each speedup within ``tolerance`` of 1,
@@ -31,9 +31,13 @@ from pinlab.study.plan import StudyPlan
 
 #: Looks come at min_runs runs each, then at counts growing by this factor, then at max_runs.
 LOOK_GROWTH = 1.5
+#: A placement whose first this many runs all failed leaves at once: a placement that cannot run
+#: (a timeout, too many threads on its CPUs) costs these runs, not min_runs of them.
+FIRST_FAILURES = 3
 
 #: Why a race ended (:attr:`Race.ended`); None while it goes on.
 ONE_LEFT = "one placement left"
+ALL_FAILED = "every placement's first runs failed"
 EQUIVALENT = "the placements left are equivalent"
 MAX_RUNS = "every placement left has its most runs"
 BUDGET = "the budget is spent"
@@ -63,6 +67,7 @@ class Race:
     ended: str | None = None
     measured: int = 0
     seconds: float = 0.0
+    stored: int = 0  # every run stored, warm-ups included (what ``seconds`` is the time of)
 
 
 def look_points(min_runs: int, max_runs: int) -> list[int]:
@@ -91,9 +96,18 @@ def race(plan: StudyPlan, configs: Sequence[dict[str, Any]], runs: Sequence[dict
     state = Race(alive=sorted(by_position))
     for run in runs:
         state.seconds += run.get("wall_seconds") or 0.0
+        state.stored += 1
         if not run["warmup"]:
             by_position[position_of[run["config_id"]]].append(run)
             state.measured += 1
+    for p in list(state.alive):
+        first = [r for r in by_position[p] if r["run_index"] < FIRST_FAILURES]
+        if len(first) == FIRST_FAILURES and not any(r["status"] == "ok" and r["metric"] is not None for r in first):
+            state.drops.append(Drop(p, FIRST_FAILURES, p, None, None, f"its first {FIRST_FAILURES} runs failed"))
+            state.alive.remove(p)
+    if not state.alive:
+        state.ended = ALL_FAILED
+        return state
     points = look_points(plan.min_runs, plan.max_runs)
     level = plan.alpha / len(points)
     sign = 1 if direction.better == "higher" else -1
@@ -149,7 +163,10 @@ def _equivalent(plan: StudyPlan, better: str, leader: int, values: dict[int, lis
             continue
         if len(sample) < 3:
             return False
-        interval = speedup_interval(sample, values[leader], better=better, confidence=1 - 2 * level, seed=p)
+        try:
+            interval = speedup_interval(sample, values[leader], better=better, confidence=1 - 2 * level, seed=p)
+        except InvalidSample:  # a metric of 0 or below has no speedup: nothing is shown equivalent
+            return False
         if not interval.within(plan.tolerance):
             return False
     return True
@@ -161,7 +178,7 @@ def _over_budget(plan: StudyPlan, state: Race, next_round: int) -> bool:
     if plan.budget_runs is not None and state.measured + next_round > plan.budget_runs:
         return True
     if plan.budget_seconds is not None:
-        mean = state.seconds / max(1, state.measured) if state.measured else 0.0
+        mean = state.seconds / state.stored if state.stored else 0.0
         return state.seconds + mean * next_round > plan.budget_seconds
     return False
 
@@ -180,6 +197,8 @@ def race_round(plan: StudyPlan, configs: Sequence[dict[str, Any]], runs: Sequenc
     behind = [p for p in state.alive if counts[p] < plan.max_runs]
     if not behind:
         return []
+    fewest = min(counts[p] for p in behind)
+    behind = [p for p in behind if counts[p] == fewest]  # a round cut short (resumed): the rest catch up first
     shift = min(counts[p] for p in behind) % len(behind)
     order = behind[shift:] + behind[:shift]
     return [(p, counts[p], False) for p in order]

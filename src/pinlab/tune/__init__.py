@@ -14,6 +14,8 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import sys
+import types
 from collections.abc import Callable
 
 from pinlab.errors import UsageError
@@ -39,6 +41,12 @@ def tune_plan(req: TuneRequest, topo=None) -> StudyPlan:
     threads = req.threads or len(topo.allowed_cpus)
     candidates = tune_candidates(topo, threads, req.max_candidates)
     budget_runs, budget_seconds = parse_budget(req.budget)
+    first_look = len(candidates) * req.min_runs
+    if budget_runs is not None and budget_runs < first_look:
+        raise UsageError(
+            f"--budget {req.budget} cannot reach the race's first look ({len(candidates)} placements x {req.min_runs} runs = {first_look} runs): "
+            f"give at least {first_look} runs, or fewer --max-candidates"
+        )
     plan = StudyPlan(
         name=req.name or datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S"),
         programs=[program],
@@ -62,6 +70,24 @@ def tune_plan(req: TuneRequest, topo=None) -> StudyPlan:
     return plan
 
 
+#: The race drops a placement whose first runs fail (pinlab.study.race.FIRST_FAILURES), so the
+#: study's own stop on failures is not needed: a program that cannot run at all ends the race
+#: after those runs of each placement.
+RACE_FAILURES = 1_000_000
+
+
+def _check_resumable(db: str, name: str) -> None:
+    """The stored study ``name`` exists and is a tune, checked before any run."""
+    if not os.path.exists(db):
+        raise UsageError(f"--resume {name}: no database {db}")
+    with Store.open(db, create=False, readonly=True) as store:
+        study = store.study(name)
+    if study is None:
+        raise UsageError(f"--resume {name}: no tune of that name in {db}")
+    if study.parameters.get("runs") != RACE:
+        raise UsageError(f"study {name} in {db} is not a tune (a race): continue it with pinlab study --resume {name}")
+
+
 def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None] | None = None) -> Answer:
     """Race the placements of ``req``'s program (or continue the stored race ``req.resume``) and
     answer which to use. Refuses a request that cannot run (UsageError) before anything runs."""
@@ -72,18 +98,15 @@ def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None]
         check_writable(req.output, "plan file")
     if req.resume is None:
         plan = tune_plan(req)
-        run_study(plan, req.db, progress=progress, say=say)
+        run_study(plan, req.db, progress=progress, say=say, max_failures=RACE_FAILURES)
         name = plan.name
     else:
-        if not os.path.exists(req.db):
-            raise UsageError(f"--resume {req.resume}: no database {req.db}")
-        run_study(None, req.db, resume=req.resume, progress=progress, say=say)
+        _check_resumable(req.db, req.resume)
+        run_study(None, req.db, resume=req.resume, progress=progress, say=say, max_failures=RACE_FAILURES)
         name = req.resume
     with Store.open(req.db, create=False) as store:
         study = store.study(name, must_exist=True)
         assert study is not None  # must_exist raises otherwise
-        if study.parameters.get("runs") != RACE:
-            raise UsageError(f"study {name} in {req.db} is not a tune (a race): report on it with pinlab report {name}")
         plan = plan_from_parameters(study.name, study.parameters, study.seed or 0, 10)
         configs = store.configs(study.id)
         runs = store.run_rows(name, record=True)
@@ -100,3 +123,13 @@ def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None]
         found.plan_file = req.output
     found.settings = settings(placement, found.program, openmp_runtime(starts), found.plan_file if placement.cpus is not None else None)
     return found
+
+
+class _CallableModule(types.ModuleType):
+    """This package, callable as ``pinlab.tune(argv, **options)`` (options: :class:`TuneRequest`'s)."""
+
+    def __call__(self, program=(), **options) -> Answer:
+        return tune(TuneRequest(program=tuple(program), **options))
+
+
+sys.modules[__name__].__class__ = _CallableModule

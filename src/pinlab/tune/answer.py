@@ -66,20 +66,33 @@ class Answer:
     plan_file: str | None = None
 
     @property
+    def baseline_failed(self) -> bool:
+        """Whether the operating system's placement left the race because its runs failed."""
+        return self.baseline.left_at is not None and self.baseline.why_left is not None and "failed" in self.baseline.why_left
+
+    @property
     def pinned(self) -> bool:
         """Whether the answer is a pinned placement (not the operating system's)."""
-        return self.beats_baseline and self.winner.placement != OS_DEFAULT
+        return self.winner.placement != OS_DEFAULT and (self.beats_baseline or self.baseline_failed)
 
     def sentence(self) -> str:
+        cpus = ",".join(map(str, self.winner.cpus or []))
+        if self.winner.placement != OS_DEFAULT and self.baseline_failed:
+            return f"use {self.winner.label} (CPUs {cpus}): the operating system's placement could not be measured ({self.baseline.why_left})"
+        if self.winner.placement != OS_DEFAULT and self.p_over_baseline is None:
+            return (
+                f"not tested: too few successful runs to compare the best, {self.winner.label}, with the operating system's placement "
+                "(3 each at least); give a larger --budget"
+            )
         if not self.pinned:
             return "no placement beats leaving it to the operating system" + (
                 f" (best pinned: {self.winner.label}, p = {_p(self.p_over_baseline)} against the {self.level_over_baseline:.3g} needed)"
-                if self.winner.placement != OS_DEFAULT and self.p_over_baseline is not None
-                else ""
+                if self.winner.placement != OS_DEFAULT
+                else " (it has the best median)"
             )
         assert self.speedup is not None
         return (
-            f"use {self.winner.label} (CPUs {','.join(map(str, self.winner.cpus or []))}): "
+            f"use {self.winner.label} (CPUs {cpus}): "
             f"{self.speedup.speedup:.3f}x the operating system's placement, {self.speedup.confidence:.0%} interval "
             f"{self.speedup.low:.3f}-{self.speedup.high:.3f} (p = {_p(self.p_over_baseline)})"
         )
@@ -87,14 +100,12 @@ class Answer:
     def sureness(self) -> str:
         """How sure the choice is against the runner-up."""
         if self.runner_up is None:
-            return "every other placement left the race, shown slower"
+            return "every other placement left the race"
         if self.ended and self.ended.startswith("the placements left are equivalent"):
             return f"{self.runner_up.label} is equivalent (within the tolerance): either will do"
         if self.p_over_runner_up is not None and self.p_over_runner_up < self.alpha:
             return f"ahead of the runner-up, {self.runner_up.label}, with p = {_p(self.p_over_runner_up)}"
-        return (
-            f"not sure against the runner-up, {self.runner_up.label} (p = {_p(self.p_over_runner_up)}): more runs (--max-runs, --budget) would tell"
-        )
+        return f"not sure against the runner-up, {self.runner_up.label} (p = {_p(self.p_over_runner_up)}): a new tune with more runs (--max-runs, --budget) would tell"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -169,13 +180,15 @@ def answer(plan: StudyPlan, direction: MetricDirection, configs: list[dict[str, 
     runner_up = ranked[1] if len(ranked) > 1 else None
     pinned = sum(1 for c in configs if c["placement"] != OS_DEFAULT)
     level = plan.alpha / max(1, pinned)
-    speedup = p_base = None
-    if winner != base and len(values[base]) >= 3 and len(values[winner]) >= 3:
-        p_base = median_test(values[base], values[winner], better=direction.better)[0]
-        speedup = speedup_interval(values[base], values[winner], better=direction.better, confidence=1 - plan.alpha)
-    p_runner = None
-    if runner_up is not None and len(values[runner_up]) >= 3:
-        p_runner = median_test(values[runner_up], values[winner], better=direction.better)[0]
+    speedup = p_base = p_runner = None
+    try:  # a metric of 0 or below has no speedup and no test: the answer then says it is not tested
+        if winner != base and len(values[base]) >= 3 and len(values[winner]) >= 3:
+            p_base = median_test(values[base], values[winner], better=direction.better)[0]
+            speedup = speedup_interval(values[base], values[winner], better=direction.better, confidence=1 - plan.alpha)
+        if runner_up is not None and len(values[runner_up]) >= 3:
+            p_runner = median_test(values[runner_up], values[winner], better=direction.better)[0]
+    except InvalidSample:
+        pass
     return Answer(
         study=plan.name,
         db=db,

@@ -48,7 +48,6 @@ class TuneRequest:
     workload: str | None = None
     threads: int | None = None
     budget: str | None = None
-    mem: bool = False
     corun: str = "none"
     metric: str = "time"
     metric_better: str | None = None
@@ -69,6 +68,11 @@ class TuneRequest:
         if self.resume is not None:
             if self.program or self.workload:
                 raise UsageError("--resume continues a stored tune with its own program: give no program or --workload")
+            changed = [option for name, option in _KEPT_ON_RESUME.items() if getattr(self, name) != getattr(TuneRequest, name)]
+            if changed:
+                raise UsageError(
+                    f"--resume continues a stored tune with its own settings: leave {', '.join(changed)} out (for more runs, start a new tune)"
+                )
         elif bool(self.program) == bool(self.workload):
             raise UsageError(
                 "give the program to tune after -- (or one --workload NAME), not both"
@@ -92,3 +96,21 @@ class TuneRequest:
             raise UsageError(f"--max-candidates must be at least 1 (got {self.max_candidates})")
         if self.output is not None and os.path.isdir(self.output):
             raise UsageError(f"-o {self.output} is a directory: give the plan file's name")
+
+
+#: The settings a resumed tune keeps from its start (request field -> its option).
+_KEPT_ON_RESUME = {
+    "threads": "-n",
+    "budget": "--budget",
+    "corun": "--corun",
+    "metric": "--metric",
+    "metric_better": "--metric-better",
+    "alpha": "--alpha",
+    "tolerance": "--tolerance",
+    "min_runs": "--min-runs",
+    "max_runs": "--max-runs",
+    "max_candidates": "--max-candidates",
+    "warmup": "--warmup",
+    "timeout": "--timeout",
+    "name": "--name",
+}

@@ -7,7 +7,7 @@ import pytest
 
 from pinlab.errors import UsageError
 from pinlab.study.plan import Program, StudyPlan
-from pinlab.study.race import BUDGET, EQUIVALENT, MAX_RUNS, ONE_LEFT, look_points, race, race_round
+from pinlab.study.race import ALL_FAILED, BUDGET, EQUIVALENT, MAX_RUNS, ONE_LEFT, look_points, race, race_round
 
 
 def plan(n: int, **options) -> StudyPlan:
@@ -105,8 +105,42 @@ def test_a_placement_whose_runs_fail_leaves_the_race():
                 }
             )
     state = race(p, configs(3), runs)
-    assert [(d.position, d.reason) for d in state.drops] == [(2, "fewer than 3 successful runs of 6")]
-    assert 2 not in state.alive
+    assert [(d.position, d.runs, d.reason) for d in state.drops] == [(2, 3, "its first 3 runs failed")]
+    assert 2 not in state.alive and sum(1 for r in runs if r["config_id"] == 12) == 3  # 3 runs spent on it, not min_runs
+
+
+def test_a_race_where_every_placement_fails_ends_after_their_first_runs():
+    p = plan(3)
+    runs = []
+    while batch := race_round(p, configs(3), runs):
+        runs += [{"config_id": 10 + pos, "run_index": i, "warmup": w, "status": "failed", "metric": None, "wall_seconds": 1.0} for pos, i, w in batch]
+    state = race(p, configs(3), runs)
+    assert state.ended == ALL_FAILED and state.alive == [] and len(runs) == 9
+
+
+def test_a_round_cut_short_is_caught_up_before_the_next():
+    p, c = plan(3), configs(3)
+    runs = [{"config_id": 10 + pos, "run_index": 0, "warmup": False, "status": "ok", "metric": 1.0, "wall_seconds": 1.0} for pos in (0, 1, 2)]
+    runs.append({"config_id": 11, "run_index": 1, "warmup": False, "status": "ok", "metric": 1.0, "wall_seconds": 1.0})  # then interrupted
+    assert sorted(race_round(p, c, runs)) == [(0, 1, False), (2, 1, False)]
+
+
+def test_the_time_budget_counts_warm_ups_in_the_mean_run():
+    """Three warm-ups of 1 s and three measured runs of 1 s: 6 s spent, 1 s a run, so a round of 3
+    more fits in 9.5 s (dividing by the measured runs alone would say 2 s a run, 12 s) but not in 8.5 s."""
+    runs = [
+        {"config_id": 10 + pos, "run_index": 0, "warmup": w, "status": "ok", "metric": 1.0, "wall_seconds": 1.0}
+        for w in (True, False)
+        for pos in (0, 1, 2)
+    ]
+    assert race(plan(3, budget_seconds=9.5, warmup=1, tolerance=0.0), configs(3), runs).ended is None
+    assert race(plan(3, budget_seconds=8.5, warmup=1, tolerance=0.0), configs(3), runs).ended == BUDGET
+
+
+def test_a_metric_of_zero_is_never_shown_equivalent_nor_a_crash():
+    p = plan(2, tolerance=0.5)
+    runs = run_race(p, lambda pos, i: 0.0 if pos == 1 else 1.0 + 0.01 * (i % 3), 2)
+    assert race(p, configs(2), runs).ended in (ONE_LEFT, MAX_RUNS)
 
 
 def test_the_race_replays_the_same_from_its_stored_runs_whatever_their_order():

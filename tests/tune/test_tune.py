@@ -159,6 +159,64 @@ def test_a_real_race_drops_the_slow_cpu_and_is_a_study_that_resumes(tmp_path, sp
     assert resumed["measured_runs"] == answer["measured_runs"] and resumed["winner"] == answer["winner"]
 
 
+def _answer(metrics: dict[int, list], failed: dict[int, int] | None = None):
+    """The answer of a made-up race: position -> metrics (None: a failed run)."""
+    from pinlab.study.direction import study_direction
+    from pinlab.study.plan import Program, StudyPlan
+    from pinlab.tune.answer import answer
+
+    p = StudyPlan(
+        name="t", programs=[Program("p", ["p"])], strategies=["none", "cpus:0", "cpus:1"], threads=[1], runs="race", warmup=0, min_runs=6, max_runs=9
+    )
+    cs = [{"id": 1 + i, "position": i, "placement": s, "extra": {"label": f"L{i}"}} for i, s in enumerate(p.strategies)]
+    runs = [
+        {"config_id": 1 + pos, "run_index": i, "warmup": False, "status": "ok" if m is not None else "failed", "metric": m, "wall_seconds": 1.0}
+        for pos, ms in metrics.items()
+        for i, m in enumerate(ms)
+    ]
+    return answer(p, study_direction(p.parameters()), cs, runs, "db")
+
+
+def test_an_answer_says_when_the_os_placement_failed_and_when_too_few_runs_were_tested():
+    good = [1.0, 1.01, 0.99, 1.02, 1.0, 0.98]
+    failed_os = _answer({0: [None, None, None], 1: good, 2: [2.0 * x for x in good]})
+    assert failed_os.pinned and failed_os.winner.placement == "cpus:0" and failed_os.speedup is None
+    assert "could not be measured (its first 3 runs failed)" in failed_os.sentence()
+    few = _answer({0: [1.5, 1.6], 1: [1.0, 1.01], 2: [1.2, 1.3]})
+    assert not few.pinned and few.sentence().startswith("not tested: too few successful runs")
+    clear = _answer({0: [1.5 * x for x in good], 1: good, 2: [2.0 * x for x in good]})
+    assert clear.pinned and clear.speedup is not None and clear.speedup.low > 1.3 and clear.p_over_baseline < clear.level_over_baseline
+    assert clear.sentence().startswith("use L1 (CPUs 0): 1.5") and clear.level_over_baseline == pytest.approx(0.05 / 2)
+
+
+def test_resume_keeps_its_settings_and_refuses_what_is_not_a_tune(tmp_path):
+    with pytest.raises(UsageError, match="leave --budget, --max-runs out"):
+        TuneRequest(resume="x", budget="90s", max_runs=20).validate()
+    db = tmp_path / "s.db"
+    made = run_pinlab("study", "--db", str(db), "--name", "plain", "--runs", "1", "--warmup", "0", "-s", "none", "-n", "1", "--", "true")
+    assert made.returncode == 0, made.stderr
+    with pytest.raises(UsageError, match="study plain in .* is not a tune"):
+        tune(TuneRequest(resume="plain", db=str(db)))
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1  # nothing more was run
+    with pytest.raises(UsageError, match="no tune of that name"):
+        tune(TuneRequest(resume="nope", db=str(db)))
+
+
+def test_a_budget_that_cannot_reach_the_first_look_is_refused(tmp_path):
+    with pytest.raises(UsageError, match=r"--budget 5 cannot reach the race's first look \(\d+ placements x 6 runs"):
+        tune(TuneRequest(workload="primes:--limit 1000", threads=1, budget="5", db=str(tmp_path / "t.db")))
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_pinlab_tune_is_callable_before_and_after_the_package_is_imported(tmp_path):
+    import pinlab
+
+    for _ in range(2):  # the first call imports the package, which then stands in for the function
+        with pytest.raises(UsageError, match="--alpha must be between"):
+            pinlab.tune(["true"], alpha=0.9, db=str(tmp_path / "t.db"))
+
+
 def test_the_command_line_refuses_in_one_line(tmp_path):
     missing = run_pinlab("tune", "--db", str(tmp_path / "t.db"), "--", str(tmp_path / "nothing"))
     assert missing.returncode == 127 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr

@@ -33,7 +33,7 @@ def print_answer(answer: Answer, console: Console) -> None:
         table.add_column(column, justify="right" if column in ("runs", "median") else "left", overflow="fold")
     for entry in answer.entries:
         cpus = "any (unpinned)" if entry.cpus is None else ",".join(map(str, entry.cpus))
-        median = "-" if entry.median is None else f"{entry.median:.4g}"
+        median = "-" if entry.median is None else f"{entry.median:,.0f}" if abs(entry.median) >= 1000 else f"{entry.median:.4g}"
         table.add_row(entry.label, cpus, str(entry.runs), median, _state(entry, answer))
     console.print(table)
     console.print(

@@ -187,6 +187,12 @@ def test_an_answer_says_when_the_os_placement_failed_and_when_too_few_runs_were_
     clear = _answer({0: [1.5 * x for x in good], 1: good, 2: [2.0 * x for x in good]})
     assert clear.pinned and clear.speedup is not None and clear.speedup.low > 1.3 and clear.p_over_baseline < clear.level_over_baseline
     assert clear.sentence().startswith("use L1 (CPUs 0): 1.5") and clear.level_over_baseline == pytest.approx(0.05 / 2)
+    assert clear.sureness() == "every other placement left the race"  # both shown slower at the first look
+    near = _answer({0: good, 1: [0.995 * x for x in good], 2: [2.0 * x for x in good]})
+    assert (
+        near.winner.placement == "cpus:0" and not near.pinned and near.sentence().startswith("no placement beats leaving it to the operating system")
+    )
+    assert near.sureness().startswith("not sure: L1 leads the operating system's placement (p = ")
 
 
 def test_resume_keeps_its_settings_and_refuses_what_is_not_a_tune(tmp_path):

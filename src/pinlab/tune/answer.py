@@ -98,12 +98,18 @@ class Answer:
         )
 
     def sureness(self) -> str:
-        """How sure the choice is against the runner-up."""
+        """How sure the choice is: against the operating system's placement when a pinned one
+        leads it without being shown faster, else against the runner-up (at the answer's level)."""
+        if self.winner.placement != OS_DEFAULT and not self.pinned and self.p_over_baseline is not None:
+            return (
+                f"not sure: {self.winner.label} leads the operating system's placement (p = {_p(self.p_over_baseline)}) but not at the "
+                f"{self.level_over_baseline:.3g} a winner needs; a new tune with more runs (--max-runs, --budget) would tell"
+            )
         if self.runner_up is None:
             return "every other placement left the race"
         if self.ended and self.ended.startswith("the placements left are equivalent"):
             return f"{self.runner_up.label} is equivalent (within the tolerance): either will do"
-        if self.p_over_runner_up is not None and self.p_over_runner_up < self.alpha:
+        if self.p_over_runner_up is not None and self.p_over_runner_up < self.level_over_baseline:
             return f"ahead of the runner-up, {self.runner_up.label}, with p = {_p(self.p_over_runner_up)}"
         return f"not sure against the runner-up, {self.runner_up.label} (p = {_p(self.p_over_runner_up)}): a new tune with more runs (--max-runs, --budget) would tell"
 

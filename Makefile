@@ -95,6 +95,7 @@ bench: install
 	$(PY) bench/bench_trace.py
 	$(PY) bench/bench_calibrate.py
 	$(PY) bench/bench_memory.py
+	$(PY) bench/bench_tune.py
 
 # The manual (docs/, MkDocs Material) into site/; --strict: a broken link or anchor fails the build.
 docs: install

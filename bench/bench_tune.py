@@ -19,6 +19,7 @@ temporary one), so ``pinlab report`` can show any of the studies afterwards.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -49,7 +50,6 @@ def main() -> int:
 
     from pinlab.stats import median_test
     from pinlab.study.engine import run_study
-    from pinlab.study.plan import StudyPlan
     from pinlab.study.store import Store
     from pinlab.tune import TuneRequest, tune, tune_plan
 
@@ -60,17 +60,7 @@ def main() -> int:
         workload, threads, corun, metric, better = SCENARIOS[name]
         request = dict(workload=workload, threads=threads, corun=corun, metric=metric, metric_better=better, db=db)
         race = tune_plan(TuneRequest(**request, name=f"{name}-probe-{stamp}"))
-        exhaustive = StudyPlan(
-            name=f"{name}-exhaustive-{stamp}",
-            programs=race.programs,
-            strategies=race.strategies,
-            threads=race.threads,
-            runs=options.exhaustive_runs,
-            coruns=race.coruns,
-            metric=metric,
-            metric_better=better,
-            labels=race.labels,
-        )
+        exhaustive = dataclasses.replace(race, name=f"{name}-exhaustive-{stamp}", runs=options.exhaustive_runs)
         started = time.monotonic()
         run_study(exhaustive, db, progress=False, say=lambda text: print(text, file=sys.stderr))
         exhaustive_s = time.monotonic() - started

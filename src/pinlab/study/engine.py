@@ -264,7 +264,7 @@ def run_study(
                 )
             if fields["status"] != "ok" and not w:
                 failures += 1
-                if failures >= max_failures:
+                if failures >= max_failures and not plan.racing:  # a race drops a placement whose first runs fail (study.race)
                     raise UsageError(
                         f"study {study.name} stopped after {plural(failures, 'failed run')} (last: {config['program']}, "
                         f"{failure_reason(fields)}); the runs are stored; fix the program and --resume {study.name}"

@@ -20,6 +20,7 @@ continues where it stopped and a report shows how it went.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,7 @@ class Race:
     measured: int = 0
     seconds: float = 0.0
     stored: int = 0  # every run stored, warm-ups included (what ``seconds`` is the time of)
+    values: dict[int, list[float]] = field(default_factory=dict)  # position -> its successful measured runs' metrics
 
 
 def look_points(min_runs: int, max_runs: int) -> list[int]:
@@ -78,14 +80,9 @@ def look_points(min_runs: int, max_runs: int) -> list[int]:
     return points
 
 
-def _values(runs: list[dict[str, Any]], upto: int) -> list[float]:
-    return [r["metric"] for r in runs if r["run_index"] < upto and r["status"] == "ok" and r["metric"] is not None]
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+def _values(runs: list[dict[str, Any]], upto: int | None = None) -> list[float]:
+    """The metrics of the successful runs among ``runs`` (of index below ``upto``, if given)."""
+    return [r["metric"] for r in runs if (upto is None or r["run_index"] < upto) and r["status"] == "ok" and r["metric"] is not None]
 
 
 def race(plan: StudyPlan, configs: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]]) -> Race:
@@ -105,6 +102,7 @@ def race(plan: StudyPlan, configs: Sequence[dict[str, Any]], runs: Sequence[dict
         if len(first) == FIRST_FAILURES and not any(r["status"] == "ok" and r["metric"] is not None for r in first):
             state.drops.append(Drop(p, FIRST_FAILURES, p, None, None, f"its first {FIRST_FAILURES} runs failed"))
             state.alive.remove(p)
+    state.values = {p: _values(by_position[p]) for p in by_position}
     if not state.alive:
         state.ended = ALL_FAILED
         return state
@@ -119,7 +117,7 @@ def race(plan: StudyPlan, configs: Sequence[dict[str, Any]], runs: Sequence[dict
         usable = [p for p in state.alive if len(values[p]) >= 3]
         if not usable:
             continue
-        leader = max(usable, key=lambda p: (sign * _median(values[p]), -p))
+        leader = max(usable, key=lambda p: (sign * statistics.median(values[p]), -p))
         state.leader = leader
         tested: list[tuple[float, int]] = []
         for p in state.alive:

@@ -70,12 +70,6 @@ def tune_plan(req: TuneRequest, topo=None) -> StudyPlan:
     return plan
 
 
-#: The race drops a placement whose first runs fail (pinlab.study.race.FIRST_FAILURES), so the
-#: study's own stop on failures is not needed: a program that cannot run at all ends the race
-#: after those runs of each placement.
-RACE_FAILURES = 1_000_000
-
-
 def _check_resumable(db: str, name: str) -> None:
     """The stored study ``name`` exists and is a tune, checked before any run."""
     if not os.path.exists(db):
@@ -98,11 +92,11 @@ def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None]
         check_writable(req.output, "plan file")
     if req.resume is None:
         plan = tune_plan(req)
-        run_study(plan, req.db, progress=progress, say=say, max_failures=RACE_FAILURES)
+        run_study(plan, req.db, progress=progress, say=say)
         name = plan.name
     else:
         _check_resumable(req.db, req.resume)
-        run_study(None, req.db, resume=req.resume, progress=progress, say=say, max_failures=RACE_FAILURES)
+        run_study(None, req.db, resume=req.resume, progress=progress, say=say)
         name = req.resume
     with Store.open(req.db, create=False) as store:
         study = store.study(name, must_exist=True)
@@ -112,10 +106,8 @@ def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None]
         runs = store.run_rows(name, record=True)
     found = answer(plan, study_direction(study.parameters), configs, runs, req.db)
     winner = next(c for c in configs if c["placement"] == found.winner.placement)
-    placement = study_placement(this_topology(), winner["placement"], winner["threads"]) if found.pinned else None
+    placement = study_placement(this_topology(), winner["placement"] if found.pinned else OS_DEFAULT, winner["threads"])
     starts = [t.get("start_library") for r in runs if r["config_id"] == winner["id"] and r.get("record") for t in r["record"].get("threads", [])]
-    if placement is None:
-        placement = study_placement(this_topology(), OS_DEFAULT, winner["threads"])
     if req.output is not None:
         with open(req.output, "w", encoding="utf-8") as out:
             json.dump(placement.to_json(), out, indent=2)

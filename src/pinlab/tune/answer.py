@@ -11,6 +11,7 @@ is that no placement beats it.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,21 +147,10 @@ def _p(p: float | None) -> str:
     return "n/a" if p is None or math.isnan(p) else f"{p:.2g}"
 
 
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
-
-
 def answer(plan: StudyPlan, direction: MetricDirection, configs: list[dict[str, Any]], runs: list[dict[str, Any]], db: str) -> Answer:
     """The answer of the race stored as ``plan``'s study (its configurations and runs)."""
     state: Race = race(plan, configs, runs)
-    values: dict[int, list[float]] = {c["position"]: [] for c in configs}
-    position_of = {c["id"]: c["position"] for c in configs}
-    for run in runs:
-        if not run["warmup"] and run["status"] == "ok" and run["metric"] is not None:
-            values[position_of[run["config_id"]]].append(run["metric"])
+    values = state.values
     left = {d.position: d for d in state.drops}
     entries = {}
     for c in configs:
@@ -172,7 +162,7 @@ def answer(plan: StudyPlan, direction: MetricDirection, configs: list[dict[str, 
             label,
             explicit_cpus(c["placement"]),
             len(values[p]),
-            _median(values[p]),
+            statistics.median(values[p]) if values[p] else None,
             drop.runs if drop else None,
             drop.reason if drop else None,
         )

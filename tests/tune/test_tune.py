@@ -14,6 +14,7 @@ import pytest
 
 from pinlab.errors import UsageError
 from pinlab.placement.exports import parse_kmp_affinity, parse_omp_places
+from pinlab.placement.portable import resolve
 from pinlab.study.plan import explicit_cpus
 from pinlab.topology import load_topology
 from pinlab.tune import TuneRequest, tune, tune_plan
@@ -149,7 +150,10 @@ def test_a_real_race_drops_the_slow_cpu_and_is_a_study_that_resumes(tmp_path, sp
         stored = conn.execute("SELECT COUNT(*) FROM runs WHERE warmup = 0").fetchone()[0]
     assert stored == answer["measured_runs"]
     if answer["pinned"]:
-        assert json.loads(plan_file.read_text())["cpus"] == answer["winner"]["cpus"]
+        written = json.loads(plan_file.read_text())
+        assert written["cpus"] == answer["winner"]["cpus"]
+        assert written["portable"]["levels"][-2:] == ["Core", "PU"]
+        assert resolve(load_topology("this"), written["portable"]) == written["cpus"]  # the same CPUs where it was made
         assert answer["speedup"]["low"] <= answer["speedup"]["speedup"] <= answer["speedup"]["high"]
     else:
         assert json.loads(plan_file.read_text())["cpus"] is None  # the operating system's placement: no pinning

@@ -22,6 +22,9 @@ from pinlab.words import plural
 @click.command()
 @placement_options()
 @click.option("--topology", "-t", "source", default="this", show_default=True, help=TOPOLOGY_HELP)
+@click.option(
+    "--plan", "plan_file", type=click.Path(dir_okay=False), help="A plan file (pinlab place -f json, pinlab tune -o): its placement on this topology."
+)
 @click.option("--format", "-f", "fmt", default="list", show_default=True, help="list, json, omp, kmp, numactl, taskset, likwid, slurm")
 @click.option("--picture", type=click.Path(dir_okay=False, writable=True), help="Also draw the placement to FILE.svg or FILE.png.")
 @graph_strategy_options("Affinity graph (pinlab trace) for lp-compact, lp-scatter, gp, lpgp, gplp, treematch; also prints placement costs.")
@@ -35,7 +38,24 @@ from pinlab.words import plural
     help="On this machine, in an MPI rank context (auto: srun/mpirun's environment; off; or LOCAL/COUNT): the placement inside the rank's part of the node.",
 )
 def place(
-    strategy, threads, cpus, source, seed, smt, oversubscribe, cpu_kind, fmt, picture, graph_file, domains, level, strict, ranks, gpus, rank
+    strategy,
+    threads,
+    cpus,
+    source,
+    plan_file,
+    seed,
+    smt,
+    oversubscribe,
+    cpu_kind,
+    fmt,
+    picture,
+    graph_file,
+    domains,
+    level,
+    strict,
+    ranks,
+    gpus,
+    rank,
 ) -> None:
     """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
     request = PlaceRequest(
@@ -56,6 +76,7 @@ def place(
         ranks=ranks,
         gpus=gpus,
         rank=rank,
+        plan=plan_file,
     )
     if request.ranks is not None:
         _place_ranks(request, request.ranks)
@@ -63,7 +84,10 @@ def place(
     topo = (_rank_domain(request.rank) if request.on_this_machine else None) or load_topology(request.topology)
     fits = dict(topology=lambda: topo, strategy=strategy, threads=threads, smt=smt, domains=domains)
     graph = graph_option(request.graph, request.strict, fits)
-    placement = request.place(topo, graph)
+    notices: list[str] = []
+    placement = request.place(topo, graph, notices)
+    for notice in notices:
+        click.echo(f"pinlab: {notice}", err=True)
     if graph is not None:
         _place_costs(placement, graph, request.format)
     else:

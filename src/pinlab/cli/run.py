@@ -104,5 +104,7 @@ def _tell_before(spec, quiet: bool) -> None:
         for notice in spec.rank_plan.notices:
             click.echo(f"pinlab: notice: {notice}", err=True)
         click.echo(f"pinlab: {spec.rank_plan.summary()}", err=True)
+    for notice in spec.notices if not quiet else ():
+        click.echo(f"pinlab: {notice}", err=True)
     for notice in spec.counters.notices if spec.counters else ():
         click.echo(f"pinlab: notice: {notice}", err=True)

@@ -26,7 +26,7 @@ from pinlab.memory.balance import INTERVAL as BALANCE_INTERVAL
 from pinlab.memory.balance import BalanceController
 from pinlab.placement import Placement, make_placement
 from pinlab.placement.expressions import is_cpulist
-from pinlab.placement.plan import explicit_placement_json, read_placement_file
+from pinlab.placement.plan import explicit_placement_json, plan_cpus, read_placement_file
 from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES, canonical_strategy
 from pinlab.placement.units import take
 from pinlab.ranks.launch import RankPlan, domain_placement, no_domain_memory, rank_memory, this_rank
@@ -122,6 +122,7 @@ def plan_spec(
         raise UsageError(f"THREADS must be at least 1 (got {threads})")
     if thp not in (None, "never", "always"):
         raise UsageError(f"unknown --thp {thp!r}: use never or always")
+    notices: list[str] = []
     plan, planned, threads = _plan(
         strategy,
         threads,
@@ -130,8 +131,8 @@ def plan_spec(
         placement,
         dict(smt=smt, oversubscribe=oversubscribe, seed=seed, cpu_kind=cpu_kind),
         dict(graph=graph, domains=domains, level=level),
+        notices,
     )
-    policy = memory.parse_policy(mem)
     policy = memory.parse_policy(mem)
     follow_nodes = _follow_nodes(policy, planned)
     balance_interval = _balance(balance, balance_data, planned)
@@ -163,6 +164,7 @@ def plan_spec(
         thp=thp,
         sample_ms=sample_ms,
         env=env,
+        notices=notices,
     )
 
 
@@ -174,9 +176,10 @@ def _check_sample_ms(sample_ms: float | None) -> None:
 
 
 def _plan(
-    strategy, threads, cpus, plan_file, placement, choices: dict, graph_options: dict
+    strategy, threads, cpus, plan_file, placement, choices: dict, graph_options: dict, notices: list[str]
 ) -> tuple[dict[str, Any] | None, list[int] | None, int | None]:
-    """The plan (its JSON), its CPUs and its thread count, from the one placement given (None: unpinned)."""
+    """The plan (its JSON), its CPUs and its thread count, from the one placement given (None:
+    unpinned); a plan file made on another machine is resolved here, said in ``notices``."""
     cpu_kind, oversubscribe = choices["cpu_kind"], choices["oversubscribe"]
     graph, domains, level = graph_options["graph"], graph_options["domains"], graph_options["level"]
     plan: dict[str, Any] | None
@@ -188,6 +191,11 @@ def _plan(
     if plan_file is not None:
         plan = read_placement_file(plan_file)
         planned, threads = plan["cpus"], threads or plan["threads"]
+        if plan.get("portable") is not None and planned is not None:
+            planned, moved = plan_cpus(plan, load_topology("this"), f"plan file {plan_file}")
+            if moved is not None:
+                plan = {**plan, "cpus": planned}
+                notices.append(moved)
     elif isinstance(cpus, str) and is_cpulist(cpus.strip()) and cpu_kind is None:
         planned, threads = _listed(cpus, threads, oversubscribe)
         plan = explicit_placement_json(threads, planned, cpus)

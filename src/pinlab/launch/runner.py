@@ -89,6 +89,7 @@ class LaunchSpec:
     rank: dict | None = None  # MPI rank context and its domain (pinlab.ranks.launch): recorded
     rank_plan: RankPlan | None = None  # that context's plan, whose notices and summary the command line prints
     domain_cpus: frozenset[int] | None = None  # an unpinned run is kept on these CPUs (its rank's domain)
+    notices: list[str] = field(default_factory=list)  # what the user should know before it starts (a plan resolved here)
 
 
 class Controller(Protocol):

@@ -8,6 +8,7 @@ from typing import Any
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
 from pinlab.outputs import read_json_file
+from pinlab.placement.portable import describe, resolve
 from pinlab.topology.model import Topology
 
 #: The version of pinlab's placement JSON (key ``pinlab_placement``); fields are only added within
@@ -69,6 +70,7 @@ class Placement:
             "allowed_cpus": format_cpulist(self.allowed_cpus),
             "cpus": self.cpus,
             "threads_detail": None if self.cpus is None else [dict(thread=i, **self.where(c)) for i, c in enumerate(self.cpus)],
+            "portable": None if self.cpus is None else describe(self.topology, self.cpus),
         }
 
     @classmethod
@@ -115,6 +117,43 @@ def check_placement_json(data: Any, source: str = "placement") -> dict[str, Any]
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise UsageError(f"{source}: 'threads' must be a positive integer")
     return data
+
+
+def plan_cpus(plan: dict[str, Any], topology: Topology, source: str = "the plan") -> tuple[list[int] | None, str | None]:
+    """The CPUs a placement JSON gives its threads on ``topology``, and a sentence when they are
+    not the plan's own: a plan with a portable description is resolved on this machine (its
+    slots give back the plan's CPUs on the machine it was made on, and the placement of the
+    same shape on another); one without is taken as its CPUs. Refuses in one line a plan that
+    cannot hold here."""
+    cpus = plan.get("cpus")
+    if cpus is None or plan.get("portable") is None:
+        return cpus, None
+    here = resolve(topology, plan["portable"], source)
+    if here == list(cpus):
+        return here, None
+    made = (plan.get("topology") or {}).get("name") or "another machine"
+    if plan.get("allowed_cpus"):
+        made += f" (allowed CPUs {plan['allowed_cpus']})"
+    return here, (
+        f"{source} was made on {made} with CPUs {_in_order(cpus)}; its placement ({plan['portable'].get('words') or 'as described'}) "
+        f"is CPUs {_in_order(here)} on this machine ({topology.name}, allowed CPUs {format_cpulist(topology.allowed_cpus)})"
+    )
+
+
+def check_on(topology: Topology, cpus: list[int], source: str = "the plan") -> None:
+    """Every CPU of a plan is one this process may use on ``topology``, else a one-line UsageError."""
+    missing = [c for c in cpus if c not in topology.allowed_cpus]
+    if missing:
+        where = "does not have" if missing[0] not in topology.pu_by_os else "may not use"
+        raise UsageError(
+            f"{source} pins to CPU {missing[0]}, which this machine ({topology.name}) {where} "
+            f"(allowed CPUs: {format_cpulist(topology.allowed_cpus)}); place it again here"
+        )
+
+
+def _in_order(cpus: list[int]) -> str:
+    """CPUs in thread order, or as a set when there are too many to read."""
+    return ",".join(map(str, cpus)) if len(cpus) <= 16 else f"{format_cpulist(cpus)} (as a set)"
 
 
 def read_placement_file(path: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pinlab.graph.model import check_strict
 from pinlab.outputs import check_picture
 from pinlab.placement import make_placement
 from pinlab.placement.exports import FORMATS
-from pinlab.placement.plan import Placement
+from pinlab.placement.plan import Placement, check_on, plan_cpus, read_placement_file
 from pinlab.placement.strategies import ALIASES, UNPINNED
 from pinlab.topology.model import Topology
 
@@ -52,8 +52,19 @@ class PlaceRequest:
     ranks: int | None = None
     gpus: str | None = None
     rank: str = "auto"
+    plan: str | None = None
 
     def __post_init__(self) -> None:
+        if self.plan is not None:
+            given = [
+                option
+                for option, value in (("-s", self.strategy), ("-c", self.cpus), ("--graph", self.graph), ("--ranks", self.ranks))
+                if value is not None
+            ]
+            if given:
+                raise UsageError(f"--plan FILE is the placement: leave {', '.join(given)} out")
+            if self.threads is not None or self.cpu_kind is not None:
+                raise UsageError("--plan FILE gives its own threads and CPUs: leave -n and --cpu-kind out")
         if self.ranks is not None and self.rank.strip().lower() not in ("auto", "off"):
             raise UsageError(f"--ranks {self.ranks} previews the split among all the ranks and --rank {self.rank} places one rank: give one of them")
         if self.gpus is not None and self.ranks is None:
@@ -96,6 +107,24 @@ class PlaceRequest:
             level=self.level,
         )
 
-    def place(self, topo: Topology, graph: Any = None) -> Placement:
-        """The placement on ``topo`` (``graph``: the loaded affinity graph, or None)."""
-        return make_placement(topo, **self.options(graph))
+    def place(self, topo: Topology, graph: Any = None, notices: list[str] | None = None) -> Placement:
+        """The placement on ``topo`` (``graph``: the loaded affinity graph, or None); a plan file
+        made on another machine is resolved on ``topo``, said in ``notices``."""
+        if self.plan is None:
+            return make_placement(topo, **self.options(graph))
+        plan = read_placement_file(self.plan)
+        cpus, moved = plan_cpus(plan, topo, f"plan file {self.plan}")
+        if moved is not None and notices is not None:
+            notices.append(moved)
+        if cpus is not None:
+            check_on(topo, cpus, f"plan file {self.plan}")
+        return Placement(
+            strategy=plan.get("strategy") or "explicit",
+            threads=plan["threads"],
+            cpus=cpus,
+            topology=topo,
+            smt=bool(plan.get("smt", False)),
+            oversubscribe=bool(plan.get("oversubscribe", False)),
+            seed=plan.get("seed"),
+            expression=plan.get("expression"),
+        )

@@ -415,8 +415,10 @@ def test_an_idle_node_steals_threads_and_their_attached_data(guest):
         expected = [workers[i]["tid"] for i in stolen_workers]
         if mode == "accessed":
             # the tracer's faults make threads wait now and then: at the steal, fewer of the four
-            # may count as busy, and the steal takes half of those, the last created ones
-            assert first["tids"] and set(first["tids"]) <= set(expected), (steals, workers)
+            # may count as busy, and the steal takes half of those, the last created ones: when the
+            # last created was waiting, an earlier one of the robbed node goes (seen under load 16)
+            victims = {w["tid"] for w in workers.values() if w["start_node"] == first["from_node"]}
+            assert first["tids"] and set(first["tids"]) <= victims and len(first["tids"]) <= len(expected), (steals, workers)
         else:
             assert first["tids"] == expected, (steals, workers)
         if mode == "attached":

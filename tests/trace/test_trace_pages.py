@@ -130,12 +130,23 @@ def traced(argv: list[str], threads: int = 1, **options):
     return pages.trace(TraceRequest(argv=argv, threads=threads, options={**FAST, **options}))
 
 
-def groups_hold(weights: list[list[float]], group: int) -> tuple[float, float]:
-    """(lightest in-group weight, heaviest cross-group weight)."""
-    n = len(weights)
-    inside = [weights[i][j] for i in range(n) for j in range(n) if i != j and i // group == j // group]
-    across = [weights[i][j] for i in range(n) for j in range(n) if i // group != j // group]
-    return min(inside), max(across, default=0.0)
+def components(weights: list[list[float]]) -> list[set[int]]:
+    """The threads linked by positive weights, directly or through others, in order of their first thread."""
+    n, found = len(weights), []
+    seen: set[int] = set()
+    for start in range(n):
+        if start in seen:
+            continue
+        part, todo = {start}, [start]
+        while todo:
+            i = todo.pop()
+            for j in range(n):
+                if weights[i][j] > 0 and j not in part:
+                    part.add(j)
+                    todo.append(j)
+        seen |= part
+        found.append(part)
+    return found
 
 
 def thread_counts(group: int) -> list[int]:
@@ -156,8 +167,11 @@ def test_pairs_graph_shows_exactly_the_planted_groups(group, threads, capfd):
     assert "Validation: every element of every group equals 6000" in out
     graph = result.graph
     assert graph.threads == threads and graph.granularity == "page" and graph.unit_bytes == os.sysconf("SC_PAGE_SIZE")
-    lightest_inside, heaviest_across = groups_hold(graph.weights, group)
-    assert lightest_inside > heaviest_across, graph.weights
+    # the graph's connected parts are exactly the planted groups: nothing across them (no page is
+    # shared there), each group linked. A pair inside a group may be unseen when 16 threads share 2
+    # loaded CPUs (a thread then rarely touches a page second: seen once under load 16); its
+    # groupmates still link it
+    assert components(graph.weights) == [set(range(g, g + group)) for g in range(0, threads, group)], graph.weights
     m = graph.measured
     assert m["method"] == "pages" and m["threads"] == threads and m["rounds"] >= 10 and m["sample_period_ms"] == 2
     # each group's array is 512 KiB: at least its 128 pages were seen

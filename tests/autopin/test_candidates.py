@@ -23,7 +23,7 @@ from pinlab.errors import UsageError
 from pinlab.placement import strategies, units
 from pinlab.topology import load_topology, preset_names
 from tests.autopin.candidates_support import hybrid, random_automorphism, without_cores
-from tests.conftest import with_allowed
+from tests.conftest import run_pinlab, with_allowed
 from tests.placement.strategies_support import machines
 
 GOLDEN = Path(__file__).with_name("candidates_golden.txt")
@@ -370,3 +370,41 @@ def test_strategies_refused_in_one_line(names, threads, message):
     with pytest.raises(UsageError) as error:
         strategy_candidates(load_topology("clovertown"), names, threads)
     assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
+
+
+# -- previewing the candidates: pinlab autopin --dry-run [--topology] ----------------------------------------
+@pytest.mark.parametrize("preset, threads", [("clovertown", 4), ("nehalem-ep", 2), ("opteron-4x4", 8)])
+def test_dry_run_lists_the_candidates_autopin_would_probe_on_another_machine(preset, threads):
+    result = run_pinlab("autopin", "--dry-run", "-n", str(threads), "--topology", preset)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    topo = load_topology(preset)
+    expected = auto_candidates(topo, threads)
+    assert lines[0] == f"{len(expected)} candidates for {threads} threads on {preset}:"
+    for i, (line, candidate) in enumerate(zip(lines[1:], expected)):
+        assert line == f"  #{i} {candidate.name}: CPUs {','.join(map(str, candidate.cpus))} ({candidate.describe(topo)})"
+
+
+def test_dry_run_takes_explicit_candidates_and_says_when_there_is_one_only():
+    explicit = run_pinlab("autopin", "--dry-run", "-C", "0,1;0,0", "--topology", "clovertown")
+    assert explicit.returncode == 0, explicit.stderr
+    topo = load_topology("clovertown")
+    assert explicit.stdout.splitlines()[1:] == [
+        f"  #{i} {c.name} ({c.describe(topo)})" for i, c in enumerate(parse_candidates("0,1;0,0", topo, None))
+    ]
+    assert "#1 CPUs 0,0 (" in explicit.stdout
+    single = run_pinlab("autopin", "--dry-run", "-n", "2", "--topology", "synthetic:pack:1 core:2 pu:1")
+    assert single.returncode == 0 and "only one candidate: autopin would measure it once" in single.stdout, single.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--topology", "clovertown", "--", "true"], "--topology previews the candidates of another machine: it goes with --dry-run"),
+        (["--dry-run", "--pid", "1"], "--dry-run previews the candidates for -n threads"),
+        (["--dry-run", "-n", "9", "--topology", "clovertown"], "9 threads but only 8 CPUs are allowed"),
+    ],
+)
+def test_dry_run_refusals_are_one_line(args, message):
+    result = run_pinlab("autopin", *args)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -86,14 +86,29 @@ def check_power(options: AutopinOptions, candidates: Sequence[Any]) -> None:
     )
 
 
+def preview(options: AutopinOptions, source: str | None = None, pid: int | None = None) -> tuple[Any, list[Any]]:
+    """The candidates autopin would probe (``pinlab autopin --dry-run``) on the machine ``source``
+    names (this one by default, or another's to plan for it: a preset, synthetic, an XML file),
+    checked as a real session checks them; nothing runs."""
+    if pid is not None:
+        raise UsageError("--dry-run previews the candidates for -n threads: give -n rather than --pid")
+    topology = load_topology(source or "this")
+    candidates = make_candidates(options, options.threads, topology)
+    check_power(options, candidates)
+    return topology, candidates
+
+
 def check_log(path: str | None) -> None:
     """Find out before the program starts, not after, that the log cannot be written."""
     if path:
         check_writable(path, "the log")
 
 
-def check_target(argv: Sequence[str] | None, pid: int | None, restore: bool) -> None:
-    """autopin probes one program: one it starts (``argv``) or one running (``pid``)."""
+def check_target(argv: Sequence[str] | None, pid: int | None, restore: bool, topology: str | None = None) -> None:
+    """autopin probes one program: one it starts (``argv``) or one running (``pid``); another
+    machine's topology is for previewing candidates only."""
+    if topology is not None:
+        raise UsageError("--topology previews the candidates of another machine: it goes with --dry-run")
     if pid is not None and argv:
         raise UsageError("give a program to start or --pid PID of one running, not both")
     if pid is None and not argv:

@@ -7,9 +7,10 @@ import click
 from pinlab.autopin.metrics import list_metrics as available
 from pinlab.autopin.options import AutopinOptions
 from pinlab.autopin.session import autopin as run_autopin
-from pinlab.autopin.session import check_target
+from pinlab.autopin.session import check_target, preview
 from pinlab.cli.common import RenamingCommand, graph_option, renamed, started
 from pinlab.cli.completion import complete_strategies
+from pinlab.words import plural
 
 
 @renamed({"-c": "--candidates", "-t": "--interval", "-w": "--warmup"})
@@ -71,8 +72,10 @@ from pinlab.cli.completion import complete_strategies
 )
 @click.option("--restore", is_flag=True, help="With --pid: on Ctrl-C give the threads their masks back.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--dry-run", is_flag=True, help="Print the candidates autopin would probe, and exit (no program needed).")
+@click.option("--topology", "source", help="With --dry-run: the candidates for this machine instead (a preset, synthetic:..., or an hwloc XML file).")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
-def autopin(program, graph_file, pid, list_metrics, quiet, **fields) -> int:
+def autopin(program, graph_file, pid, list_metrics, quiet, dry_run, source, **fields) -> int:
     """Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]
 
     The threads start on the first candidate; after -i seconds each candidate is measured for
@@ -84,7 +87,20 @@ def autopin(program, graph_file, pid, list_metrics, quiet, **fields) -> int:
         for name, description, usable in available():
             click.echo(f"{name:28} {'yes' if usable else 'no ':3} {description}")
         return 0
-    check_target(program, pid, fields["restore"])
+    if dry_run:
+        topology, candidates = preview(AutopinOptions(**fields, graph=graph_option(graph_file, False)), source, pid)
+        threads = len(candidates[0].cpus)
+        click.echo(f"{plural(len(candidates), 'candidate')} for {plural(threads, 'thread')} on {topology.name}:")
+        for i, candidate in enumerate(candidates):
+            cpus = f"CPUs {','.join(map(str, candidate.cpus))}"
+            click.echo(f"  #{i} {candidate.name}{'' if candidate.name == cpus else f': {cpus}'} ({candidate.describe(topology)})")
+        if len(candidates) == 1:
+            click.echo(
+                "only one candidate: autopin would measure it once and keep it; list others with -C (two threads on one CPU: "
+                "-C '0,1;0,0'), or let pinlab tune race restarted runs"
+            )
+        return 0
+    check_target(program, pid, fields["restore"], source)
     options = AutopinOptions(**fields, graph=graph_option(graph_file, False))
     say = (lambda line: None) if quiet else (lambda line: click.echo(f"autopin: {line}", err=True))
     outcome = started(lambda: run_autopin(program, pid, options, say=say))

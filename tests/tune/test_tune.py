@@ -8,17 +8,21 @@ import os
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from pinlab.cpuset import format_cpulist, parse_cpulist
 from pinlab.errors import UsageError
+from pinlab.graph.model import load_graph
+from pinlab.measure.linux import numa_nodes
 from pinlab.placement.exports import parse_kmp_affinity, parse_omp_places
 from pinlab.placement.portable import resolve
-from pinlab.study.plan import explicit_cpus
+from pinlab.study.plan import explicit_cpus, study_placement
 from pinlab.topology import load_topology
 from pinlab.tune import TuneRequest, tune, tune_plan
-from pinlab.tune.candidates import OS_DEFAULT, tune_candidates
+from pinlab.tune.candidates import OS_DEFAULT, memory_candidates, tune_candidates
 from pinlab.tune.request import parse_budget
 from pinlab.tune.settings import GNU, LLVM, openmp_runtime, settings
 from tests.conftest import PINLAB, run_pinlab
@@ -174,7 +178,7 @@ def _answer(metrics: dict[int, list], failed: dict[int, int] | None = None):
     p = StudyPlan(
         name="t", programs=[Program("p", ["p"])], strategies=["none", "cpus:0", "cpus:1"], threads=[1], runs="race", warmup=0, min_runs=6, max_runs=9
     )
-    cs = [{"id": 1 + i, "position": i, "placement": s, "extra": {"label": f"L{i}"}} for i, s in enumerate(p.strategies)]
+    cs = [{"id": 1 + i, "position": i, "placement": s, "mem": "first-touch", "extra": {"label": f"L{i}"}} for i, s in enumerate(p.strategies)]
     runs = [
         {"config_id": 1 + pos, "run_index": i, "warmup": False, "status": "ok" if m is not None else "failed", "metric": m, "wall_seconds": 1.0}
         for pos, ms in metrics.items()
@@ -252,3 +256,150 @@ def test_the_command_line_refuses_in_one_line(tmp_path):
             result.returncode == 2 and result.stderr.startswith("pinlab: error: ") and message in result.stderr and result.stderr.count("\n") == 1
         ), result.stderr
     assert not (tmp_path / "t.db").exists()
+
+
+# -- memory policies (--mem) --------------------------------------------------------------------------
+@pytest.mark.parametrize("preset", ["opteron-4x4", "nehalem-ep", "epyc-7763-2s", "dunnington-96"])
+def test_memory_candidates_are_over_the_nodes_of_each_placement_s_threads(preset):
+    topo = load_topology(preset)
+    every = sorted(topo.allowed_nodes & {n for c in topo.allowed_cpus for n in topo.pu(c).nodes})
+    for threads in (2, 4, len(topo.allowed_cpus)):
+        placements = tune_candidates(topo, threads)
+        found = memory_candidates(topo, placements)
+        assert found and all(c.mem != "first-touch" for c in found)
+        assert not any(c.twin for c in found)  # a twin differs by its neighbours, not its memory
+        for c in found:
+            kind, _, nodes = c.mem.partition(":")
+            used = sorted({n for cpu in (c.cpus or topo.allowed_cpus) for n in topo.pu(cpu).nodes})
+            assert parse_cpulist(nodes) == used and c in [replace(p, mem=c.mem) for p in placements]
+            assert kind == "interleave" and len(used) > 1 or kind == "bind" and c.cpus is not None and set(used) < set(every)
+        assert next(c for c in found if c.cpus is None).mem == f"interleave:{format_cpulist(every)}"
+        one_node = [p for p in placements if p.cpus is not None and len({n for cpu in p.cpus for n in topo.pu(cpu).nodes}) == 1 and not p.twin]
+        assert all(any(c.cpus == p.cpus and c.mem.startswith("bind:") for c in found) for p in one_node)
+        assert not any(c.cpus == p.cpus and c.mem.startswith("interleave:") for p in one_node for c in found)
+
+
+def test_one_numa_node_has_no_memory_policy_to_race():
+    topo = load_topology("clovertown")
+    assert memory_candidates(topo, tune_candidates(topo, 4)) == []
+
+
+def test_a_study_of_pairs_runs_only_the_pairs_and_keeps_them_when_resumed():
+    from pinlab.study.plan import Program, StudyPlan, plan_from_parameters
+
+    pairs = [["none", "first-touch"], ["cpus:0", "first-touch"], ["none", "interleave:0"]]
+    plan = StudyPlan(
+        name="p", programs=[Program("p", ["true"])], strategies=["none", "cpus:0"], mem=["first-touch", "interleave:0"], pairs=pairs,
+        threads=[1], runs="race", warmup=0, min_runs=6, max_runs=9, labels={"none": "OS", "cpus:0": "first CPU"},
+    )  # fmt: skip
+    plan.validate(fits=False)
+    configs = [(c["placement"], c["mem"], c["extra"]["label"]) for c in plan.configs()]
+    assert configs == [("none", "first-touch", "OS, memory first-touch"), ("none", "interleave:0", "OS, memory interleave:0"),
+                       ("cpus:0", "first-touch", "first CPU, memory first-touch")]  # fmt: skip
+    again = plan_from_parameters("p", json.loads(json.dumps(plan.parameters())), 0, 10)
+    again.validate(fits=False)
+    assert again.configs() == plan.configs()
+    for bad, message in (([["cpus:1", "first-touch"]], "does not list"), ([pairs[0], pairs[0]], "listed twice"), ([["none"]], "a placement and")):
+        with pytest.raises(UsageError, match=message):
+            StudyPlan(
+                name="p", programs=[Program("p", ["true"])], strategies=["none", "cpus:0"], mem=["first-touch"], pairs=bad, threads=[1], runs=3
+            ).validate(fits=False)  # fmt: skip
+
+
+def test_settings_run_the_program_under_numactl_where_the_tool_sets_no_memory_policy():
+    from pinlab.placement import make_placement
+
+    topo = load_topology("opteron-4x4")
+    lines = settings(make_placement(topo, cpus="0,4", threads=2), ["prog"], GNU, mem="interleave:0-1")
+    assert lines["openmp"].splitlines()[-1] == "numactl --interleave=0-1 prog"
+    assert lines["taskset"].startswith("taskset -c 0,4 numactl --interleave=0-1 prog")
+    assert lines["numactl"].startswith("numactl --physcpubind=0,4 --interleave=0-1 prog")
+    assert lines["likwid"] == "likwid-pin -c 0,4 numactl --interleave=0-1 prog"
+    assert lines["srun"].endswith("--cpu-bind=mask_cpu:0x11 numactl --interleave=0-1 prog")
+    assert lines["pinlab"] == "pinlab run -c 0,4 --mem interleave:0-1 -- prog"
+    bound = settings(make_placement(topo, strategy="none", threads=2), ["prog"], None, plan_file="p.json", mem="bind:1")
+    assert bound["numactl"] == "numactl --membind=1 prog" and bound["pinlab"] == "pinlab run -s none -n 2 --mem bind:1 -- prog"
+
+
+def test_an_answer_can_be_a_memory_policy_without_pinning():
+    """The operating system's placement with its memory interleaved, shown faster than with first touch."""
+    from pinlab.study.direction import study_direction
+    from pinlab.study.plan import Program, StudyPlan
+    from pinlab.tune.answer import answer
+
+    good = [1.0, 1.01, 0.99, 1.02, 1.0, 0.98]
+    p = StudyPlan(name="t", programs=[Program("p", ["p"])], strategies=["none", "cpus:0"], mem=["first-touch", "interleave:0"], threads=[1],
+                  runs="race", warmup=0, min_runs=6, max_runs=9)  # fmt: skip
+    kinds = [("none", "first-touch", 1.5), ("none", "interleave:0", 1.0), ("cpus:0", "first-touch", 2.0)]
+    cs = [{"id": 1 + i, "position": i, "placement": pl, "mem": m, "extra": {"label": f"L{i}"}} for i, (pl, m, _) in enumerate(kinds)]
+    runs = [
+        {"config_id": 1 + pos, "run_index": i, "warmup": False, "status": "ok", "metric": f * x, "wall_seconds": 1.0}
+        for pos, (_, _, f) in enumerate(kinds)
+        for i, x in enumerate(good)
+    ]
+    found = answer(p, study_direction(p.parameters()), cs, runs, "db")
+    assert found.baseline.position == 0 and found.winner.position == 1 and found.winner.mem == "interleave:0"
+    assert found.chosen and not found.pinned and found.sentence().startswith("use L1 (no pinning): 1.5")
+    assert found.to_json()["chosen"] is True and found.to_json()["winner"]["mem"] == "interleave:0"
+
+
+def test_a_plan_file_s_memory_policy_is_applied_over_its_threads_nodes(tmp_path):
+    plan, record = tmp_path / "plan.json", tmp_path / "r.json"
+    data = json.loads(run_pinlab("place", "-c", str(min(os.sched_getaffinity(0))), "-f", "json").stdout)
+    plan.write_text(json.dumps({**data, "mem": "interleave"}))
+    ran = run_pinlab("run", "-q", "--plan", str(plan), "--record", str(record), "--", sys.executable, "-c", "pass")
+    assert ran.returncode == 0, ran.stderr
+    node = next(n for n, cpus in numa_nodes().items() if min(os.sched_getaffinity(0)) in cpus)
+    assert json.loads(record.read_text())["options"]["mem"] == f"interleave:{node}"
+    plan.write_text(json.dumps({**data, "mem": "spread"}))
+    refused = run_pinlab("run", "--plan", str(plan), "--", "true")
+    assert refused.returncode == 2 and "'mem' must be interleave or bind" in refused.stderr
+
+
+# -- graph strategies (--graph) ---------------------------------------------------------------------------
+def test_a_graph_adds_the_graph_strategies_each_placement_once(tmp_path):
+    from tests.graph.graph_support import planted_graph
+
+    path = tmp_path / "g.json"
+    planted_graph(8, [(0, 5, 1000.0), (1, 4, 1000.0), (2, 7, 1000.0), (3, 6, 1000.0)]).save(path)
+    graph = load_graph(str(path))
+    topo = load_topology("clovertown")
+    req = TuneRequest(workload="primes:--limit 1000", threads=8, graph=str(path), db=str(tmp_path / "t.db"), name="t")
+    req.validate()
+    plan = tune_plan(req, topo, graph)
+    labels = [c["extra"]["label"] for c in plan.configs()]
+    placements = [c["placement"] for c in plan.configs()]
+    assert len(set(placements)) == len(placements)
+    for strategy in ("lp-compact", "lp-scatter", "gp", "lpgp", "gplp", "treematch"):
+        named = [label for label in labels if strategy in label.replace(" (graph)", "").split(" = ")]
+        assert len(named) == 1, (strategy, labels)
+    lpgp = study_placement(topo, placements[next(i for i, label in enumerate(labels) if "lpgp" in label.replace(" (graph)", "").split(" = "))], 8)
+    shared = [obj.cpus for obj in topo.objects("L2")]
+    for i, j in ((0, 5), (1, 4), (2, 7), (3, 6)):  # each planted pair on one L2
+        assert any({lpgp.cpus[i], lpgp.cpus[j]} <= l2 for l2 in shared), lpgp.cpus
+    with pytest.raises(UsageError, match="give -n 8"):
+        tune_plan(TuneRequest(workload="primes", threads=4, graph=str(path)), topo, graph)
+
+
+def test_a_missing_graph_file_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(UsageError, match="--graph nothing.json: no such file"):
+        tune(TuneRequest(program=("true",), graph="nothing.json", db=str(tmp_path / "t.db")))
+    assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+def test_graph_auto_traces_the_program_once_and_races_its_placements(tmp_path):
+    db = tmp_path / "t.db"
+    args = ["tune", "-n", "2", "--graph", "auto", "-w", "pairs:--reps 6000", "--max-candidates", "1"]
+    result = run_pinlab(*args, "--min-runs", "3", "--max-runs", "3", "--warmup", "0", "--db", str(db), "--name", "g", "--json")
+    assert result.returncode == 0, result.stderr
+    assert "--graph auto: tracing one run of the program with 2 threads" in result.stderr
+    answer = json.loads(result.stdout)  # the traced run's output went to stderr
+    labels = " ".join(p["label"] for p in answer["placements"])
+    if "counted no sharing between the threads: the graph strategies are left out" in result.stderr:
+        # on a loaded machine the page tracer may never catch the second thread first on a page
+        assert "were never seen first on a traced page" in result.stderr and "lpgp" not in labels
+    else:
+        assert "lpgp" in labels and "treematch" in labels, answer["placements"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM studies").fetchone()[0] == 1

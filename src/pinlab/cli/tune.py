@@ -31,6 +31,15 @@ from pinlab.tune.show import print_answer
 @click.option("--min-runs", type=int, default=MIN_RUNS, show_default=True, help="Runs of every placement before the first look.")
 @click.option("--max-runs", type=int, default=MAX_RUNS, show_default=True, help="Most runs of a placement.")
 @click.option("--max-candidates", type=int, default=6, show_default=True, help="Most pinned placements raced beside the operating system's.")
+@click.option(
+    "--mem",
+    is_flag=True,
+    help="Also race memory policies, on a machine of several NUMA nodes: each placement's memory interleaved over its threads' nodes, or bound to them.",
+)
+@click.option(
+    "--graph",
+    help="Also race the graph strategies (lpgp, treematch...) of the program's affinity graph: a file from pinlab trace, or auto to trace the program once first.",
+)
 @click.option("--warmup", type=int, default=1, show_default=True, help="Warm-up runs per placement, not counted.")
 @click.option("--timeout", type=float, help="Seconds after which a run is killed and stored as timed out.")
 @click.option("--db", default="pinlab.db", show_default=True, help="SQLite file the runs are stored in (pinlab report reads it).")

@@ -133,6 +133,8 @@ def plan_spec(
         dict(graph=graph, domains=domains, level=level),
         notices,
     )
+    if mem is None and plan is not None and plan.get("mem") is not None:
+        mem = _plan_memory(plan["mem"], planned)
     policy = memory.parse_policy(mem)
     follow_nodes = _follow_nodes(policy, planned)
     balance_interval = _balance(balance, balance_data, planned)
@@ -218,6 +220,15 @@ def _plan(
     if planned is not None:
         check_cpus(planned)
     return plan, planned, threads
+
+
+def _plan_memory(kind: str, planned: list[int] | None) -> str:
+    """A plan file's memory policy (``interleave`` or ``bind``) over the NUMA nodes of its CPUs
+    here (every allowed node with CPUs this process may use, for an unpinned plan), as --mem says it."""
+    node_of = linux.node_of_cpus()
+    cpus = planned if planned is not None else sorted(os.sched_getaffinity(0))
+    nodes = sorted({node_of[c] for c in cpus if c in node_of} & set(linux.mems_allowed())) or sorted(linux.mems_allowed())
+    return f"{kind}:{','.join(map(str, nodes))}"
 
 
 def _listed(cpus: str, threads: int | None, oversubscribe: bool) -> tuple[list[int], int]:

@@ -15,6 +15,10 @@ from pinlab.topology.model import Topology
 #: a version, so a reader refuses only another version, never a field it does not know.
 PLACEMENT_FORMAT_VERSION = 1
 
+#: The memory policies a plan can carry: over the NUMA nodes of its threads' CPUs (every allowed
+#: node for threads left unpinned), so that they mean the same on another machine.
+PLAN_MEMORY = ("interleave", "bind")
+
 #: What every refusal of a placement file tells the user to do instead.
 _PLACEMENT_HINT = "write one with `pinlab place ... -f json`"
 
@@ -35,6 +39,7 @@ class Placement:
     oversubscribe: bool = False
     seed: int | None = None
     expression: str | None = None
+    mem: str | None = None  # one of PLAN_MEMORY, over the threads' nodes; None: the run's own --mem (first touch)
 
     @property
     def pinned(self) -> bool:
@@ -71,6 +76,7 @@ class Placement:
             "cpus": self.cpus,
             "threads_detail": None if self.cpus is None else [dict(thread=i, **self.where(c)) for i, c in enumerate(self.cpus)],
             "portable": None if self.cpus is None else describe(self.topology, self.cpus),
+            "mem": self.mem,
         }
 
     @classmethod
@@ -87,6 +93,7 @@ class Placement:
             oversubscribe=bool(plan.get("oversubscribe", False)),
             seed=plan.get("seed"),
             expression=plan.get("expression"),
+            mem=plan.get("mem"),
         )
 
 
@@ -116,6 +123,8 @@ def check_placement_json(data: Any, source: str = "placement") -> dict[str, Any]
     threads = data.get("threads")
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise UsageError(f"{source}: 'threads' must be a positive integer")
+    if data.get("mem") not in (None, *PLAN_MEMORY):
+        raise UsageError(f"{source}: 'mem' must be {' or '.join(PLAN_MEMORY)} (over the threads' nodes) or null, not {data['mem']!r}")
     return data
 
 

@@ -127,4 +127,5 @@ class PlaceRequest:
             oversubscribe=bool(plan.get("oversubscribe", False)),
             seed=plan.get("seed"),
             expression=plan.get("expression"),
+            mem=plan.get("mem"),
         )

@@ -107,6 +107,9 @@ class StudyPlan:
     labels: dict[str, str] = field(default_factory=dict)
     budget_runs: int | None = None
     budget_seconds: float | None = None
+    #: The (placement, memory policy) pairs studied, when not every placement goes with every
+    #: policy (a tune's memory candidates interleave over the nodes of their own CPUs); None: all.
+    pairs: list[list[str]] | None = None
 
     @property
     def adaptive(self) -> bool:
@@ -176,6 +179,7 @@ class StudyPlan:
         self.metric_better = check_better_option(self.metric, self.metric_better, [(p.name, p.argv) for p in self.programs])
 
         self.mem = [str(parse_policy(m)) for m in self.mem]
+        self._check_pairs()
         self.coruns = [parse_coruns(c) for c in self.coruns]
         for name in self.counters:
             parse_event(name)
@@ -191,9 +195,27 @@ class StudyPlan:
         if fits:
             self._check_fits(topology)
 
+    def _check_pairs(self) -> None:
+        """Each pair names a listed placement and memory policy, once."""
+        if self.pairs is None:
+            return
+        pairs = []
+        for pair in self.pairs:
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+                raise UsageError(f"a studied pair is a placement and a memory policy, not {pair!r}")
+            placement, mem = canonical_placement(pair[0]), str(parse_policy(pair[1]))
+            if placement not in self.strategies or mem not in self.mem:
+                raise UsageError(f"the pair {placement} with memory {mem} names a placement or policy the study does not list")
+            if [placement, mem] in pairs:
+                raise UsageError(f"the pair {placement} with memory {mem} is listed twice: give each once")
+            pairs.append([placement, mem])
+        if not pairs:
+            raise UsageError("no pair of placement and memory policy to study")
+        self.pairs = pairs
+
     def _check_race(self) -> None:
         """A race needs two placements or more, a margin below 1 and budgets that allow a round."""
-        if len(self.strategies) * len(self.mem) < 2:
+        if (len(self.pairs) if self.pairs is not None else len(self.strategies) * len(self.mem)) < 2:
             raise UsageError("a race needs at least two placements (or memory policies) to choose between")
         if len(self.programs) != 1 or len(self.threads) != 1 or len(self.coruns) != 1:
             raise UsageError("a race chooses for one program, one thread count and one co-runner setting: give one of each")
@@ -290,18 +312,25 @@ class StudyPlan:
             parameters.update(tolerance=self.tolerance, budget_runs=self.budget_runs, budget_seconds=self.budget_seconds)
         if self.labels:
             parameters["labels"] = self.labels
+        if self.pairs is not None:
+            parameters["pairs"] = self.pairs
         return parameters
 
     def configs(self) -> list[dict[str, Any]]:
         return [
             {"program": p.name, "argv": p.argv, "threads": n, "placement": s, "mem": m, "corun": c}
-            | ({"extra": {"label": self.labels[s]}} if s in self.labels else {})
+            | ({"extra": {"label": self._label(s, m)}} if s in self.labels else {})
             for p in self.programs
             for n in self.threads
             for s in self.strategies
             for m in self.mem
+            if self.pairs is None or [s, m] in self.pairs
             for c in self.coruns
         ]
+
+    def _label(self, placement: str, mem: str) -> str:
+        """A placement's name for people, with its memory policy where the study has several."""
+        return self.labels[placement] + (f", memory {mem}" if len(self.mem) > 1 else "")
 
 
 def explicit_cpus(placement: str) -> list[int] | None:
@@ -425,7 +454,8 @@ def extract_metric(metric: str, stdout: str, wall: float) -> float | None:
 def plan_from_parameters(name: str, parameters: dict[str, Any], seed: int, max_failures: int) -> StudyPlan:
     """The plan of a stored study (for --resume)."""
     p = parameters
-    adaptive = {k: p[k] for k in ("max_runs", "min_runs", "alpha", "baseline", "tolerance", "budget_runs", "budget_seconds", "labels") if k in p}
+    kept = ("max_runs", "min_runs", "alpha", "baseline", "tolerance", "budget_runs", "budget_seconds", "labels", "pairs")
+    adaptive = {k: p[k] for k in kept if k in p}
     return StudyPlan(
         name=name,
         programs=[Program(n, a) for n, a in p["programs"]],

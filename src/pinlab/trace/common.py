@@ -38,6 +38,7 @@ class TraceRequest:
     env: dict[str, str] | None = None  # the program's environment (default: pinlab's own)
     options: dict[str, Any] = field(default_factory=dict)  # method-specific (sample period...)
     after: str | None = None  # the window: count from SECONDS after the start, "parallel" or "mark" (see check_window)
+    stdout: int | None = None  # the program's standard output, a file descriptor (default: pinlab's own)
 
 
 WINDOW_WORDS = ("parallel", "mark")

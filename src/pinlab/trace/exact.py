@@ -88,7 +88,15 @@ def trace(request: TraceRequest) -> TraceResult:
         env["PINLAB_TRACE_DIR"] = directory
         if request.after is not None:
             env[ENV_WINDOW] = request.after
-        spec = LaunchSpec(argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="unpinned", env=env, sample_ms=None)
+        spec = LaunchSpec(
+            argv=list(request.argv),
+            cpus=sorted(allowed_cpus()),
+            threads=request.threads,
+            overflow="unpinned",
+            env=env,
+            sample_ms=None,
+            stdout=request.stdout,
+        )
         started = time.monotonic()
         record = launch(spec)
         elapsed = time.monotonic() - started

@@ -66,7 +66,14 @@ def run_traced(request: TraceRequest, extra_env: dict[str, str], *, preload: str
     if preload:
         env["LD_PRELOAD"] = " ".join(p for p in (preload, env.get("LD_PRELOAD", "")) if p)
     spec = LaunchSpec(
-        argv=list(request.argv), cpus=sorted(allowed_cpus()), threads=request.threads, overflow="wrap", sample_ms=None, env=env, controller=controller
+        argv=list(request.argv),
+        cpus=sorted(allowed_cpus()),
+        threads=request.threads,
+        overflow="wrap",
+        sample_ms=None,
+        env=env,
+        controller=controller,
+        stdout=request.stdout,
     )
     return run(spec)  # ProgramNotFound / ProgramNotExecutable pass on: 127 / 126, as with pinlab run
 

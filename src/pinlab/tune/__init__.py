@@ -19,27 +19,37 @@ import types
 from collections.abc import Callable
 
 from pinlab.errors import UsageError
+from pinlab.graph.model import load_graph
 from pinlab.launch.runner import resolve_program
 from pinlab.outputs import check_writable
 from pinlab.study.direction import study_direction
-from pinlab.study.engine import run_study
+from pinlab.study.engine import StudyInterrupted, run_study
 from pinlab.study.machine import this_topology
-from pinlab.study.plan import RACE, StudyPlan, parse_command, parse_workload, plan_from_parameters, study_placement
+from pinlab.study.plan import RACE, Program, StudyPlan, parse_command, parse_workload, plan_from_parameters, study_placement
 from pinlab.study.store import Store
+from pinlab.trace import trace_program
+from pinlab.trace.common import TraceRequest
 from pinlab.tune.answer import Answer, answer
-from pinlab.tune.candidates import OS_DEFAULT, tune_candidates
+from pinlab.tune.candidates import FIRST_TOUCH, OS_DEFAULT, memory_candidates, tune_candidates, with_graph
 from pinlab.tune.request import TuneRequest, parse_budget
 from pinlab.tune.settings import openmp_runtime, settings
 
 __all__ = ["Answer", "TuneRequest", "tune", "tune_plan"]
 
 
-def tune_plan(req: TuneRequest, topo=None) -> StudyPlan:
-    """The racing study a (validated) request runs: its candidates for this machine, checked."""
+def tune_plan(req: TuneRequest, topo=None, graph=None) -> StudyPlan:
+    """The racing study a (validated) request runs: its candidates for this machine (with the
+    graph strategies of ``graph``, the program's affinity graph, when given), checked."""
     topo = topo if topo is not None else this_topology()
-    program = parse_workload(req.workload) if req.workload else parse_command(list(req.program))
+    program = tune_program(req)
     threads = req.threads or len(topo.allowed_cpus)
     candidates = tune_candidates(topo, threads, req.max_candidates)
+    if graph is not None:
+        if graph.threads != threads:
+            raise UsageError(f"graph {graph.source} was measured with {graph.threads} threads, the tune is for {threads}: give -n {graph.threads}")
+        candidates = with_graph(topo, threads, graph, candidates)
+    if req.mem:
+        candidates += memory_candidates(topo, candidates)
     budget_runs, budget_seconds = parse_budget(req.budget)
     first_look = len(candidates) * req.min_runs
     if budget_runs is not None and budget_runs < first_look:
@@ -50,7 +60,9 @@ def tune_plan(req: TuneRequest, topo=None) -> StudyPlan:
     plan = StudyPlan(
         name=req.name or datetime.datetime.now().strftime("tune-%Y%m%d-%H%M%S"),
         programs=[program],
-        strategies=[c.placement for c in candidates],
+        strategies=list(dict.fromkeys(c.placement for c in candidates)),
+        mem=list(dict.fromkeys(c.mem for c in candidates)),
+        pairs=[[c.placement, c.mem] for c in candidates] if req.mem else None,
         threads=[threads],
         runs=RACE,
         warmup=req.warmup,
@@ -64,10 +76,57 @@ def tune_plan(req: TuneRequest, topo=None) -> StudyPlan:
         tolerance=req.tolerance,
         budget_runs=budget_runs,
         budget_seconds=budget_seconds,
-        labels={c.placement: c.label for c in candidates if c.placement != OS_DEFAULT},
+        labels={c.placement: c.label for c in candidates},
     )
     plan.validate(topo)
     return plan
+
+
+class TraceInterrupted(StudyInterrupted):
+    """The trace of ``--graph auto`` was stopped by a signal: nothing was raced or stored."""
+
+    def __init__(self, signum: int) -> None:
+        Exception.__init__(self, f"the trace for --graph auto was stopped by signal {signum}: nothing was raced or stored")
+        self.signum = signum
+
+
+def tune_program(req: TuneRequest) -> Program:
+    """The program a request tunes: its command, or the built-in workload it names."""
+    return parse_workload(req.workload) if req.workload else parse_command(list(req.program))
+
+
+def affinity_graph(req: TuneRequest, threads: int, say: Callable[[str], None] | None = None):
+    """The program's affinity graph for ``--graph``: the file's, or (``auto``) traced from one run
+    of the program (pinlab trace's automatic method: exact for a pinlab cc build, sampled where
+    the hardware samples memory accesses, else pages). None when the trace counted nothing."""
+    if req.graph is None:
+        return None
+    if req.graph != "auto":
+        return load_graph(req.graph)
+    if say is not None:
+        say(f"pinlab: --graph auto: tracing one run of the program with {threads} threads for its affinity graph")
+    # the traced run's output goes to stderr: stdout is the answer's (--json)
+    outcome = trace_program(TraceRequest(argv=list(tune_program(req).argv), threads=threads, stdout=_stderr_fd()), "auto", baseline=False)
+    notes = list(outcome.result.warnings)
+    if outcome.result.exit_status != 0:
+        notes.append(f"the traced run ended with status {outcome.result.exit_status}")
+    for note in notes if say is not None else ():
+        say(f"pinlab: trace: {note}")
+    if outcome.interrupted is not None:
+        raise TraceInterrupted(outcome.interrupted)
+    if not any(weight > 0 for row in outcome.result.graph.weights for weight in row):
+        if say is not None:
+            say(f"pinlab: --graph auto: the trace ({outcome.method}) counted no sharing between the threads: the graph strategies are left out")
+        return None
+    return outcome.result.graph
+
+
+def _stderr_fd() -> int:
+    """The file descriptor of this process's stderr (2 where sys.stderr is not a file, as in a notebook)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
 
 
 def _check_resumable(db: str, name: str) -> None:
@@ -91,7 +150,9 @@ def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None]
     if req.output is not None:
         check_writable(req.output, "plan file")
     if req.resume is None:
-        plan = tune_plan(req)
+        plan = tune_plan(req, graph=affinity_graph(req, req.threads or len(os.sched_getaffinity(0)), say))
+        if req.mem and len(plan.mem) == 1 and say is not None:
+            say("pinlab: --mem: the CPUs of this process are on one NUMA node: there is no memory policy to race")
         run_study(plan, req.db, progress=progress, say=say)
         name = plan.name
     else:
@@ -105,15 +166,17 @@ def tune(req: TuneRequest, *, progress: bool = False, say: Callable[[str], None]
         configs = store.configs(study.id)
         runs = store.run_rows(name, record=True)
     found = answer(plan, study_direction(study.parameters), configs, runs, req.db)
-    winner = next(c for c in configs if c["placement"] == found.winner.placement)
-    placement = study_placement(this_topology(), winner["placement"] if found.pinned else OS_DEFAULT, winner["threads"])
+    winner = next(c for c in configs if c["position"] == found.winner.position)
+    placement = study_placement(this_topology(), winner["placement"] if found.chosen else OS_DEFAULT, winner["threads"])
+    mem = winner["mem"] if found.chosen and winner["mem"] != FIRST_TOUCH else None
+    placement.mem = None if mem is None else mem.partition(":")[0]
     starts = [t.get("start_library") for r in runs if r["config_id"] == winner["id"] and r.get("record") for t in r["record"].get("threads", [])]
     if req.output is not None:
         with open(req.output, "w", encoding="utf-8") as out:
             json.dump(placement.to_json(), out, indent=2)
             out.write("\n")
         found.plan_file = req.output
-    found.settings = settings(placement, found.program, openmp_runtime(starts), found.plan_file if placement.cpus is not None else None)
+    found.settings = settings(placement, found.program, openmp_runtime(starts), found.plan_file, mem)
     return found
 
 

@@ -2,7 +2,7 @@
 system's placement with an interval, the runner-up and how sure the choice is.
 
 The claim "it beats the operating system" is tested once, on all the runs, at ``alpha`` divided
-by the number of pinned placements raced (any of them could have come first, so the risk of a
+by the number of other placements (and memory policies) raced (any of them could have come first, so the risk of a
 false winner stays at ``alpha`` whichever it is). The winner is the best median among those
 left in the race; with the operating system's placement among them and not beaten, the answer
 is that no placement beats it.
@@ -20,7 +20,7 @@ from pinlab.stats.ratio import SpeedupInterval, speedup_interval
 from pinlab.study.direction import MetricDirection
 from pinlab.study.plan import StudyPlan, explicit_cpus
 from pinlab.study.race import Race, race
-from pinlab.tune.candidates import OS_DEFAULT, OS_DEFAULT_LABEL
+from pinlab.tune.candidates import FIRST_TOUCH, OS_DEFAULT, OS_DEFAULT_LABEL
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ class Entry:
     """One raced placement: as stored, its name, CPUs, successful runs, median and whether it is
     still in the race (else at how many runs each it left, and why)."""
 
+    position: int  # the configuration's, in the study
     placement: str
+    mem: str
     label: str
     cpus: list[int] | None
     runs: int
@@ -72,28 +74,42 @@ class Answer:
         return self.baseline.left_at is not None and self.baseline.why_left is not None and "failed" in self.baseline.why_left
 
     @property
+    def leader(self) -> bool:
+        """Whether the best placement left is another than the baseline (the operating system's, first touch)."""
+        return self.winner.position != self.baseline.position
+
+    @property
+    def chosen(self) -> bool:
+        """Whether the answer is another placement than the baseline: shown better, or the baseline could not run."""
+        return self.leader and (self.beats_baseline or self.baseline_failed)
+
+    @property
     def pinned(self) -> bool:
         """Whether the answer is a pinned placement (not the operating system's)."""
-        return self.winner.placement != OS_DEFAULT and (self.beats_baseline or self.baseline_failed)
+        return self.chosen and self.winner.placement != OS_DEFAULT
+
+    def _use(self) -> str:
+        """``use compact, memory interleave:0-1 (CPUs 0,2)``."""
+        cpus = "no pinning" if self.winner.cpus is None else "CPUs " + ",".join(map(str, self.winner.cpus))
+        return f"use {self.winner.label} ({cpus})"
 
     def sentence(self) -> str:
-        cpus = ",".join(map(str, self.winner.cpus or []))
-        if self.winner.placement != OS_DEFAULT and self.baseline_failed:
-            return f"use {self.winner.label} (CPUs {cpus}): the operating system's placement could not be measured ({self.baseline.why_left})"
-        if self.winner.placement != OS_DEFAULT and self.p_over_baseline is None:
+        if self.leader and self.baseline_failed:
+            return f"{self._use()}: the operating system's placement could not be measured ({self.baseline.why_left})"
+        if self.leader and self.p_over_baseline is None:
             return (
                 f"not tested: too few successful runs to compare the best, {self.winner.label}, with the operating system's placement "
                 "(3 each at least); give a larger --budget"
             )
-        if not self.pinned:
+        if not self.chosen:
             return "no placement beats leaving it to the operating system" + (
-                f" (best pinned: {self.winner.label}, p = {_p(self.p_over_baseline)} against the {self.level_over_baseline:.3g} needed)"
-                if self.winner.placement != OS_DEFAULT
+                f" (best other: {self.winner.label}, p = {_p(self.p_over_baseline)} against the {self.level_over_baseline:.3g} needed)"
+                if self.leader
                 else " (it has the best median)"
             )
         assert self.speedup is not None
         return (
-            f"use {self.winner.label} (CPUs {cpus}): "
+            f"{self._use()}: "
             f"{self.speedup.speedup:.3f}x the operating system's placement, {self.speedup.confidence:.0%} interval "
             f"{self.speedup.low:.3f}-{self.speedup.high:.3f} (p = {_p(self.p_over_baseline)})"
         )
@@ -101,7 +117,7 @@ class Answer:
     def sureness(self) -> str:
         """How sure the choice is: against the operating system's placement when a pinned one
         leads it without being shown faster, else against the runner-up (at the answer's level)."""
-        if self.winner.placement != OS_DEFAULT and not self.pinned and self.p_over_baseline is not None:
+        if self.leader and not self.chosen and self.p_over_baseline is not None:
             return (
                 f"not sure: {self.winner.label} leads the operating system's placement (p = {_p(self.p_over_baseline)}) but not at the "
                 f"{self.level_over_baseline:.3g} a winner needs; a new tune with more runs (--max-runs, --budget) would tell"
@@ -126,6 +142,7 @@ class Answer:
             "alpha": self.alpha,
             "answer": self.sentence(),
             "sureness": self.sureness(),
+            "chosen": self.chosen,
             "pinned": self.pinned,
             "winner": self.winner.to_json(),
             "runner_up": None if self.runner_up is None else self.runner_up.to_json(),
@@ -156,9 +173,11 @@ def answer(plan: StudyPlan, direction: MetricDirection, configs: list[dict[str, 
     for c in configs:
         p = c["position"]
         drop = left.get(p)
-        label = OS_DEFAULT_LABEL if c["placement"] == OS_DEFAULT else (c.get("extra") or {}).get("label", c["placement"])
+        label = (c.get("extra") or {}).get("label") or (OS_DEFAULT_LABEL if c["placement"] == OS_DEFAULT else c["placement"])
         entries[p] = Entry(
+            p,
             c["placement"],
+            c["mem"],
             label,
             explicit_cpus(c["placement"]),
             len(values[p]),
@@ -171,11 +190,10 @@ def answer(plan: StudyPlan, direction: MetricDirection, configs: list[dict[str, 
     ranked = sorted(medians, key=lambda p: (-sign * medians[p], p))  # the best first
     if not ranked:
         raise InvalidSample(f"no placement of {plan.name} has a successful run: nothing to choose")
-    base = next(c["position"] for c in configs if c["placement"] == OS_DEFAULT)
+    base = next(c["position"] for c in configs if c["placement"] == OS_DEFAULT and c["mem"] == FIRST_TOUCH)
     winner = ranked[0]
     runner_up = ranked[1] if len(ranked) > 1 else None
-    pinned = sum(1 for c in configs if c["placement"] != OS_DEFAULT)
-    level = plan.alpha / max(1, pinned)
+    level = plan.alpha / max(1, len(configs) - 1)  # any of the others could have come first
     speedup = p_base = p_runner = None
     try:  # a metric of 0 or below has no speedup and no test: the answer then says it is not tested
         if winner != base and len(values[base]) >= 3 and len(values[winner]) >= 3:

@@ -11,25 +11,35 @@ race is then between pinning and not pinning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pinlab.autopin.candidates import auto_candidates
 from pinlab.autopin.symmetry import away_from
+from pinlab.cpuset import format_cpulist
+from pinlab.placement import make_placement
+from pinlab.placement.strategies import GRAPH_STRATEGIES
 from pinlab.study.plan import EXPLICIT
 from pinlab.topology.model import Topology
 
 #: The baseline: no pinning, the threads left to the operating system.
 OS_DEFAULT = "none"
 OS_DEFAULT_LABEL = "the operating system's placement (no pinning)"
+#: Linux's default memory policy: a page goes to the node of the CPU that first touches it.
+FIRST_TOUCH = "first-touch"
+#: The memory policies a plan file can carry, over the NUMA nodes of its threads' CPUs.
+PLAN_POLICIES = ("interleave", "bind")
 
 
 @dataclass(frozen=True)
 class TuneCandidate:
-    """A placement of the race: as a study stores it (``none`` or ``cpus:LIST``), and its name."""
+    """A placement of the race: as a study stores it (``none`` or ``cpus:LIST``), its name, and
+    its memory policy (a study's ``--mem`` word)."""
 
     placement: str
     label: str
     cpus: tuple[int, ...] | None
+    mem: str = FIRST_TOUCH
+    twin: bool = False  # the same shape as another candidate, on other CPUs
 
 
 def tune_candidates(topo: Topology, threads: int, max_candidates: int = 6) -> list[TuneCandidate]:
@@ -42,11 +52,11 @@ def tune_candidates(topo: Topology, threads: int, max_candidates: int = 6) -> li
     placement and its twin have the same shape but not the same neighbours, and a co-runner, an
     interrupt-heavy CPU or a daemon makes one of them the better choice.
     """
-    pinned: dict[tuple[int, ...], str] = {}
+    pinned: dict[tuple[int, ...], tuple[str, bool]] = {}  # CPUs -> name, and whether a twin
 
-    def add(cpus, label: str) -> None:
+    def add(cpus, label: str, twin: bool = False) -> None:
         if len(pinned) < max_candidates and tuple(cpus) not in pinned:
-            pinned[tuple(cpus)] = label
+            pinned[tuple(cpus)] = (label, twin)
 
     room = max_candidates - 1 if threads > 1 and max_candidates > 1 else max_candidates  # one left for two threads per CPU
     for candidate in auto_candidates(topo, threads, max_candidates=room):
@@ -54,11 +64,54 @@ def tune_candidates(topo: Topology, threads: int, max_candidates: int = 6) -> li
     if threads > 1:
         half = list(pinned)[0][: (threads + 1) // 2]  # the first candidate's first CPUs (compact's), two threads on each
         add([half[i // 2] for i in range(threads)], "2 threads per CPU")
-    for cpus, label in list(pinned.items()):
+    for cpus, (label, _) in list(pinned.items()):
         twin = tuple(cpus)
         for cpu in sorted(set(cpus)):
             twin = tuple(away_from(topo, list(twin), cpu)) if cpu in twin else twin
         if set(twin) != set(cpus):
-            add(twin, f"{label} (twin)")
+            add(twin, f"{label} (twin)", twin=True)
     found = [TuneCandidate(OS_DEFAULT, OS_DEFAULT_LABEL, None)]
-    return found + [TuneCandidate(EXPLICIT + ",".join(map(str, cpus)), label, cpus) for cpus, label in pinned.items()]
+    return found + [TuneCandidate(EXPLICIT + ",".join(map(str, cpus)), label, cpus, twin=twin) for cpus, (label, twin) in pinned.items()]
+
+
+def threads_nodes(topo: Topology, cpus: tuple[int, ...] | None) -> list[int]:
+    """The NUMA nodes of the threads' CPUs that this process may use (every such node of the
+    allowed CPUs for threads left unpinned)."""
+    chosen = topo.allowed_cpus if cpus is None else set(cpus)
+    return sorted({node for cpu in chosen for node in topo.pu(cpu).nodes} & topo.allowed_nodes)
+
+
+def memory_candidates(topo: Topology, candidates: list[TuneCandidate]) -> list[TuneCandidate]:
+    """The memory policies worth racing beside first touch, for each placement: its memory
+    interleaved over its threads' nodes when they are several (spreads the bandwidth when one
+    thread touches data that all use), and bound to its threads' nodes when they are not all the
+    machine's (keeps pages off nodes it does not run on, where first touch would spill). None on a
+    machine of one NUMA node: there is nothing to choose."""
+    every = threads_nodes(topo, None)
+    if len(every) < 2:
+        return []
+    found = []
+    for candidate in (c for c in candidates if not c.twin):  # a twin differs by its neighbours, not its memory
+        used = threads_nodes(topo, candidate.cpus)
+        if len(used) > 1:
+            found.append(replace(candidate, mem=f"interleave:{format_cpulist(used)}"))
+        if candidate.cpus is not None and set(used) < set(every):
+            found.append(replace(candidate, mem=f"bind:{format_cpulist(used)}"))
+    return found
+
+
+def with_graph(topo: Topology, threads: int, graph, candidates: list[TuneCandidate]) -> list[TuneCandidate]:
+    """``candidates`` and the graph strategies' placements (:mod:`pinlab.placement.mapping`) of the
+    program's affinity graph, each placement once: one that is already a candidate gives it its
+    name too (``compact = lpgp``) rather than racing twice."""
+    found = list(candidates)
+    where = {c.cpus: i for i, c in enumerate(found) if c.cpus is not None}
+    for strategy in GRAPH_STRATEGIES:
+        cpus = tuple(make_placement(topo, strategy=strategy, threads=threads, graph=graph).cpus or ())
+        if cpus in where:
+            named = found[where[cpus]]
+            found[where[cpus]] = replace(named, label=f"{named.label} = {strategy}")
+        else:
+            where[cpus] = len(found)
+            found.append(TuneCandidate(EXPLICIT + ",".join(map(str, cpus)), f"{strategy} (graph)", cpus))
+    return found

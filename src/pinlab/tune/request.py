@@ -56,6 +56,8 @@ class TuneRequest:
     min_runs: int = MIN_RUNS
     max_runs: int = MAX_RUNS
     max_candidates: int = 6
+    mem: bool = False
+    graph: str | None = None
     warmup: int = 1
     timeout: float | None = None
     db: str = "pinlab.db"
@@ -94,6 +96,8 @@ class TuneRequest:
             raise UsageError(f"--max-runs must be between --min-runs ({self.min_runs}) and {MAX_RUNS_PER_CONFIG} (got {self.max_runs})")
         if self.max_candidates < 1:
             raise UsageError(f"--max-candidates must be at least 1 (got {self.max_candidates})")
+        if self.graph is not None and self.graph != "auto" and not os.path.isfile(self.graph):
+            raise UsageError(f"--graph {self.graph}: no such file; give a graph written by pinlab trace, or --graph auto to trace the program once")
         if self.output is not None and os.path.isdir(self.output):
             raise UsageError(f"-o {self.output} is a directory: give the plan file's name")
 
@@ -110,6 +114,8 @@ _KEPT_ON_RESUME = {
     "min_runs": "--min-runs",
     "max_runs": "--max-runs",
     "max_candidates": "--max-candidates",
+    "mem": "--mem",
+    "graph": "--graph",
     "warmup": "--warmup",
     "timeout": "--timeout",
     "name": "--name",

@@ -32,27 +32,42 @@ def _mask(cpus: Sequence[int]) -> str:
     return hex(sum(1 << c for c in set(cpus)))
 
 
-def settings(placement: Placement, program: Sequence[str], runtime: str | None, plan_file: str | None = None) -> dict[str, str]:
-    """Tool -> the lines that apply ``placement`` to ``program`` (a dict in the order to show)."""
+#: numactl's option for each memory policy a tune races (``interleave:0-1`` -> ``--interleave=0-1``).
+_NUMACTL = {"interleave": "--interleave", "bind": "--membind"}
+
+
+def settings(
+    placement: Placement, program: Sequence[str], runtime: str | None, plan_file: str | None = None, mem: str | None = None
+) -> dict[str, str]:
+    """Tool -> the lines that apply ``placement`` to ``program`` (a dict in the order to show),
+    with the memory policy ``mem`` (a ``--mem`` word such as ``interleave:0-1``; None: first touch).
+
+    A memory policy is kept across ``exec``, so the tools that cannot set one (taskset,
+    likwid-pin, srun, an OpenMP program's environment) run the program under ``numactl`` with it."""
     command = shlex.join(program)
     n = placement.threads
     lines: dict[str, str] = {}
+    kind, _, nodes = (mem or "").partition(":")
+    under = f"numactl {_NUMACTL[kind]}={nodes} " if mem else ""  # before the program, for the tools that set no memory policy
     if runtime is not None:
-        lines["openmp"] = export(placement, "omp")
+        lines["openmp"] = export(placement, "omp") + (f"\n{under}{command}" if mem else "")
         if runtime == LLVM:
             lines["kmp"] = export(placement, "kmp")
     if placement.cpus is None:
-        lines["taskset"] = f"{export(placement, 'taskset')} {command}"
-        lines["srun"] = f"srun --ntasks=1 --cpus-per-task={n} --cpu-bind=none {command}"
-        lines["pinlab"] = f"pinlab run -s none -n {n} -- {command}"
+        lines["taskset"] = f"{export(placement, 'taskset')} {under}{command}"
+        if mem:
+            lines["numactl"] = f"{under}{command}"
+        lines["srun"] = f"srun --ntasks=1 --cpus-per-task={n} --cpu-bind=none {under}{command}"
+        lines["pinlab"] = f"pinlab run -s none -n {n}{f' --mem {mem}' if mem else ''} -- {command}"
         return lines
     cpus = placement.cpus
-    lines["taskset"] = f"taskset -c {format_cpulist(cpus)} {command}  # the CPUs as a set: the threads may move within it"
-    lines["numactl"] = f"numactl --physcpubind={format_cpulist(cpus)} {command}  # the same set, numactl's way"
-    lines["likwid"] = f"{export(placement, 'likwid')} {command}"
-    lines["srun"] = f"srun --ntasks=1 --cpus-per-task={len(set(cpus))} --cpu-bind=mask_cpu:{_mask(cpus)} {command}"
+    lines["taskset"] = f"taskset -c {format_cpulist(cpus)} {under}{command}  # the CPUs as a set: the threads may move within it"
+    lines["numactl"] = f"numactl --physcpubind={format_cpulist(cpus)} {under[len('numactl ') :]}{command}  # the same set, numactl's way"
+    lines["likwid"] = f"{export(placement, 'likwid')} {under}{command}"
+    lines["srun"] = f"srun --ntasks=1 --cpus-per-task={len(set(cpus))} --cpu-bind=mask_cpu:{_mask(cpus)} {under}{command}"
     if plan_file is not None:
         lines["pinlab"] = f"pinlab run --plan {shlex.quote(plan_file)} -- {command}"
     else:
-        lines["pinlab"] = f"pinlab run -c {','.join(map(str, cpus))}{' --oversubscribe' if len(set(cpus)) < len(cpus) else ''} -- {command}"
+        oversubscribe = " --oversubscribe" if len(set(cpus)) < len(cpus) else ""
+        lines["pinlab"] = f"pinlab run -c {','.join(map(str, cpus))}{oversubscribe}{f' --mem {mem}' if mem else ''} -- {command}"
     return lines

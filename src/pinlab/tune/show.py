@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def _state(entry: Entry, answer: Answer) -> str:
     if entry.left_at is not None:
         return f"left after {entry.left_at} runs ({entry.why_left})"
-    if entry is answer.winner or entry.placement == answer.winner.placement:
+    if entry.position == answer.winner.position:
         return "winner"
     return "in the race to the end"
 

@@ -96,6 +96,7 @@ bench: install
 	$(PY) bench/bench_calibrate.py
 	$(PY) bench/bench_memory.py
 	$(PY) bench/bench_tune.py
+	$(PY) bench/bench_doctor.py
 
 # The manual (docs/, MkDocs Material) into site/; --strict: a broken link or anchor fails the build.
 docs: install

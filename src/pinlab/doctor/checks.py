@@ -300,15 +300,19 @@ def _cpus_for_threads(obs: ProcessObservation) -> int:
     srun narrowed (:func:`slurm_step_fewer_cpus`), where it is the job's CPUs per task (the step
     is wrong, not the count)."""
     if slurm_step_cpus_missing(obs):
-        return thread_count((obs.environ or {}).get("SLURM_CPUS_PER_TASK")) or len(obs.allowed)
+        return slurm_cpus_per_task(obs) or len(obs.allowed)
     return len(obs.allowed)
+
+
+def slurm_cpus_per_task(obs: ProcessObservation) -> int | None:
+    """The job's CPUs per task (SLURM_CPUS_PER_TASK in the process's environment), None when unset or not a count."""
+    return thread_count((obs.environ or {}).get("SLURM_CPUS_PER_TASK"))
 
 
 def slurm_step_cpus_missing(obs: ProcessObservation) -> bool:
     """Whether the process is a Slurm step's task with fewer CPUs than the job's per-task count."""
-    env = obs.environ or {}
-    asked = thread_count(env.get("SLURM_CPUS_PER_TASK"))
-    return "SLURM_STEP_ID" in env and asked is not None and asked > len(obs.allowed)
+    asked = slurm_cpus_per_task(obs)
+    return "SLURM_STEP_ID" in (obs.environ or {}) and asked is not None and asked > len(obs.allowed)
 
 
 def slurm_step_fewer_cpus(obs: ProcessObservation) -> list[Finding]:
@@ -318,7 +322,7 @@ def slurm_step_fewer_cpus(obs: ProcessObservation) -> list[Finding]:
     if not slurm_step_cpus_missing(obs):
         return []
     env = obs.environ or {}
-    asked = thread_count(env.get("SLURM_CPUS_PER_TASK")) or 0
+    asked = slurm_cpus_per_task(obs) or 0
     allowed = len(obs.allowed)
     return [
         Finding(
@@ -360,7 +364,7 @@ def environment(obs: ProcessObservation) -> list[Finding]:
                 [with_env(obs, {v: str(allowed) for v in oversized})],
             )
         )
-    slurm, omp = thread_count(env.get("SLURM_CPUS_PER_TASK")), thread_count(env.get("OMP_NUM_THREADS"))
+    slurm, omp = slurm_cpus_per_task(obs), thread_count(env.get("OMP_NUM_THREADS"))
     if openmp and slurm is not None and omp is not None and slurm != omp:
         findings.append(
             Finding(

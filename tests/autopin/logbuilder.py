@@ -52,7 +52,7 @@ class LogBuilder:
             "mode": mode,
             "threads": self.threads,
             "metric": self.metric,
-            "metric_notice": f"{self.metric}: the program reports its work through the heartbeat",
+            "metric_notice": f"metric: {self.metric} (the program reports its work through the heartbeat)",  # as autopin says it
             "topology": "synthetic:pack:2 l2:2 core:2 pu:1",
             "params": {
                 "init": self.init,

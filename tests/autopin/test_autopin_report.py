@@ -414,3 +414,13 @@ def test_a_log_with_only_its_start(tmp_path):
     fig = timeline(read_log(path))
     assert "no rate was measured" in [t.get_text() for t in fig.axes[0].texts]
     assert (tmp_path / "html" / "index.html").is_file() and _png_size((tmp_path / "p.png").read_bytes())[0] > 0
+
+
+def test_the_metric_is_named_once_with_why_it_was_chosen(tmp_path):
+    path = LogBuilder(candidates=2).start().write(tmp_path / "m.jsonl")
+    proc = run_pinlab("autopin-report", str(path), "--html", str(tmp_path / "html"))
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("Metric"))
+    assert line == "Metric heartbeat, rates in work units/s per thread (the program reports its work through the heartbeat)"
+    page = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+    assert "<p>Metric heartbeat: the program reports its work through the heartbeat</p>" in page and "metric: heartbeat" not in page

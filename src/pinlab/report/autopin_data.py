@@ -173,6 +173,21 @@ def rate_unit(log: AutopinLog) -> str:
     return f"{unit}/s per thread"
 
 
+def metric_why(log: AutopinLog) -> str | None:
+    """Why the metric was chosen, as autopin said it, without the metric's name the report already
+    gives (autopin's line reads ``metric: heartbeat (this machine has no ... counters; ...)``)."""
+    notice, name = log.start.metric_notice, log.start.metric
+    if not notice:
+        return None
+    for prefix in (f"metric: {name}", "metric:") if name else ("metric:",):
+        if notice.startswith(prefix):
+            notice = notice[len(prefix) :].strip()
+            break
+    if notice.startswith("(") and notice.endswith(")"):
+        notice = notice[1:-1]
+    return notice or None
+
+
 _PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 

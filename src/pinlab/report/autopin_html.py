@@ -13,7 +13,18 @@ from typing import Any
 
 from pinlab.autopin.log import AutopinLog
 from pinlab.errors import UsageError
-from pinlab.report.autopin_data import choice_lines, migration_sentence, parameters, rate_unit, reprobe_sentence, run_summary, searches, si, what_ran
+from pinlab.report.autopin_data import (
+    choice_lines,
+    metric_why,
+    migration_sentence,
+    parameters,
+    rate_unit,
+    reprobe_sentence,
+    run_summary,
+    searches,
+    si,
+    what_ran,
+)
 from pinlab.report.autopin_timeline import timeline
 from pinlab.report.html import _environment
 
@@ -74,7 +85,7 @@ def render_autopin_html(log: AutopinLog) -> str:
         "path": log.path,
         "what": what_ran(log),
         "metric": start.metric_label,
-        "notice": start.metric_notice,
+        "notice": metric_why(log),
         "unit": rate_unit(log),
         "parameters": parameters(log),
         "warnings": list(log.warnings),

@@ -7,6 +7,7 @@ from pinlab.autopin.log import AutopinLog
 from pinlab.report.autopin_data import (
     Search,
     choice_lines,
+    metric_why,
     migration_sentence,
     parameters,
     rate_unit,
@@ -55,7 +56,8 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
     console = console or terminal.console()
     start = log.start
     console.print(f"[bold]autopin log {escape(log.path)}[/]: {escape(what_ran(log))}")
-    notice = f": {escape(start.metric_notice)}" if start.metric_notice else ""
+    why = metric_why(log)
+    notice = f" ({escape(why)})" if why else ""
     if log.summary is not None and log.summary.ended_during_init:
         console.print("Metric none: the run ended during the initialisation, before autopin chose one")
     else:

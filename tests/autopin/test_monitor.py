@@ -70,3 +70,40 @@ def test_one_high_interval_does_not_raise_the_reference():
     # A rise that lasts raises it only to the level every one of those intervals kept (140 here).
     assert keep([150, 160, 140, 150, 100, 100], probed=100, patience=3) == (None, [100, 100, 140, 140, 140, 140])
     assert keep([150, 160, 140, 150, 100, 100, 100], probed=100, patience=3)[0] == 7
+
+
+class Probed(Metric):
+    def nothing_seen(self) -> None:
+        return None  # work was measured
+
+
+def test_each_choice_logs_its_own_search_s_probing_time():
+    """The second search's choice says how long that search probed, not every search so far."""
+    clock = [0.0]
+    options = AutopinOptions(candidates="0;1", interval=1.0, windows=5)
+    autopin = Autopin(
+        options, [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))], mode="launch", metric_factory=lambda pid: Probed(),
+        say=lambda text: None, clock=lambda: clock[0],
+    )  # fmt: skip
+    autopin.metric, autopin.current, autopin._stats_import = Probed(), 0, None
+    events: list = []
+    autopin._event = events.append
+    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
+
+    def measure(candidate: int, round_number: int):
+        autopin.samples[candidate].extend([100.0 + 10 * candidate + i for i in range(5)])
+        clock[0] += 4.0 + candidate  # 4 s probing CPUs 0, 5 s CPUs 1
+        yield clock[0]
+
+    autopin._measure = measure
+    for search, pause in ((1, 0.0), (2, 100.0)):
+        clock[0] += pause  # the choice was kept 100 s before the second search
+        steps = autopin._search()
+        try:
+            while True:
+                next(steps)
+        except StopIteration as done:
+            autopin._choose(done.value)
+        choice = [e for e in events if type(e).__name__ == "Choice"][-1]
+        assert choice.probing_seconds == 9.0, (search, choice)
+    assert autopin.probing_seconds == 18.0

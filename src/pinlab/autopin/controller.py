@@ -113,7 +113,8 @@ class Autopin(ControllerBase):
         self.current: int | None = None  # the candidate the workers are on
         self.samples: dict[int, list[float]] = {}
         self.probing = False
-        self.probing_seconds = 0.0
+        self.probing_seconds = 0.0  # every search's probing, for the summary
+        self.search_seconds = 0.0  # the last search's, for its choice
         self.choices: list[int] = []
         self.best_so_far: int | None = None
         self.window: Window | None = None
@@ -266,7 +267,8 @@ class Autopin(ControllerBase):
                 else:
                     self.say(f"still not settled after {round_number} rounds (--max-rounds): choosing on the means")
         self.probing = False
-        self.probing_seconds += self.clock() - began
+        self.search_seconds = self.clock() - began
+        self.probing_seconds += self.search_seconds
         assert judgement is not None
         return judgement
 
@@ -351,7 +353,7 @@ class Autopin(ControllerBase):
                 within_tolerance=tuple(judgement.within_tolerance),
                 verdict=judgement.verdict,
                 rounds=self.rounds_done,
-                probing_seconds=round(self.probing_seconds, 6),
+                probing_seconds=round(self.search_seconds, 6),
             )
         )
         self.say(f"chose {self._label(best)}: {judgement.verdict}")

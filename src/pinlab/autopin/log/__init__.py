@@ -41,7 +41,8 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             runner-up; null when not computable), ``effect`` (best / runner-up - 1), ``decided``
             (p < alpha), ``equivalent`` (indexes of the other candidates the best does not beat
             significantly), ``within_tolerance`` (those surely within ``tolerance`` of it),
-            ``verdict`` (one sentence), ``rounds``, ``probing_seconds``.
+            ``verdict`` (one sentence), ``rounds``, ``probing_seconds`` (this search's, from its
+            first re-pin to its verdict; logs of pinlab 0.2 counted every search so far).
 ``rate``    after a choice, every interval: ``start``, ``end``, ``rate``, ``candidate``; with
             ``--monitor`` also ``reference``: the rate a drop is measured against (the chosen
             candidate's probed rate, raised to the lowest of the last ``patience`` intervals when

@@ -272,7 +272,13 @@ def test_auto_prefers_instructions_then_the_heartbeat_then_cpu_time(tmp_path):
         assert isinstance(beat, HeartbeatMetric)
         assert beat.notice == (f"metric: heartbeat ({HARDWARE[2]}; the program reports its work through PINLAB_HEARTBEAT)")
         assert isinstance(silent, TaskClockMetric)
-        assert silent.notice.startswith(f"metric: task-clock ({HARDWARE[2]}, and the program reports no heartbeat); warning:")
+        assert silent.notice.startswith(
+            f"metric: task-clock ({HARDWARE[2]}, and no thread of the program had beaten through PINLAB_HEARTBEAT by the end of the "
+            "initialisation: one that beats later wants a longer -i, or --metric heartbeat); warning:"
+        )
+        unwatched = choose_metric("auto", heartbeat_path=None, heartbeat_seen=False)
+        assert unwatched.notice.startswith(f"metric: task-clock ({HARDWARE[2]}, and the program reports no heartbeat); warning:")
+        unwatched.close()
         assert "not useful work" in silent.notice
     for metric in (beat, silent):
         assert "\n" not in metric.notice

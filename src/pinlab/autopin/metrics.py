@@ -365,7 +365,13 @@ def _automatic(heartbeat_path: str | None, heartbeat_seen: bool) -> Metric:
         return PerfMetric(instructions, notice=f"metric: instructions (hardware counter of each worker thread{scope}, as in the autopin study)")
     if heartbeat_path and heartbeat_seen:
         return HeartbeatMetric(heartbeat_path, notice=f"metric: heartbeat ({why}; the program reports its work through PINLAB_HEARTBEAT)")
-    return TaskClockMetric(notice=f"metric: task-clock ({why}, and the program reports no heartbeat); warning: {TaskClockMetric.WARNING}")
+    silent = (
+        "and no thread of the program had beaten through PINLAB_HEARTBEAT by the end of the initialisation: "
+        "one that beats later wants a longer -i, or --metric heartbeat"
+        if heartbeat_path
+        else "and the program reports no heartbeat"
+    )
+    return TaskClockMetric(notice=f"metric: task-clock ({why}, {silent}); warning: {TaskClockMetric.WARNING}")
 
 
 def _perf_names() -> list[tuple[str, str]]:

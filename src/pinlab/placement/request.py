@@ -9,7 +9,7 @@ a topology is loaded or a graph is read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pinlab.errors import UsageError
@@ -118,14 +118,4 @@ class PlaceRequest:
             notices.append(moved)
         if cpus is not None:
             check_on(topo, cpus, f"plan file {self.plan}")
-        return Placement(
-            strategy=plan.get("strategy") or "explicit",
-            threads=plan["threads"],
-            cpus=cpus,
-            topology=topo,
-            smt=bool(plan.get("smt", False)),
-            oversubscribe=bool(plan.get("oversubscribe", False)),
-            seed=plan.get("seed"),
-            expression=plan.get("expression"),
-            mem=plan.get("mem"),
-        )
+        return replace(Placement.from_json(plan, topo, f"plan file {self.plan}"), cpus=cpus)

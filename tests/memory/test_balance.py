@@ -203,8 +203,8 @@ def test_a_page_belongs_to_the_thread_that_touched_it_first_in_most_rounds():
 
 
 def test_without_attached_data_the_page_tracer_finds_what_a_stolen_thread_accessed(balance_check, monkeypatch, capfd):
-    """--balance-data accessed: the program attaches nothing; the tracer saw worker 3's 4 MiB as its
-    own, and those are the pages the steal tries to move (to a "node" this one-node machine does not
+    """--balance-data accessed: the program attaches nothing; the tracer saw the stolen worker's 4 MiB
+    as its own, and those are the pages the steal tries to move (to a "node" this one-node machine does not
     have: the record says they could not move)."""
     a, b = two_cpus()
     monkeypatch.setattr(linux, "numa_nodes", lambda: {0: frozenset({a}), 1: frozenset({b})})
@@ -214,7 +214,9 @@ def test_without_attached_data_the_page_tracer_finds_what_a_stolen_thread_access
     assert record.exit_status == 0 and all(w["ok"] for w in workers.values()), (workers, record.warnings)
     assert record.options["balance_data"] == "accessed"
     first = record.balance[0]
-    assert first["tids"] == [workers[3]["tid"]] and first["attached_bytes"] == 0
+    # the steal takes the last created of the threads busy at its look: worker 3, unless the
+    # tracer's faults had it waiting then (seen under load 16: worker 2 went); each has 4 MiB
+    assert len(first["tids"]) == 1 and first["tids"][0] in {workers[i]["tid"] for i in range(4)} and first["attached_bytes"] == 0, first
     chunk = 4 * MiB // os.sysconf("SC_PAGE_SIZE")
     assert 0.9 * chunk <= first["accessed_pages"] <= chunk, first
     assert first["pages_moved"] + first["pages_left"] == first["accessed_pages"]

@@ -158,7 +158,7 @@ def resolve(topo: Topology, description: dict[str, Any], source: str = "the plan
             )
     cpus = []
     for thread, slot in enumerate(slots):
-        inside, path = topo.allowed_cpus, []
+        inside, path = topo.allowed_cpus, list[str]()
         for name, rank in zip(names, slot):
             candidates = domains.inside(name, inside)
             if rank >= len(candidates):

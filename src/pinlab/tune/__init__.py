@@ -98,25 +98,23 @@ def tune_program(req: TuneRequest) -> Program:
 def affinity_graph(req: TuneRequest, threads: int, say: Callable[[str], None] | None = None):
     """The program's affinity graph for ``--graph``: the file's, or (``auto``) traced from one run
     of the program (pinlab trace's automatic method: exact for a pinlab cc build, sampled where
-    the hardware samples memory accesses, else pages). None when the trace counted nothing."""
+    the hardware samples memory accesses, else pages). None when the trace counted no sharing."""
     if req.graph is None:
         return None
     if req.graph != "auto":
         return load_graph(req.graph)
-    if say is not None:
-        say(f"pinlab: --graph auto: tracing one run of the program with {threads} threads for its affinity graph")
+    tell = say or (lambda text: None)
+    tell(f"pinlab: --graph auto: tracing one run of the program with {threads} threads for its affinity graph")
     # the traced run's output goes to stderr: stdout is the answer's (--json)
     outcome = trace_program(TraceRequest(argv=list(tune_program(req).argv), threads=threads, stdout=_stderr_fd()), "auto", baseline=False)
-    notes = list(outcome.result.warnings)
+    for note in outcome.result.warnings:
+        tell(f"pinlab: trace: {note}")
     if outcome.result.exit_status != 0:
-        notes.append(f"the traced run ended with status {outcome.result.exit_status}")
-    for note in notes if say is not None else ():
-        say(f"pinlab: trace: {note}")
+        tell(f"pinlab: trace: the traced run ended with status {outcome.result.exit_status}")
     if outcome.interrupted is not None:
         raise TraceInterrupted(outcome.interrupted)
     if not any(weight > 0 for row in outcome.result.graph.weights for weight in row):
-        if say is not None:
-            say(f"pinlab: --graph auto: the trace ({outcome.method}) counted no sharing between the threads: the graph strategies are left out")
+        tell(f"pinlab: --graph auto: the trace ({outcome.method}) counted no sharing between the threads: the graph strategies are left out")
         return None
     return outcome.result.graph
 

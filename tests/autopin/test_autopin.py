@@ -1004,3 +1004,30 @@ def test_progress_lines_that_cannot_be_written_do_not_stop_the_program():
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_autopin_loads_the_verdict_s_statistics_before_the_program_starts(monkeypatch):
+    """scipy's first import costs a second of CPU on a quiet machine and many on a busy one: paid
+    before the program starts, it is not paid on the program's CPUs while it waits for a choice."""
+    from pinlab.autopin import session
+    from pinlab.autopin.options import AutopinOptions
+
+    order: list[str] = []
+    monkeypatch.setattr(session, "preload", lambda: order.append("statistics"))
+
+    def launch(spec):
+        order.append("program")
+        raise RuntimeError("stopped here")
+
+    monkeypatch.setattr(session, "launch", launch)
+    cpu = min(os.sched_getaffinity(0))
+    with pytest.raises(RuntimeError, match="stopped here"):
+        session.autopin_program(["true"], AutopinOptions(candidates=f"{cpu};{cpu}"), say=lambda text: None)
+    assert order == ["statistics", "program"]
+
+
+def test_preloading_the_statistics_loads_scipy_stats():
+    """pinlab.stats alone leaves scipy unloaded (a cheap import); preload loads what the tests use."""
+    script = "import sys; import pinlab.stats as s; assert 'scipy.stats' not in sys.modules; s.preload(); assert 'scipy.stats' in sys.modules"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr

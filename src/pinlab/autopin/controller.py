@@ -29,7 +29,6 @@ finds elsewhere at its next reading); one that ends is dropped from the measurem
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
 import threading
@@ -64,6 +63,7 @@ from pinlab.measure import linux
 from pinlab.memory.attached import read_attachments
 from pinlab.memory.follow import Follow
 from pinlab.memory.migrate import migrate_pages
+from pinlab.stats import preload
 
 Say = Callable[[str], None]
 
@@ -139,9 +139,11 @@ class Autopin(ControllerBase):
         self.pid = pid
         self.t0 = self.clock()
         # The verdict needs scipy, whose first import takes seconds on a loaded machine: import it
-        # now, beside the program's initialisation, not in the middle of the probing.
-        self._stats_import = threading.Thread(target=importlib.import_module, args=("pinlab.stats",), daemon=True)
-        self._stats_import.start()
+        # now (a program autopin starts has it loaded before it starts), beside the program's
+        # initialisation, not after the probing while the program runs on the last candidate.
+        if len(self.candidates) > 1 and "scipy.stats" not in sys.modules:
+            self._stats_import = threading.Thread(target=preload, daemon=True)
+            self._stats_import.start()
         self.current = 0 if self.mode == "launch" else None
         if self.options.log:
             try:

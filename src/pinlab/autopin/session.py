@@ -34,6 +34,7 @@ from pinlab.measure.shared_files import shared_directory
 from pinlab.memory.accessed import PageTracker
 from pinlab.memory.attached import AttachTable, table_of_process
 from pinlab.outputs import check_writable
+from pinlab.stats import preload
 from pinlab.topology import load_topology
 
 
@@ -181,6 +182,8 @@ def autopin_program(
         topology = load_topology("this")
     candidates = make_candidates(options, options.threads, topology)
     check_power(options, candidates)
+    if len(candidates) > 1:
+        preload()  # the verdict's statistics: loaded before the program starts, not beside it on its CPUs
     threads = len(candidates[0].cpus)
     env = dict(os.environ)
     directory = shared_directory()

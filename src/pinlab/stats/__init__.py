@@ -16,7 +16,7 @@ degenerate ones (one run, all runs equal, every run tied) follow the rules writt
 
 from __future__ import annotations
 
-from pinlab.stats._base import InvalidSample
+from pinlab.stats._base import InvalidSample, preload
 from pinlab.stats.speedup import (
     BETTER,
     FASTER,
@@ -58,4 +58,5 @@ __all__ = [
     "median_ci_ranks",
     "median_test",
     "overall",
+    "preload",
 ]

@@ -65,6 +65,15 @@ def check_level(value: float, name: str) -> float:
     return v
 
 
+def preload() -> None:
+    """Import what the tests compute with (numpy, scipy.stats) now. They load when a statistic is
+    first computed, which takes a second of CPU on a quiet machine and many on a busy one: a
+    caller that will judge at a moment that matters (autopin's verdict, while the program runs on
+    its last-probed candidate) loads them beforehand."""
+    import numpy  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """Silence numpy's and scipy's warnings around a scipy test. Degenerate samples (one run,

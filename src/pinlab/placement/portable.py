@@ -24,29 +24,22 @@ and NUMA distances are not part of the description.
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
-from pinlab.topology.levels import levels
+from pinlab.topology.levels import NOUNS, levels
 from pinlab.topology.model import Topology, TopoObject
 
 #: The level below the cores: the hardware thread of its core.
 PU = "PU"
 
-_NOUNS = {
-    "Package": ("package", "packages"),
-    "Die": ("die", "dies"),
-    "NUMANode": ("NUMA node", "NUMA nodes"),
-    "Core": ("core", "cores"),
-    PU: ("hardware thread", "hardware threads"),
-}
-
 
 def _noun(kind: str, count: int) -> str:
-    singular, plural = _NOUNS.get(kind, (f"{kind} cache", f"{kind} caches"))
+    singular, plural = NOUNS.get(kind, (f"{kind} cache", f"{kind} caches"))
     return singular if count == 1 else plural
 
 
@@ -83,30 +76,45 @@ class _Domains:
     remembered per domain: every thread of a domain asks the same question."""
 
     def __init__(self, topo: Topology, names: Sequence[str]) -> None:
-        self.owner: dict[str, dict[int, tuple[int, TopoObject]]] = {}
-        for name in names:
-            self.owner[name] = {cpu: (i, obj) for i, obj in enumerate(_objects(topo, name)) for cpu in obj.cpus & topo.allowed_cpus}
+        self.objects = {name: _objects(topo, name) for name in names}
+        self.owner = {name: {cpu: i for i, obj in enumerate(found) for cpu in obj.cpus & topo.allowed_cpus} for name, found in self.objects.items()}
         self.known: dict[tuple[str, frozenset[int]], list[TopoObject]] = {}
 
     def inside(self, name: str, cpus: frozenset[int]) -> list[TopoObject]:
         key = (name, cpus)
         if key not in self.known:
             owner = self.owner[name]
-            self.known[key] = [obj for _, obj in sorted({owner[c][0]: owner[c] for c in cpus if c in owner}.values(), key=lambda x: x[0])]
+            self.known[key] = [self.objects[name][i] for i in sorted({owner[c] for c in cpus if c in owner})]
         return self.known[key]
+
+
+#: Each topology's levels and their domains, worked out once (a study writes a run's plan per run).
+_KNOWN: weakref.WeakKeyDictionary[Topology, dict[tuple[str, ...], _Domains]] = weakref.WeakKeyDictionary()
+
+
+def _domains(topo: Topology, names: Sequence[str]) -> _Domains:
+    per_topology = _KNOWN.setdefault(topo, {})
+    if tuple(names) not in per_topology:
+        per_topology[tuple(names)] = _Domains(topo, names)
+    return per_topology[tuple(names)]
+
+
+_NAMES: weakref.WeakKeyDictionary[Topology, list[str]] = weakref.WeakKeyDictionary()
 
 
 def level_names(topo: Topology) -> list[str]:
     """The levels a placement on ``topo`` is written in, from the top, ending with cores and PUs."""
-    names = [_level_name(level.kind) for level in levels(topo) if not level.kind.startswith("Group") and level.kind != "Core"]
-    return names + ["Core", PU]
+    if topo not in _NAMES:
+        names = [_level_name(level.kind) for level in levels(topo) if not level.kind.startswith("Group") and level.kind != "Core"]
+        _NAMES[topo] = names + ["Core", PU]
+    return list(_NAMES[topo])
 
 
 def describe(topo: Topology, cpus: Sequence[int]) -> dict[str, Any]:
     """The portable description of a placement (one CPU per thread) on ``topo``: its levels, each
     thread's slot, and the same in words."""
     names = level_names(topo)
-    domains = _Domains(topo, names)
+    domains = _domains(topo, names)
     slots = []
     for cpu in cpus:
         if cpu not in topo.allowed_cpus:
@@ -149,7 +157,7 @@ def resolve(topo: Topology, description: dict[str, Any], source: str = "the plan
     """The CPUs the description's slots designate on ``topo``, one per thread; a UsageError in one
     line when the placement cannot hold there (a level the machine lacks, too few objects)."""
     names, slots = _checked(description, source)
-    domains = _Domains(topo, names)
+    domains = _domains(topo, names)
     for name in names:
         if not domains.owner[name]:
             raise UsageError(

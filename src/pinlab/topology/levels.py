@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 from pinlab.topology.model import Topology, TopoObject
 
-_PLURAL = {"Package": ("package", "packages"), "NUMANode": ("NUMA node", "NUMA nodes"), "Die": ("die", "dies"), "Core": ("core", "cores")}
+#: The words for the objects of each kind that has its own (caches and groups are named apart).
+NOUNS = {
+    "Package": ("package", "packages"),
+    "NUMANode": ("NUMA node", "NUMA nodes"),
+    "Die": ("die", "dies"),
+    "Core": ("core", "cores"),
+    "PU": ("hardware thread", "hardware threads"),
+}
 
 
 @dataclass(frozen=True)
@@ -28,13 +35,13 @@ class Level:
         if self.shared_cache:
             singular, plural = f"{self.kind} cache", f"{self.kind} caches"
         else:
-            singular, plural = _PLURAL.get(self.kind, ("group", "groups"))
+            singular, plural = NOUNS.get(self.kind, ("group", "groups"))
         return f"{count} {singular if count == 1 else plural}"
 
     @property
     def noun(self) -> str:
         """``package``, ``NUMA node``, ``L3``, ``group``."""
-        return self.kind if self.shared_cache else _PLURAL.get(self.kind, ("group",))[0]
+        return self.kind if self.shared_cache else NOUNS.get(self.kind, ("group",))[0]
 
 
 def levels(topo: Topology) -> list[Level]:

@@ -48,7 +48,8 @@ def settings(
     n = placement.threads
     lines: dict[str, str] = {}
     kind, _, nodes = (mem or "").partition(":")
-    under = f"numactl {_NUMACTL[kind]}={nodes} " if mem else ""  # before the program, for the tools that set no memory policy
+    policy = f"{_NUMACTL[kind]}={nodes} " if mem else ""  # numactl's option for the memory policy
+    under = f"numactl {policy}" if mem else ""  # before the program, for the tools that set no memory policy
     if runtime is not None:
         lines["openmp"] = export(placement, "omp") + (f"\n{under}{command}" if mem else "")
         if runtime == LLVM:
@@ -62,7 +63,7 @@ def settings(
         return lines
     cpus = placement.cpus
     lines["taskset"] = f"taskset -c {format_cpulist(cpus)} {under}{command}  # the CPUs as a set: the threads may move within it"
-    lines["numactl"] = f"numactl --physcpubind={format_cpulist(cpus)} {under[len('numactl ') :]}{command}  # the same set, numactl's way"
+    lines["numactl"] = f"numactl --physcpubind={format_cpulist(cpus)} {policy}{command}  # the same set, numactl's way"
     lines["likwid"] = f"{export(placement, 'likwid')} {under}{command}"
     lines["srun"] = f"srun --ntasks=1 --cpus-per-task={len(set(cpus))} --cpu-bind=mask_cpu:{_mask(cpus)} {under}{command}"
     if plan_file is not None:

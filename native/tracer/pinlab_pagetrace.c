@@ -52,8 +52,9 @@
  * "mark" (the program's call to pinlab_trace_start()).
  *
  * Output, at exit, $PINLAB_TRACE_DIR/pagetrace-PID.txt (text, one record a line):
- *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R faults=F lost=L ns=TRACED_NS opened_ns=NS
- *   (opened_ns: when the rounds started, after the constructor; absent when they never did)
+ *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R handed=H faults=F lost=L ns=TRACED_NS opened_ns=NS
+ *   (handed: the rounds a timer expiry handed on to another thread and that thread ran; opened_ns:
+ *   when the rounds started, after the constructor; absent when they never did)
  *   TID PAGE_NUMBER_HEX COUNT       (COUNT rounds in which thread TID touched the page first)
  * lost counts faults not recorded because the table was full.
  */
@@ -419,11 +420,72 @@ static int round_mapping(const struct mapping *m, const char *line, void *arg)
     return r->budget > 0;
 }
 
+/* Whose turn it is to run a round. The thread that runs a round is on a CPU when it returns, so
+ * where threads share CPUs (more threads than CPUs, a busy machine) it touches every page it
+ * reaches before the others are scheduled again and would be first in every round. The kernel
+ * gives a process's timer signal to the main thread whenever it can, so the rounds go to the
+ * process's threads in turn instead: a timer expiry hands its round on (tgkill) to the next
+ * thread of /proc/self/task. A thread that does not take it (the signal blocked) costs one period:
+ * the next expiry runs its round where it lands and hands on the one after. */
+static atomic_long turn, handed;
+static _Atomic pid_t handed_to; /* the thread the last expiry handed its round to, until it runs it */
+
+/* The thread numbered N (modulo their number) in /proc/self/task, or 0 if it cannot be read. */
+static pid_t nth_thread(long n)
+{
+    enum { MAX_TIDS = 1024 };
+    pid_t tids[MAX_TIDS];
+    int count = 0;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[4096] __attribute__((aligned(8)));
+    for (;;) {
+        long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (got <= 0)
+            break;
+        for (long at = 0; at < got;) {
+            /* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name */
+            unsigned short reclen;
+            memcpy(&reclen, buf + at + 16, sizeof reclen);
+            const char *name = buf + at + 19;
+            long tid = 0;
+            for (; *name >= '0' && *name <= '9'; name++)
+                tid = tid * 10 + (*name - '0');
+            if (tid > 0 && *name == '\0' && count < MAX_TIDS)
+                tids[count++] = (pid_t)tid;
+            at += reclen;
+        }
+    }
+    syscall(SYS_close, fd);
+    return count ? tids[n % count] : 0;
+}
+
+/* A timer expiry: 1 if its round was handed on to another thread, 0 if it is to run here. */
+static int hand_on(int sig)
+{
+    if (atomic_exchange(&handed_to, 0) != 0)
+        return 0; /* the last one was not taken: run this one here */
+    pid_t next = nth_thread(atomic_fetch_add(&turn, 1));
+    if (next <= 0 || next == my_tid())
+        return 0;
+    atomic_store(&handed_to, next);
+    if (syscall(SYS_tgkill, getpid(), next, sig) == 0)
+        return 1;
+    atomic_store(&handed_to, 0); /* it has just ended */
+    return 0;
+}
+
 /* One round: protect up to max_pages pages, from the cursor up, then from the bottom to it. */
 static void round_handler(int sig, siginfo_t *info, void *ctx)
 {
-    (void)sig, (void)info, (void)ctx;
+    (void)ctx;
     int saved_errno = errno;
+    int was_handed = info && info->si_code == SI_TKILL && info->si_pid == getpid();
+    if (was_handed)
+        atomic_store(&handed_to, 0);
+    else if (hand_on(sig))
+        goto out;
     int idle = 0;
     if (!atomic_compare_exchange_strong(&busy, &idle, 1))
         goto out;
@@ -456,6 +518,8 @@ static void round_handler(int sig, siginfo_t *info, void *ctx)
     if (r.budget > 0)
         cursor = 0; /* everything was covered: start from the bottom next time */
     atomic_fetch_add(&rounds, 1);
+    if (was_handed)
+        atomic_fetch_add(&handed, 1);
 unlock:
     atomic_store(&busy, 0);
 out:
@@ -850,6 +914,8 @@ __attribute__((destructor)) static void pagetrace_end(void)
     put_num(buf, &used, room, (unsigned long long)period_ms, 10);
     put(buf, &used, room, " rounds=");
     put_num(buf, &used, room, (unsigned long long)atomic_load(&rounds), 10);
+    put(buf, &used, room, " handed=");
+    put_num(buf, &used, room, (unsigned long long)atomic_load(&handed), 10);
     put(buf, &used, room, " faults=");
     put_num(buf, &used, room, (unsigned long long)atomic_load(&faults), 10);
     put(buf, &used, room, " lost=");

@@ -16,7 +16,10 @@ Limits, honestly:
 - page granularity (4 KiB): threads using different cache lines of one page count as sharers;
   the ``exact`` method sees cache lines;
 - only the first thread to touch a page in a round is seen; sharing shows over many rounds, so
-  a program that runs for less than a few dozen periods gives a thin graph (lower ``period_ms``);
+  a program that runs for less than a few dozen periods gives a thin graph (lower ``period_ms``).
+  The thread that runs a round is on a CPU as it ends, so where threads take turns on CPUs (more
+  threads than CPUs, a busy machine) it would be first on every page it reaches: the rounds go to
+  the program's threads in turn (``rounds_handed_on`` in the result counts those handed on);
 - only unnamed private read-write mappings of at least ``min_bytes`` (default 64 KiB) are
   watched: malloc's blocks above its mmap threshold (128 KiB by default) and mmaps. malloc's main
   heap, where the main thread's smaller blocks go, is watched only with ``heap`` (``--heap``), as
@@ -196,6 +199,7 @@ def trace(request: TraceRequest) -> TraceResult:
         "threads": request.threads,
         "sample_period_ms": settings["period_ms"],
         "rounds": header.get("rounds", 0),
+        "rounds_handed_on": header.get("handed", 0),
         "faults": header.get("faults", 0),
         "units_seen": units,
         "traced_seconds": round(header.get("ns", 0) / 1e9, 6),

@@ -188,9 +188,7 @@ def test_threads_taking_turns_on_one_cpu_are_each_seen_first(tmp_path):
     out = tmp_path / "g.json"
     cpu = min(os.sched_getaffinity(0))
     argv = [str(PINLAB), "trace", "-n", "2", "--period-ms", "2", "-o", str(out), "--", str(native_path("pinlab-pairs"))]
-    run = subprocess.run(
-        [*argv, "--reps", "8000"], capture_output=True, text=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu})
-    )
+    run = subprocess.run([*argv, "--reps", "8000"], capture_output=True, text=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
     assert run.returncode == 0, run.stderr
     graph = json.loads(out.read_text())
     m = graph["measured"]

@@ -8,8 +8,9 @@ from pinlab.autopin.metrics import list_metrics as available
 from pinlab.autopin.options import AutopinOptions
 from pinlab.autopin.session import autopin as run_autopin
 from pinlab.autopin.session import check_target, preview
-from pinlab.cli.common import RenamingCommand, graph_option, renamed, started
+from pinlab.cli.common import RenamingCommand, graph_option, renamed
 from pinlab.cli.completion import complete_strategies
+from pinlab.cli.program import started
 from pinlab.words import plural
 
 

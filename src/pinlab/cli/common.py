@@ -8,7 +8,6 @@ from pinlab.cli.completion import complete_strategies
 from pinlab.graph import load_graph
 from pinlab.graph.model import check_strict
 from pinlab.graph.progress import terminal_progress
-from pinlab.launch import ProgramNotExecutable, ProgramNotFound
 from pinlab.placement.tree import graph_fits
 from pinlab.topology import load_topology
 
@@ -40,19 +39,6 @@ def graph_option(path, strict: bool, fits: dict | None = None):
     return load_graph(
         path, strict=strict, notice=lambda text: click.echo(f"pinlab: notice: {text}", err=True), expect=expect, progress=terminal_progress()
     )
-
-
-def started(start):
-    """``start()``'s result; a program that is not found or cannot be executed is said in one line
-    and becomes the exit status env(1) uses (127, 126)."""
-    try:
-        return start()
-    except ProgramNotFound as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 127
-    except ProgramNotExecutable as exc:
-        click.echo(f"pinlab: error: {exc}", err=True)
-        return 126
 
 
 class RenamingCommand(click.Command):

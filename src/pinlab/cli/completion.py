@@ -3,7 +3,7 @@
 Completion is click's own (``_PINLAB_COMPLETE=bash_source pinlab`` prints the script); this
 module adds what click cannot know: the placement strategies, which ``-s`` takes as free text
 (comma lists in ``pinlab study``) rather than as a :class:`click.Choice`, from the names the
-library knows; the commands that take ``-s`` import that module already.
+library knows, imported when a completion is asked for (the placement package is not light).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from pathlib import Path
 
 import click
 from click.shell_completion import CompletionItem, get_completion_class
-
-from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES
 
 #: The shells whose scripts :func:`write_scripts` writes, and where each looks for them (under a
 #: prefix's share/ directory: bash-completion, zsh's site-functions, fish's vendor completions).
@@ -29,6 +27,8 @@ COMPLETE_VAR = "_PINLAB_COMPLETE"
 
 def strategy_names() -> list[str]:
     """Every name ``-s`` accepts: the strategies, the graph strategies, then the aliases."""
+    from pinlab.placement.strategies import ALIASES, GRAPH_STRATEGIES, STRATEGIES
+
     return [*STRATEGIES, *GRAPH_STRATEGIES, *ALIASES]
 
 

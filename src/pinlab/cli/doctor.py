@@ -7,8 +7,8 @@ import json
 import click
 
 from pinlab import terminal
-from pinlab.cli.common import started
 from pinlab.cli.completion import complete_strategies
+from pinlab.cli.program import started
 from pinlab.doctor import DoctorRequest, examine
 from pinlab.doctor.request import DEFAULT_SECONDS
 from pinlab.doctor.show import print_report

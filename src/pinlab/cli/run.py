@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pinlab.cli.common import graph_option, graph_strategy_options, placement_options, started, this_topology
+from pinlab.cli.common import graph_option, graph_strategy_options, placement_options, this_topology
+from pinlab.cli.program import started
 from pinlab.launch import plan_spec
 from pinlab.launch.record import write_record
 from pinlab.launch.runner import run as launch

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pinlab.cli.common import RenamingCommand, renamed, started
+from pinlab.cli.common import RenamingCommand, renamed
+from pinlab.cli.program import started
 from pinlab.native import include_dir, native_path
 from pinlab.trace import trace_program
 from pinlab.trace.cc import build, compile_flags, link_flags

@@ -7,7 +7,7 @@ import json
 import click
 
 from pinlab import terminal
-from pinlab.cli.common import started
+from pinlab.cli.program import started
 from pinlab.study.engine import StudyInterrupted
 from pinlab.study.plan import METRIC_HELP
 from pinlab.tune import TuneRequest, tune

@@ -18,9 +18,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from pinlab.doctor.checks import diagnose
 from pinlab.doctor.findings import SEVERITIES, Finding, ProcessSummary, Report
-from pinlab.doctor.launched import launch_spec, run_observed
 from pinlab.doctor.libraries import loaded_pools
 from pinlab.doctor.observe import ProcessObservation, machine_topology, observe
 from pinlab.doctor.request import DEFAULT_SECONDS, DoctorRequest, request
@@ -44,6 +42,10 @@ def summary(obs: ProcessObservation) -> ProcessSummary:
 def report(observations: list[ProcessObservation], seconds: float, exit_status: int | None = None) -> Report:
     """The report on what was observed (``seconds``: from the first sample to the last), every
     process's findings in process order."""
+    # Imported once the watching is done: the checks (and the launcher, below) are most of the
+    # doctor's start-up, which the watched program would otherwise share its CPUs with.
+    from pinlab.doctor.checks import diagnose
+
     # hwloc (an lstopo run) only where the kernel shows something for the SMT and hybrid checks.
     if any(o.topology is None for o in observations) and not linux.cores_all_alike():
         machine = machine_topology()
@@ -61,6 +63,8 @@ def examine(req: DoctorRequest) -> Report:
     if req.pids:
         observed = observe(list(req.pids), req.seconds)
         return report(observed, max((o.seconds for o in observed), default=0.0))
+    from pinlab.doctor.launched import launch_spec, run_observed
+
     spec, controller = launch_spec(list(req.argv), req.seconds, req.strategy, req.cpus, req.threads)
     record, observation = run_observed(spec, controller)
     seen = [observation] if observation is not None and observation.samples else []

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pinlab.cpuset import format_cpulist, parse_cpulist
-from pinlab.errors import UsageError
+from pinlab.errors import ProgramNotExecutable, ProgramNotFound, UsageError
 from pinlab.launch import controls, memory, openmp
 from pinlab.launch.record import RunRecord, ThreadRecord, mask_set
 from pinlab.launch.spawn import spawn
@@ -46,14 +46,6 @@ STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent (Ctrl-C at a terminal), not kill()
 OVERFLOW_MODES = ("wrap", "unpinned", "error")
 CHILDREN_MODES = ("next", "inherit", "unpinned")
-
-
-class ProgramNotFound(Exception):
-    """The program does not exist (exit status 127, as env and timeout use)."""
-
-
-class ProgramNotExecutable(Exception):
-    """The program exists but cannot be executed (exit status 126)."""
 
 
 @dataclass

@@ -33,7 +33,7 @@ def _window(
         threads = [LiveThread(100, 100, "prog", "main", 0, None, 0, ALL, 0, 0.0, "S")]
         for k, mask in enumerate(masks):
             cpu = ran_on[k][i] if ran_on else min(mask)
-            threads.append(LiveThread(101 + k, 100, "prog", "worker", k + 1, None, cpu, mask, 0, 0.1 * i * shares[k], "R"))
+            threads.append(LiveThread(101 + k, 100, "prog", "worker", k + 1, None, cpu, mask, 0, 0.1 * i * shares[k], "R" if shares[k] > 0 else "S"))
         obs.samples.append(Sample(i * 0.1, threads))
     return obs
 

@@ -76,6 +76,14 @@ def test_busy_threads_above_the_cpus_that_are_not_runnable_together_are_a_warnin
     assert len(busy_threads(_window(["SSS"] * 10, busy=False))) == 0
 
 
+def test_a_thread_runnable_in_most_samples_is_busy_however_little_cpu_a_loaded_machine_gave_it():
+    starved = _window(["RS"] * 10, busy=False)  # thread 100 always runnable, never got CPU time
+    assert [t.tid for t in busy_threads(starved)] == [100]
+    assert [t.tid for t in busy_threads(_window(["RS", "SS"] * 5, busy=False))] == [100]  # runnable in half
+    assert busy_threads(_window(["RS", "SS", "SS"] * 3 + ["SS"], busy=False)) == []  # a third: not busy
+    assert busy_threads(_window(["RS", "RS"], busy=False)) == []  # two samples are too few to tell
+
+
 def test_threads_piled_on_one_cpu_while_another_is_free_and_not_when_none_is():
     one = frozenset({0})
     bound = _window(["RR"] * 10, masks=[one, one])

@@ -30,7 +30,9 @@ from tests.packaging.requirements import RELEASE
 from tests.packaging.spack_recipe import recipe_text, versions
 
 ROOT = Path(__file__).resolve().parents[2]
-USER = "pinlab-tester"
+# One account per test run: two runs on one machine (a shared CI host) must not end each other's
+# processes when one tears its account down (pkill -u).
+USER = f"pinlab-t{os.getpid()}"
 SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
 
 pytestmark = [

@@ -21,6 +21,11 @@ from pinlab.measure.threads import LiveThread
 BUSY_SHARE = 0.1
 RELATIVE_BUSY = 0.25
 MIN_BUSY_SHARE = 0.02
+#: ... or when it was runnable (on a CPU or waiting for one) in this share of the samples it was
+#: seen in, at least MIN_RUNNABLE_SAMPLES of them: on a machine loaded far past its CPUs a spinning
+#: thread may get less than the minimum share, yet it wants a CPU all the time.
+RUNNABLE_SHARE = 0.5
+MIN_RUNNABLE_SAMPLES = 3
 
 
 def thread_entry(t: LiveThread) -> dict:
@@ -62,4 +67,11 @@ def busy_threads(obs: ProcessObservation) -> list[LiveThread]:
     # Beside the busiest thread as well as absolutely: on a machine loaded by other programs every
     # thread gets less CPU, and a thread at a quarter of the busiest still wants a CPU of its own.
     floor = max(MIN_BUSY_SHARE * seconds, min(BUSY_SHARE * seconds, RELATIVE_BUSY * max(used.values(), default=0.0)))
-    return sorted((last[tid] for tid, s in used.items() if s >= floor and s > 0), key=lambda t: t.tid)
+    seen: dict[int, int] = {}
+    runnable: dict[int, int] = {}
+    for sample in obs.samples:
+        for t in sample.threads:
+            seen[t.tid] = seen.get(t.tid, 0) + 1
+            runnable[t.tid] = runnable.get(t.tid, 0) + (t.state == "R")
+    wanting = {tid for tid, n in seen.items() if n >= MIN_RUNNABLE_SAMPLES and runnable[tid] >= RUNNABLE_SHARE * n}
+    return sorted((last[tid] for tid, s in used.items() if (s >= floor and s > 0) or tid in wanting), key=lambda t: t.tid)

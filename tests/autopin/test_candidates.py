@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinlab.autopin.candidates import Candidate, auto_candidates, parse_candidates, signature, strategy_candidates
+from pinlab.autopin.candidates import DOUBLED, Candidate, auto_candidates, parse_candidates, signature, strategy_candidates
 from pinlab.autopin.shape import shape
 from pinlab.errors import UsageError
 from pinlab.placement import strategies, units
@@ -36,6 +36,22 @@ def cores(topo) -> int:
 
 def signatures(topo, candidates) -> Counter:
     return Counter(signature(topo, c.cpus) for c in candidates)
+
+
+def structural(found: list[Candidate]) -> list[Candidate]:
+    """The candidates with one thread per CPU (all but the one with two threads on each)."""
+    return [c for c in found if c.name != DOUBLED]
+
+
+def check_doubled(found: list[Candidate], n: int, max_candidates: int = 8) -> None:
+    """Two threads or more and room left: the last candidate puts two threads on each of the
+    first candidate's first CPUs; one thread: none does."""
+    doubled = [c for c in found if c.name == DOUBLED]
+    if n == 1 or len(found) - len(doubled) >= max_candidates:
+        assert doubled == [], found
+        return
+    half = found[0].cpus[: (n + 1) // 2]
+    assert doubled == [found[-1]] and found[-1].cpus == tuple(half[i // 2] for i in range(n)), found
 
 
 # -- golden data on the presets ----------------------------------------------------------------------
@@ -70,6 +86,8 @@ def test_preset_candidates_are_valid_distinct_and_leave_core_0_alone_when_there_
     for n in golden_thread_counts(topo):
         found = auto_candidates(topo, n)
         assert 1 <= len(found) <= 8
+        check_doubled(found, n)
+        found = structural(found)
         assert all(len(set(c.cpus)) == n and set(c.cpus) <= topo.allowed_cpus for c in found)
         assert max(signatures(topo, found).values()) == 1
         assert len({c.name for c in found}) == len(found)
@@ -96,8 +114,8 @@ def test_the_preset_shares_l2_as_the_paper_says():
 def test_clovertown_candidates_are_the_papers_table_2(threads):
     topo = load_topology("clovertown")
     paper = signatures(topo, [Candidate("paper", cpus) for cpus in TABLE_2_CLOVERTOWN[threads]])
-    ours = signatures(topo, auto_candidates(topo, threads))
-    assert len(paper) == 3 and ours == paper
+    found = auto_candidates(topo, threads)
+    assert len(paper) == 3 and signatures(topo, structural(found)) == paper and found[-1].name == DOUBLED
 
 
 def test_clovertown_names_say_where_the_threads_are():
@@ -109,6 +127,18 @@ def test_clovertown_names_say_where_the_threads_are():
     four = {signature(topo, c.cpus): c for c in auto_candidates(topo, 4)}
     assert four[signature(topo, (4, 5, 6, 7))].name == "2 packages, 2 threads per L2"
     assert four[signature(topo, (2, 3, 6, 7))].describe(topo) == "2 packages (2 threads each), 4 L2 caches (1 thread each)"
+
+
+def test_two_threads_per_cpu_come_last_when_there_is_room_in_a_kept_place_or_never():
+    topo = load_topology("clovertown")
+    no_room = auto_candidates(topo, 4, max_candidates=3)
+    assert [c.name for c in no_room] == ["compact", "scatter", "2 packages, 2 threads per L2"]
+    kept = auto_candidates(topo, 4, max_candidates=3, doubled=True)
+    assert [c.name for c in kept] == ["compact", "scatter", DOUBLED] and kept[-1].cpus == (1, 1, 3, 3)  # compact's first two CPUs
+    assert DOUBLED not in {c.name for c in auto_candidates(topo, 4, doubled=False)}
+    assert auto_candidates(topo, 3)[-1].cpus == (1, 1, 3)  # an odd count: the last CPU has one
+    on_two = auto_candidates(load_topology("synthetic:pack:1 core:2 pu:1"), 2)  # was a single candidate
+    assert [(c.name, c.cpus) for c in on_two] == [("compact = scatter", (0, 1)), (DOUBLED, (0, 0))]
 
 
 def test_one_thread_on_a_symmetric_machine_is_one_candidate_away_from_cpu_0():
@@ -131,7 +161,7 @@ def features(topo, cpus):
 
 def test_packages_numa_nodes_caches_and_smt_are_all_tried():
     topo = load_topology("synthetic:" + NUMA_SMT)
-    found = {features(topo, c.cpus): c.name for c in auto_candidates(topo, 4)}
+    found = {features(topo, c.cpus): c.name for c in structural(auto_candidates(topo, 4))}
     assert (1, 1, 2, 4, False) in found  # compact: one NUMA node, its two L3s
     assert (2, 4, 4, 4, False) in found  # scatter: every NUMA node
     assert (1, 2, 2, 4, False) in found  # one package, both its NUMA nodes, L3 shared
@@ -145,12 +175,12 @@ def test_smt_siblings_appear_once_by_default_never_with_smt_false_and_fully_with
     topo = load_topology("x7560-4x8")
 
     def sharing(found):
-        return [c for c in found if shape(topo, c.cpus).smt_shared]
+        return [c for c in structural(found) if shape(topo, c.cpus).smt_shared]
 
     default, off, full = (auto_candidates(topo, 4, smt=s, max_candidates=50) for s in (None, False, True))
     assert len(sharing(default)) == 1 and sharing(off) == []
     assert len(sharing(full)) > 1 and signatures(topo, default) - signatures(topo, full) == Counter()
-    assert signatures(topo, off) + signatures(topo, sharing(default)) == signatures(topo, default)
+    assert signatures(topo, structural(off)) + signatures(topo, sharing(default)) == signatures(topo, structural(default))
 
 
 def test_threads_beyond_the_cores_need_smt():
@@ -236,13 +266,15 @@ def test_auto_refuses_in_one_line(kwargs, message):
 def test_candidates_are_valid_distinct_and_include_compact_and_scatter(topo, data):
     n = data.draw(st.integers(1, len(topo.allowed_cpus)), label="threads")
     found = auto_candidates(topo, n, max_candidates=100)
+    check_doubled(found, n, 100)
+    assert auto_candidates(topo, n, max_candidates=100) == found  # deterministic
+    found = structural(found)
     assert found and all(len(c.cpus) == n == len(set(c.cpus)) and set(c.cpus) <= topo.allowed_cpus for c in found)
     assert max(signatures(topo, found).values()) == 1
     assert len({c.name for c in found}) == len(found)
     smt = n > cores(topo)
     wanted = {signature(topo, strategies.compact(topo, n, smt)), signature(topo, strategies.scatter(topo, n, smt))}
     assert {signature(topo, c.cpus) for c in found[: len(wanted)]} == wanted
-    assert auto_candidates(topo, n, max_candidates=100) == found  # deterministic
 
 
 @SETTINGS
@@ -393,7 +425,7 @@ def test_dry_run_takes_explicit_candidates_and_says_when_there_is_one_only():
         f"  #{i} {c.name} ({c.describe(topo)})" for i, c in enumerate(parse_candidates("0,1;0,0", topo, None))
     ]
     assert "#1 CPUs 0,0 (" in explicit.stdout
-    single = run_pinlab("autopin", "--dry-run", "-n", "2", "--topology", "synthetic:pack:1 core:2 pu:1")
+    single = run_pinlab("autopin", "--dry-run", "-n", "1", "--topology", "synthetic:pack:1 core:2 pu:1")
     assert single.returncode == 0 and "only one candidate: autopin would measure it once" in single.stdout, single.stdout
 
 

@@ -44,9 +44,9 @@ class TuneCandidate:
 
 def tune_candidates(topo: Topology, threads: int, max_candidates: int = 6) -> list[TuneCandidate]:
     """The operating system's placement, then up to ``max_candidates`` pinned ones: autopin's
-    candidates for ``threads`` threads; then, while there is room, two threads per CPU (threads
-    that share data, or wait on each other, may run faster on half the CPUs: autopin never tries
-    it); then each one's twin on other CPUs.
+    candidates for ``threads`` threads, a place kept for two threads per CPU (threads that share
+    data, or wait on each other, may run faster on half the CPUs); then each one's twin on other
+    CPUs, while there is room.
 
     The twins are there because the machine is symmetric only when nothing else runs on it: a
     placement and its twin have the same shape but not the same neighbours, and a co-runner, an
@@ -58,12 +58,8 @@ def tune_candidates(topo: Topology, threads: int, max_candidates: int = 6) -> li
         if len(pinned) < max_candidates and tuple(cpus) not in pinned:
             pinned[tuple(cpus)] = (label, twin)
 
-    room = max_candidates - 1 if threads > 1 and max_candidates > 1 else max_candidates  # one left for two threads per CPU
-    for candidate in auto_candidates(topo, threads, max_candidates=room):
+    for candidate in auto_candidates(topo, threads, max_candidates=max_candidates, doubled=True):
         add(candidate.cpus, "1 thread" if candidate.name.startswith("1 thread, every core alike") else candidate.name)
-    if threads > 1:
-        half = list(pinned)[0][: (threads + 1) // 2]  # the first candidate's first CPUs (compact's), two threads on each
-        add([half[i // 2] for i in range(threads)], "2 threads per CPU")
     for cpus, (label, _) in list(pinned.items()):
         twin = tuple(cpus)
         for cpu in sorted(set(cpus)):

@@ -97,8 +97,8 @@ def autopin(program, graph_file, pid, list_metrics, quiet, dry_run, source, **fi
             click.echo(f"  #{i} {candidate.name}{'' if candidate.name == cpus else f': {cpus}'} ({candidate.describe(topology)})")
         if len(candidates) == 1:
             click.echo(
-                "only one candidate: autopin would measure it once and keep it; list others with -C (two threads on one CPU: "
-                "-C '0,1;0,0'), or let pinlab tune race restarted runs"
+                "only one candidate: autopin would measure it once and keep it; list others with -C (-C '0;1'), "
+                "or let pinlab tune race restarted runs"
             )
         return 0
     check_target(program, pid, fields["restore"], source)

@@ -257,6 +257,7 @@ class Autopin(ControllerBase):
                 opts.tolerance,
                 looks=looks,
                 no_work_why=self.metric.nothing_seen(),
+                look=round_number,
             )
             if len(self.candidates) == 1:
                 break

@@ -8,8 +8,12 @@ Wilcoxon-Mann-Whitney test the verdict rests on) and effect are those against th
 The p-values are Bonferroni-adjusted, so that ``alpha`` bounds the chance of calling a winner
 among candidates that are all alike: x 2 because the direction was chosen after seeing the data
 (the best is the one with the highest mean), x (k - 1) for the comparisons with the other k - 1
-candidates, x ``looks`` for the rounds after which a verdict may be taken (``--rounds auto``
-tests after every round). A candidate is *settled* when the best beats it significantly, or
+candidates, and, with ``--rounds auto`` (a test after every round, up to ``looks`` rounds), / the
+share of alpha spent at this round: half at the first, the rest evenly over the others. The shares
+sum to 1, so over all the rounds the chance of a false verdict stays within alpha (a union bound),
+while a clear difference can stop the probing after one round: counting every possible round at
+each (x ``looks``) left 3 candidates unable to stop after round 1 even when every sub-window of
+the best was above every one of the others (1/252 x 2 x 2 x 5 > 0.05). A candidate is *settled* when the best beats it significantly, or
 when the two are equivalent within ``tolerance`` (two one-sided tests: the 1 - 2 alpha Welch
 interval of the difference of the means lies within +-tolerance of the best's mean). Adaptive
 probing measures again only the candidates that are not settled.
@@ -81,9 +85,18 @@ def within(best: Sequence[float], other: Sequence[float], alpha: float, toleranc
     return -margin < low and high < margin
 
 
-def correction(candidates: int, looks: int = 1) -> int:
-    """The Bonferroni factor of the p-values: 2 (direction chosen after the data) x (k - 1) x looks."""
-    return 2 * max(1, candidates - 1) * max(1, looks)
+def spent(look: int, looks: int) -> float:
+    """The share of alpha spent at round ``look`` of at most ``looks``: all of it with one, else
+    half at the first and the other half evenly over the rest."""
+    if looks <= 1:
+        return 1.0
+    return 0.5 if look <= 1 else 0.5 / (looks - 1)
+
+
+def correction(candidates: int, look: int = 1, looks: int = 1) -> float:
+    """The Bonferroni factor of the p-values at round ``look`` of at most ``looks``: 2 (direction
+    chosen after the data) x (k - 1), over the share of alpha spent at that round."""
+    return 2 * max(1, candidates - 1) / spent(look, looks)
 
 
 def smallest_p(n: int) -> float:
@@ -98,10 +111,12 @@ def judge(
     tolerance: float = 0.01,
     looks: int = 1,
     no_work_why: str | None = None,
+    look: int = 1,
 ) -> Judgement:
     """The best candidate and how sure that is, from each candidate's sub-window rates.
 
-    ``no_work_why``: what the metric knows of why it saw no work (a rate of 0), for the verdict.
+    ``no_work_why``: what the metric knows of why it saw no work (a rate of 0), for the verdict;
+    ``look``: the round this judgement follows, of at most ``looks`` (see :func:`correction`).
     """
     measured = {c: list(v) for c, v in samples.items() if v}
     if not measured:
@@ -114,7 +129,7 @@ def judge(
             verdict += f"; no work was measured: {no_work_why}"
         return Judgement(best, None, None, None, False, verdict=verdict)
 
-    factor = correction(len(samples), looks)
+    factor = correction(len(samples), look, looks)
     result = Judgement(best, ranked[1], None, None, False)
     for other in ranked[1:]:
         comparison = compare(_positive(measured[other]), _positive(measured[best]), alpha=alpha / factor, better="higher")

@@ -76,7 +76,7 @@ def check_power(options: AutopinOptions, candidates: Sequence[Any]) -> None:
     if len(candidates) < 2:
         return
     looks = options.round_limit if options.adaptive else 1
-    factor = correction(len(candidates), looks)
+    factor = correction(len(candidates), looks, looks)  # the last round's: all the sub-windows, the least alpha
     samples = options.windows * options.round_limit
     if smallest_p(samples) * factor < options.alpha:
         return

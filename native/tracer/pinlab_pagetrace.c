@@ -52,8 +52,10 @@
  * "mark" (the program's call to pinlab_trace_start()).
  *
  * Output, at exit, $PINLAB_TRACE_DIR/pagetrace-PID.txt (text, one record a line):
- *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R handed=H faults=F lost=L ns=TRACED_NS opened_ns=NS
- *   (handed: the rounds a timer expiry handed on to another thread and that thread ran; opened_ns:
+ *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R handed=H skipped_busy=B skipped_in_flight=I faults=F lost=L ns=TRACED_NS opened_ns=NS
+ *   (handed: the rounds a timer expiry handed on to another thread and that thread ran;
+ *   skipped_busy, skipped_in_flight: expiries that ran no round, a round or a mapping change under
+ *   way, or an interposed call in flight; opened_ns:
  *   when the rounds started, after the constructor; absent when they never did)
  *   TID PAGE_NUMBER_HEX COUNT       (COUNT rounds in which thread TID touched the page first)
  * lost counts faults not recorded because the table was full.
@@ -428,6 +430,9 @@ static int round_mapping(const struct mapping *m, const char *line, void *arg)
  * thread of /proc/self/task. A thread that does not take it (the signal blocked) costs one period:
  * the next expiry runs its round where it lands and hands on the one after. */
 static atomic_long turn, handed;
+/* Timer expiries that ran no round: a round (or the end of one) under way, or an interposed call
+ * in flight (its buffer must stay open), or a mapping change under way. */
+static atomic_long skipped_busy, skipped_in_flight;
 static _Atomic pid_t handed_to; /* the thread the last expiry handed its round to, until it runs it */
 
 /* The thread numbered N (modulo their number) in /proc/self/task, or 0 if it cannot be read. */
@@ -487,10 +492,16 @@ static void round_handler(int sig, siginfo_t *info, void *ctx)
     else if (hand_on(sig))
         goto out;
     int idle = 0;
-    if (!atomic_compare_exchange_strong(&busy, &idle, 1))
+    if (!atomic_compare_exchange_strong(&busy, &idle, 1)) {
+        atomic_fetch_add(&skipped_busy, 1);
         goto out;
-    if (atomic_load(&in_flight) > 0 || !atomic_load(&window_open))
+    }
+    if (!atomic_load(&window_open))
         goto unlock;
+    if (atomic_load(&in_flight) > 0) {
+        atomic_fetch_add(&skipped_in_flight, 1);
+        goto unlock;
+    }
     if (atomic_load(&opened_ns) < 0) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -916,6 +927,10 @@ __attribute__((destructor)) static void pagetrace_end(void)
     put_num(buf, &used, room, (unsigned long long)atomic_load(&rounds), 10);
     put(buf, &used, room, " handed=");
     put_num(buf, &used, room, (unsigned long long)atomic_load(&handed), 10);
+    put(buf, &used, room, " skipped_busy=");
+    put_num(buf, &used, room, (unsigned long long)atomic_load(&skipped_busy), 10);
+    put(buf, &used, room, " skipped_in_flight=");
+    put_num(buf, &used, room, (unsigned long long)atomic_load(&skipped_in_flight), 10);
     put(buf, &used, room, " faults=");
     put_num(buf, &used, room, (unsigned long long)atomic_load(&faults), 10);
     put(buf, &used, room, " lost=");

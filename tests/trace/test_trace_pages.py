@@ -14,7 +14,7 @@ from pinlab.errors import UsageError
 from pinlab.native import native_path
 from pinlab.trace import pages
 from pinlab.trace.common import TraceRequest
-from tests.conftest import PINLAB
+from tests.conftest import PINLAB, compile_c
 
 # Short rounds, so that a run of a fraction of a second sees dozens of them.
 FAST = {"period_ms": 2}
@@ -197,6 +197,56 @@ def test_threads_taking_turns_on_one_cpu_are_each_seen_first(tmp_path):
     assert m["rounds"] >= 20 and m["rounds_handed_on"] >= m["rounds"] // 4, m
     # so each thread is first on its share of the pages: far from the 2% of the main thread's rounds
     assert min(graph["volume"]) >= 0.2 * max(graph["volume"]), graph["volume"]
+
+
+WAITS_IN_READ = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static int fds[2];
+static void *late_writer(void *arg)
+{
+    (void)arg;
+    struct timespec t = {0, 600000000L};
+    while (nanosleep(&t, &t) != 0) /* the rounds' timer signal interrupts it */
+        ;
+    write(fds[1], "x", 1);
+    return NULL;
+}
+int main(void)
+{
+    char *buf = malloc(1 << 20), c;
+    pipe(fds);
+    pthread_t t;
+    pthread_create(&t, NULL, late_writer, NULL);
+    read(fds[0], &c, 1); /* in flight for 0.6 s: no round may protect its buffer meanwhile */
+    for (int pass = 0; pass < 20; pass++)
+        memset(buf, pass, 1 << 20);
+    pthread_join(t, NULL);
+    return 0;
+}
+"""
+
+
+def test_a_first_round_held_back_by_a_call_in_flight_is_said(tmp_path):
+    """A read that waits (on a pipe, a socket) keeps every round back while it is in flight: the
+    graph then shows the end of the run only, and the result says so and why (a busy-run README
+    example once opened its rounds 1.38 s into a 1.65 s run and gave an empty graph)."""
+    prog = compile_c(tmp_path, "waits", WAITS_IN_READ)
+    result = traced([prog], 2)
+    m = result.graph.measured
+    assert result.exit_status == 0 and m["rounds_skipped"]["in_flight"] >= 100 > m["rounds"], m
+    held = [w for w in result.warnings if "timer expiries found one of the program's read/write/send/recv calls in flight" in w]
+    assert held and held[0].endswith("the graph shows only the part of the run the rounds covered; trace again or a longer run"), result.warnings
+
+
+def test_a_late_first_round_is_said_and_a_timely_one_is_not():
+    late = {"opened_ns": 1_383_000_000, "ns": 1_652_000_000, "rounds": 28, "skipped_in_flight": 0}  # the busy run's
+    assert pages.held_back(late).startswith("the first protection round came 1.38 s into the 1.65 s traced: the graph")
+    assert pages.held_back({**late, "opened_ns": 20_000_000}) is None
+    assert pages.held_back({**late, "opened_ns": 20_000_000, "skipped_in_flight": 29}).startswith("29 of 57 timer expiries")
 
 
 def test_exit_status_is_the_programs(program):

@@ -34,7 +34,10 @@ Limits, honestly:
   interposed: should a round protect their buffer in between, the kernel returns EFAULT to them;
   the same holds for futex waits inside glibc. The calls a program makes itself with its buffers
   (read, write, pread/pwrite, readv/writev, recv*/send*, fread/fwrite) are safe, and so are its own
-  SIGSEGV handlers, its crashes and its mprotect/munmap/mremap/madvise/mmap calls;
+  SIGSEGV handlers, its crashes and its mprotect/munmap/mremap/madvise/mmap calls. No round starts
+  while such a call is in flight, so a thread waiting in one (a pipe, a socket) holds the rounds
+  back: the result counts those expiries (``rounds_skipped``) and says when the rounds covered
+  only part of the run;
 - overhead: one fault (a few microseconds) per page touched per round, up to ``max_pages`` pages a
   round; programs streaming through large arrays slow down most (see the README's figures).
 """
@@ -57,6 +60,8 @@ DEFAULTS = {"period_ms": 10, "min_bytes": 65536, "max_pages": 65536}
 # share of the lighter one's accesses in common.
 ALL_TO_ALL = 0.5
 ACTIVE = 10
+#: The first round later than this share of the traced time: the graph is of the run's end only.
+LATE = 0.5
 
 
 def unavailable(request: TraceRequest) -> str | None:
@@ -85,6 +90,23 @@ def options(request: TraceRequest) -> dict[str, int]:
     if chosen["period_ms"] > 3_600_000:
         raise UsageError(f"pages method: period_ms {chosen['period_ms']} is more than an hour; use a few milliseconds")
     return chosen
+
+
+def held_back(header: dict[str, int]) -> str | None:
+    """Why a graph covers part of the run only, or None: the first round came late (after
+    :data:`LATE` of the traced time), or more timer expiries found a call in flight than ran a round."""
+    opened, traced = header.get("opened_ns", 0) / 1e9, header.get("ns", 0) / 1e9
+    rounds, skipped = header.get("rounds", 0), header.get("skipped_in_flight", 0)
+    late = traced > 0 and opened > LATE * traced
+    if not late and skipped <= rounds:
+        return None
+    parts = [f"the first protection round came {opened:.3g} s into the {traced:.3g} s traced"] if late else []
+    if skipped:
+        parts.append(
+            f"{skipped} of {skipped + rounds} timer expiries found one of the program's read/write/send/recv calls in "
+            "flight, whose buffer must stay open, and ran no round"
+        )
+    return "; ".join(parts) + ": the graph shows only the part of the run the rounds covered; trace again or a longer run"
 
 
 def parse_counts(text: str, source: str = "page trace") -> tuple[dict[str, int], dict[int, dict[int, int]]]:
@@ -187,6 +209,8 @@ def trace(request: TraceRequest) -> TraceResult:
             warnings.append(f"the page tracer's table was full: {header['lost']} faults were not counted")
         if request.after is not None and "opened_ns" not in header:
             warnings.append(window_unopened(request.after))
+        elif request.after is None and (why := held_back(header)):
+            warnings.append(why)
         elif header.get("rounds", 0) < 10:
             warnings.append(
                 f"only {header.get('rounds', 0)} protection rounds ran: the graph is thin; "
@@ -200,6 +224,7 @@ def trace(request: TraceRequest) -> TraceResult:
         "sample_period_ms": settings["period_ms"],
         "rounds": header.get("rounds", 0),
         "rounds_handed_on": header.get("handed", 0),
+        "rounds_skipped": {"busy": header.get("skipped_busy", 0), "in_flight": header.get("skipped_in_flight", 0)},
         "faults": header.get("faults", 0),
         "units_seen": units,
         "traced_seconds": round(header.get("ns", 0) / 1e9, 6),

@@ -136,7 +136,9 @@ def test_a_real_race_drops_the_slow_cpu_and_is_a_study_that_resumes(tmp_path, sp
     """One thread of the spinner for 0.4 s a run, its chunks the metric (higher is better), 16
     times the arithmetic per chunk on the first allowed CPU: there it does 1/16 of the chunks at
     any load (a co-runner could not promise that on a busy machine). The placement on that CPU
-    must leave the race at its first look and not win; the runs are a study pinlab report reads;
+    must leave the race and not win: at its first look on a quiet machine, by the second under
+    load 16 (where a run of 0.4 s on the other CPU may get as little CPU time as the slow one's
+    work needs: seen once in a busy run); the runs are a study pinlab report reads;
     a tune resumed after its end adds nothing and answers the same."""
     db, plan_file = tmp_path / "t.db", tmp_path / "plan.json"
     slow = min(os.sched_getaffinity(0))
@@ -147,7 +149,7 @@ def test_a_real_race_drops_the_slow_cpu_and_is_a_study_that_resumes(tmp_path, sp
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     on_slow = next(p for p in answer["placements"] if p["cpus"] == [slow])
-    assert on_slow["left_at"] == 6 and on_slow["runs"] == 6, answer
+    assert on_slow["left_at"] in (6, 9) and on_slow["runs"] == on_slow["left_at"], answer
     assert answer["winner"]["cpus"] != [slow] and answer["metric"] == "chunks=([0-9]+)" and answer["better"] == "higher"
     assert answer["measured_runs"] <= 6 + 9 + 9 and set(answer["settings"]) >= {"pinlab", "taskset", "srun"}
     with sqlite3.connect(db) as conn:

@@ -8,12 +8,13 @@ Wilcoxon-Mann-Whitney test the verdict rests on) and effect are those against th
 The p-values are Bonferroni-adjusted, so that ``alpha`` bounds the chance of calling a winner
 among candidates that are all alike: x 2 because the direction was chosen after seeing the data
 (the best is the one with the highest mean), x (k - 1) for the comparisons with the other k - 1
-candidates, and, with ``--rounds auto`` (a test after every round, up to ``looks`` rounds), / the
-share of alpha spent at this round: half at the first, the rest evenly over the others. The shares
-sum to 1, so over all the rounds the chance of a false verdict stays within alpha (a union bound),
-while a clear difference can stop the probing after one round: counting every possible round at
-each (x ``looks``) left 3 candidates unable to stop after round 1 even when every sub-window of
-the best was above every one of the others (1/252 x 2 x 2 x 5 > 0.05). A candidate is *settled* when the best beats it significantly, or
+candidates; with ``--rounds auto``, which tests after every round (up to ``looks`` of them), the
+level is also the share of alpha spent at this round: half at the first, the rest evenly over
+the others. The shares sum to 1, so over all the rounds the chance of a false verdict stays
+within alpha (a union bound), while a clear difference can stop the probing after one round
+(counting every possible round at each, x ``looks``, left 3 candidates unable to stop after
+round 1 even when every sub-window of the best was above every one of the others:
+1/252 x 2 x 2 x 5 > 0.05). A candidate is *settled* when the best beats it significantly, or
 when the two are equivalent within ``tolerance`` (two one-sided tests: the 1 - 2 alpha Welch
 interval of the difference of the means lies within +-tolerance of the best's mean). Adaptive
 probing measures again only the candidates that are not settled.

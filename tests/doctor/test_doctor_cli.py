@@ -135,3 +135,12 @@ def test_a_window_shorter_than_one_look_still_gets_two_looks_at_a_live_process()
 def test_from_python_with_a_program():
     report = pinlab.doctor(argv=["sh", "-c", "exit 5"], seconds=0.3)
     assert report.exit_status == 5
+
+
+def test_the_doctor_command_imports_neither_its_checks_nor_the_launcher_nor_placement_before_it_watches():
+    """A watched program shares its CPUs with the doctor's start-up (bench/bench_doctor.py: 0.077 s
+    of CPU against 0.115 s when these were imported up front), so they wait until the watching is done."""
+    heavy = ("pinlab.doctor.checks", "pinlab.doctor.launched", "pinlab.launch", "pinlab.placement")
+    script = f"import sys, pinlab.cli.doctor; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -55,7 +55,8 @@
  *   pinlab-pagetrace 1 pid=P page=BYTES period_ms=MS rounds=R handed=H skipped_busy=B skipped_in_flight=I faults=F lost=L ns=TRACED_NS opened_ns=NS
  *   (handed: the rounds a timer expiry handed on to another thread and that thread ran;
  *   skipped_busy, skipped_in_flight: expiries that ran no round, a round or a mapping change under
- *   way, or an interposed call in flight; opened_ns:
+ *   way, or an interposed call in flight that holds every round back (one with several buffers,
+ *   thread creation); opened_ns:
  *   when the rounds started, after the constructor; absent when they never did)
  *   TID PAGE_NUMBER_HEX COUNT       (COUNT rounds in which thread TID touched the page first)
  * lost counts faults not recorded because the table was full.
@@ -279,17 +280,43 @@ static void exclude(uintptr_t s, uintptr_t e)
     excluded[i][0] = s, excluded[i][1] = e;
 }
 
-/* Protects [s, e) without the excluded ranges; returns the pages protected. */
+/* The buffers of the interposed calls in flight, page-rounded: a round leaves them open, as the
+ * kernel would fail the call with EFAULT on a protected page. A slot is free while its start is 0.
+ * A call that finds no free slot, or passes several buffers, holds every round back instead. */
+#define MAX_OPEN 64
+static _Atomic uintptr_t open_start[MAX_OPEN], open_end[MAX_OPEN];
+
+/* What a round leaves alone: the excluded ranges and the open buffers when it started, by start. */
+static uintptr_t cut[MAX_EXCLUDED + MAX_OPEN][2];
+static int ncut;
+
+static void take_cuts(void)
+{
+    ncut = 0;
+    for (int i = 0; i < nexcluded; i++)
+        cut[ncut][0] = excluded[i][0], cut[ncut][1] = excluded[i][1], ncut++;
+    for (int i = 0; i < MAX_OPEN; i++) {
+        uintptr_t s = atomic_load(&open_start[i]), e = atomic_load(&open_end[i]);
+        if (!s || s >= e)
+            continue; /* free, or being claimed: that call waits for this round to end */
+        int j = ncut++;
+        for (; j > 0 && cut[j - 1][0] > s; j--)
+            cut[j][0] = cut[j - 1][0], cut[j][1] = cut[j - 1][1];
+        cut[j][0] = s, cut[j][1] = e;
+    }
+}
+
+/* Protects [s, e) without what the round leaves alone; returns the pages protected. */
 static long protect_outside_excluded(uintptr_t s, uintptr_t e, long budget)
 {
     long done = 0;
-    for (int i = 0; i < nexcluded && s < e; i++) {
-        if (excluded[i][1] <= s || excluded[i][0] >= e)
+    for (int i = 0; i < ncut && s < e; i++) {
+        if (cut[i][1] <= s || cut[i][0] >= e)
             continue;
-        if (excluded[i][0] > s)
-            done += protect(s, excluded[i][0], budget - done);
-        if (excluded[i][1] > s)
-            s = excluded[i][1];
+        if (cut[i][0] > s)
+            done += protect(s, cut[i][0], budget - done);
+        if (cut[i][1] > s)
+            s = cut[i][1];
     }
     if (s < e)
         done += protect(s, e, budget - done);
@@ -518,6 +545,7 @@ static void round_handler(int sig, siginfo_t *info, void *ctx)
     r.budget = max_pages;
     r.stack_here = (uintptr_t)&r;
     uintptr_t start_cursor = cursor;
+    take_cuts();
     r.from = start_cursor, r.to = UINTPTR_MAX;
     each_mapping(round_mapping, &r);
     if (r.budget > 0 && start_cursor > 0) {
@@ -614,15 +642,56 @@ static void enter(void)
 
 static void leave(void) { atomic_fetch_sub(&in_flight, 1); }
 
+/* Opens [buf, buf + len) for a call that passes it to the kernel: a round starting from now on
+ * leaves its pages alone, one under way is waited for, and the pages an earlier round protected
+ * are brought back. Returns the slot for close_buffer(); -1: every round is held back instead
+ * (no free slot, or the tracer not started). Rounds go on elsewhere while the call waits, in a
+ * read on a pipe or a socket for instance. */
+static int open_buffer(const void *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return -2; /* nothing to keep open */
+    if (enabled) {
+        uintptr_t mask = ~((uintptr_t)page_size - 1), s = (uintptr_t)buf & mask;
+        uintptr_t last = (uintptr_t)buf + (len - 1) < (uintptr_t)buf ? UINTPTR_MAX : (uintptr_t)buf + (len - 1);
+        uintptr_t e = (last & mask) + (uintptr_t)page_size;
+        if (e < s)
+            e = UINTPTR_MAX & mask; /* the top page of the address space */
+        for (int i = 0; s && i < MAX_OPEN; i++) {
+            uintptr_t free_slot = 0;
+            if (atomic_compare_exchange_strong(&open_start[i], &free_slot, s)) {
+                atomic_store(&open_end[i], e);
+                while (atomic_load(&busy))
+                    sched_yield();
+                touch(buf, len);
+                return i;
+            }
+        }
+    }
+    enter();
+    touch(buf, len);
+    return -1;
+}
+
+static void close_buffer(int slot)
+{
+    if (slot >= 0) {
+        atomic_store(&open_end[slot], 0);
+        atomic_store(&open_start[slot], 0);
+    } else if (slot == -1) {
+        leave();
+    }
+}
+
 /* The next definition of a function (libc's), looked up once. */
 #define REAL(name)                                                                                  \
     static __typeof__(&name) real_##name;                                                           \
     if (!real_##name)                                                                               \
         real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name);
 
-/* An interposed call that passes user memory to the kernel: TOUCHING brings its pages back first
- * (the kernel would get EFAULT from a protected page), no round starts until it returns, and the
- * call's errno is the program's. */
+/* An interposed call that passes several pieces of user memory to the kernel: TOUCHING brings
+ * their pages back first (the kernel would get EFAULT from a protected page), no round starts
+ * until it returns, and the call's errno is the program's. */
 #define INTERPOSE(type, name, params, touching, args)                                               \
     type name params                                                                                \
     {                                                                                               \
@@ -632,6 +701,19 @@ static void leave(void) { atomic_fetch_sub(&in_flight, 1); }
         type r = real_##name args;                                                                  \
         int e = errno;                                                                              \
         leave();                                                                                    \
+        errno = e;                                                                                  \
+        return r;                                                                                   \
+    }
+
+/* A call with one buffer: that buffer stays open while it is in flight (see open_buffer). */
+#define OPEN_BUFFER(type, name, params, buf, len, args)                                             \
+    type name params                                                                                \
+    {                                                                                               \
+        REAL(name);                                                                                 \
+        int slot = open_buffer(buf, len);                                                           \
+        type r = real_##name args;                                                                  \
+        int e = errno;                                                                              \
+        close_buffer(slot);                                                                         \
         errno = e;                                                                                  \
         return r;                                                                                   \
     }
@@ -655,22 +737,22 @@ static void touch_msg(const struct msghdr *msg)
     touch(msg->msg_control, msg->msg_controllen);
 }
 
-INTERPOSE(ssize_t, read, (int fd, void *buf, size_t n), touch(buf, n), (fd, buf, n))
-INTERPOSE(ssize_t, write, (int fd, const void *buf, size_t n), touch(buf, n), (fd, buf, n))
-INTERPOSE(ssize_t, pread, (int fd, void *buf, size_t n, off_t off), touch(buf, n), (fd, buf, n, off))
-INTERPOSE(ssize_t, pwrite, (int fd, const void *buf, size_t n, off_t off), touch(buf, n), (fd, buf, n, off))
+OPEN_BUFFER(ssize_t, read, (int fd, void *buf, size_t n), buf, n, (fd, buf, n))
+OPEN_BUFFER(ssize_t, write, (int fd, const void *buf, size_t n), buf, n, (fd, buf, n))
+OPEN_BUFFER(ssize_t, pread, (int fd, void *buf, size_t n, off_t off), buf, n, (fd, buf, n, off))
+OPEN_BUFFER(ssize_t, pwrite, (int fd, const void *buf, size_t n, off_t off), buf, n, (fd, buf, n, off))
 INTERPOSE(ssize_t, readv, (int fd, const struct iovec *iov, int n), touch_iov(iov, n), (fd, iov, n))
 INTERPOSE(ssize_t, writev, (int fd, const struct iovec *iov, int n), touch_iov(iov, n), (fd, iov, n))
-INTERPOSE(ssize_t, recv, (int fd, void *buf, size_t n, int flags), touch(buf, n), (fd, buf, n, flags))
+OPEN_BUFFER(ssize_t, recv, (int fd, void *buf, size_t n, int flags), buf, n, (fd, buf, n, flags))
 INTERPOSE(ssize_t, recvfrom, (int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *len),
           touch(buf, n); if (len) { touch(len, sizeof *len); touch(from, *len); }, (fd, buf, n, flags, from, len))
 INTERPOSE(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags), touch_msg(msg), (fd, msg, flags))
-INTERPOSE(ssize_t, send, (int fd, const void *buf, size_t n, int flags), touch(buf, n), (fd, buf, n, flags))
+OPEN_BUFFER(ssize_t, send, (int fd, const void *buf, size_t n, int flags), buf, n, (fd, buf, n, flags))
 INTERPOSE(ssize_t, sendto, (int fd, const void *buf, size_t n, int flags, const struct sockaddr *to, socklen_t len),
           touch(buf, n); touch(to, len), (fd, buf, n, flags, to, len))
 INTERPOSE(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags), touch_msg(msg), (fd, msg, flags))
-INTERPOSE(size_t, fread, (void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
-INTERPOSE(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), touch(buf, size * n), (buf, size, n, f))
+OPEN_BUFFER(size_t, fread, (void *buf, size_t size, size_t n, FILE *f), buf, size * n, (buf, size, n, f))
+OPEN_BUFFER(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), buf, size * n, (buf, size, n, f))
 
 /* glibc's pthread_create reads the attributes' CPU set (malloc'd: on the heap, which rounds protect
  * with PINLAB_PAGETRACE_HEAP; pinlab's preload library pins threads that way) while every signal

@@ -34,9 +34,12 @@ Limits, honestly:
   interposed: should a round protect their buffer in between, the kernel returns EFAULT to them;
   the same holds for futex waits inside glibc. The calls a program makes itself with its buffers
   (read, write, pread/pwrite, readv/writev, recv*/send*, fread/fwrite) are safe, and so are its own
-  SIGSEGV handlers, its crashes and its mprotect/munmap/mremap/madvise/mmap calls. No round starts
-  while such a call is in flight, so a thread waiting in one (a pipe, a socket) holds the rounds
-  back: the result counts those expiries (``rounds_skipped``) and says when the rounds covered
+  SIGSEGV handlers, its crashes and its mprotect/munmap/mremap/madvise/mmap calls. While a call
+  with one buffer (read, write, pread/pwrite, recv, send, fread/fwrite) is in flight the rounds
+  leave that buffer's pages alone and go on, so a thread waiting in a read on a pipe or a socket
+  does not stop the trace; a call with several buffers (readv/writev, sendmsg/recvmsg,
+  sendto/recvfrom), thread creation and mapping changes hold every round back until they
+  return: the result counts those expiries (``rounds_skipped``) and says when the rounds covered
   only part of the run;
 - overhead: one fault (a few microseconds) per page touched per round, up to ``max_pages`` pages a
   round; programs streaming through large arrays slow down most (see the README's figures).
@@ -103,8 +106,8 @@ def held_back(header: dict[str, int]) -> str | None:
     parts = [f"the first protection round came {opened:.3g} s into the {traced:.3g} s traced"] if late else []
     if skipped:
         parts.append(
-            f"{skipped} of {skipped + rounds} timer expiries found one of the program's read/write/send/recv calls in "
-            "flight, whose buffer must stay open, and ran no round"
+            f"{skipped} of {skipped + rounds} timer expiries found a call in flight that holds every round back "
+            "(readv/writev, sendmsg/recvmsg, sendto/recvfrom, thread creation, a mapping change) and ran no round"
         )
     return "; ".join(parts) + ": the graph shows only the part of the run the rounds covered; trace again or a longer run"
 

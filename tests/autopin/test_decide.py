@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pinlab.autopin.decide import correction, judge, smallest_p, within
+from pinlab.autopin.decide import correction, judge, rate, smallest_p, within
 
 NAMES = {i: f"c{i}" for i in range(8)}
 
@@ -86,3 +86,19 @@ def test_no_work_at_all_is_said_so_not_an_unbounded_margin():
 def test_one_candidate_needs_no_statistics():
     j = judge({0: [1.0, 2.0]}, NAMES)
     assert j.runner_up is None and j.p_value is None and "only candidate" in j.verdict
+
+
+def test_the_best_is_ranked_by_the_length_weighted_rate_not_by_one_burst_sub_window():
+    """A sub-window cut short (the controller woke late for the one before) that caught a burst of
+    work has a huge rate over a few milliseconds: counted like a whole sub-window it would make
+    its candidate the best while its printed rate, the work over the time, is lower."""
+    bursty, steady = [50.0, 50, 50, 50, 1000], [100.0] * 5
+    lengths = {0: [0.2, 0.2, 0.2, 0.39, 0.01], 1: [0.2] * 5}
+    assert judge({0: bursty, 1: steady}, NAMES).best == 0  # the plain mean: 240 against 100
+    j = judge({0: bursty, 1: steady}, NAMES, seconds=lengths)
+    assert j.best == 1 and j.runner_up == 0
+    assert rate(bursty, lengths[0]) == pytest.approx(59.5)
+    assert j.effect == pytest.approx(100 / 59.5 - 1)
+    assert j.verdict.startswith("c1 leads c0 by 68.1% but not significantly"), j.verdict
+    # Without lengths (a log written before they were kept), the plain mean as before.
+    assert rate(bursty) == pytest.approx(240) and rate(bursty, [0.2]) == pytest.approx(240)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from pinlab import live
-from pinlab.autopin.decide import Judgement, judge
+from pinlab.autopin.decide import Judgement, judge, rate
 from pinlab.autopin.log import (
     Candidate,
     Choice,
@@ -112,6 +112,7 @@ class Autopin(ControllerBase):
         self._log: IO[str] | None = None
         self.current: int | None = None  # the candidate the workers are on
         self.samples: dict[int, list[float]] = {}
+        self.seconds: dict[int, list[float]] = {}  # the sub-windows' lengths, in the order of samples
         self.probing = False
         self.probing_seconds = 0.0  # every search's probing, for the summary
         self.search_seconds = 0.0  # the last search's, for its choice
@@ -237,6 +238,7 @@ class Autopin(ControllerBase):
         self.probing, began = True, self.clock()
         self._search_began = began
         self.samples = {i: [] for i in range(len(self.candidates))}
+        self.seconds = {i: [] for i in range(len(self.candidates))}
         to_measure = list(range(len(self.candidates)))
         judgement: Judgement | None = None
         if len(self.candidates) == 1:
@@ -258,6 +260,7 @@ class Autopin(ControllerBase):
                 looks=looks,
                 no_work_why=self.metric.nothing_seen(),
                 look=round_number,
+                seconds=self.seconds,
             )
             if len(self.candidates) == 1:
                 break
@@ -298,12 +301,18 @@ class Autopin(ControllerBase):
         readings = window.readings
         if len(readings) < 2:
             return
-        per_thread, mean = rates(readings[0], readings[-1], max(1, min(window.workers)))
+        per_thread, whole = rates(readings[0], readings[-1], max(1, min(window.workers)))
         # A sub-window where no worker was seen at both ends (all ended, or new) has no rate.
-        subs = [r for r in (rates(a, b, max(1, n))[1] for a, b, n in zip(readings, readings[1:], window.workers[1:])) if math.isfinite(r)]
+        measured = [(rates(a, b, max(1, n))[1], b.time - a.time) for a, b, n in zip(readings, readings[1:], window.workers[1:])]
+        subs = [r for r, _ in measured if math.isfinite(r)]
+        lengths = [round(d, 6) for r, d in measured if math.isfinite(r)]
+        # The window's rate as the verdict weighs it (see pinlab.autopin.decide.rate): printed,
+        # logged and judged alike.
+        mean = rate(subs, lengths) if subs else whole
         self.samples.setdefault(window.candidate, []).extend(subs)
+        self.seconds.setdefault(window.candidate, []).extend(lengths)
         if not partial:
-            self.best_so_far = max(self.samples, key=lambda c: _mean(self.samples[c]) if self.samples[c] else -math.inf)
+            self.best_so_far = max(self.samples, key=lambda c: self._rate(c) if self.samples[c] else -math.inf)
         cand = self.candidates[window.candidate]
         self._event(
             Probe(
@@ -318,6 +327,7 @@ class Autopin(ControllerBase):
                 rates={str(tid): rate for tid, rate in per_thread.items()},
                 mean=mean,
                 windows=tuple(subs),
+                window_seconds=tuple(lengths),
                 threads=len(per_thread) or min(window.workers),
                 partial=partial,
             )
@@ -336,18 +346,18 @@ class Autopin(ControllerBase):
             self._repin(best)
         self.choices.append(best)
         cand = self.candidates[best]
-        rate = _mean(self.samples[best])
+        chosen_rate = self._rate(best)
         runner = None
         if judgement.runner_up is not None:
             other = self.candidates[judgement.runner_up]
-            runner = RunnerUp(candidate=judgement.runner_up, name=other.name, cpus=tuple(other.cpus), rate=_mean(self.samples[judgement.runner_up]))
+            runner = RunnerUp(candidate=judgement.runner_up, name=other.name, cpus=tuple(other.cpus), rate=self._rate(judgement.runner_up))
         self._event(
             Choice(
                 t=self._since(),
                 candidate=best,
                 name=cand.name,
                 cpus=tuple(cand.cpus),
-                rate=rate,
+                rate=chosen_rate,
                 runner_up=runner,
                 p_value=judgement.p_value,
                 effect=judgement.effect,
@@ -360,8 +370,12 @@ class Autopin(ControllerBase):
             )
         )
         self.say(f"chose {self._label(best)}: {judgement.verdict}")
-        self.reference = rate
+        self.reference = chosen_rate
         return moved
+
+    def _rate(self, candidate: int) -> float:
+        """The candidate's rate in this search, as the verdict weighs it."""
+        return rate(self.samples[candidate], self.seconds.get(candidate))
 
     def _keep(self) -> Iterator[float]:
         """Stay on the choice; every interval, the rate; with --monitor, re-probe on a lasting drop."""

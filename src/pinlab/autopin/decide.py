@@ -1,8 +1,12 @@
 """How sure autopin's choice is: the candidates' sub-window rates compared with pinlab.stats.
 
 Each probing window of ``t`` seconds is cut into sub-windows; the mean rate per worker thread of
-each sub-window is one sample value. The best candidate (highest mean) is compared with every
-other one by :func:`pinlab.stats.compare` (one-sided, higher is better): the verdict, p-value (the
+each sub-window is one sample value. A candidate's rate is the mean of its sub-window rates
+weighted by their lengths, the work per thread over the time it was measured: the rate the probe
+lines print, so that the best candidate is never one whose printed rate is lower (a sub-window
+cut short by a late wake-up, or one where a thread pool had not grown yet, would otherwise count
+as much as a whole one). The best candidate (highest rate) is compared with every other one by
+:func:`pinlab.stats.compare` (one-sided, higher is better): the verdict, p-value (the
 Wilcoxon-Mann-Whitney test the verdict rests on) and effect are those against the runner-up.
 
 The p-values are Bonferroni-adjusted, so that ``alpha`` bounds the chance of calling a winner
@@ -63,6 +67,16 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
+def rate(values: Sequence[float], seconds: Sequence[float] | None = None) -> float:
+    """The sub-window rates' mean weighted by the sub-windows' lengths (plain when they are not
+    known, from a log written before they were): the work per thread over the time measured."""
+    if not values:
+        return math.nan
+    if seconds is None or len(seconds) != len(values) or sum(seconds) <= 0:
+        return _mean(values)
+    return sum(v * s for v, s in zip(values, seconds)) / sum(seconds)
+
+
 def _positive(values: Sequence[float]) -> list[float]:
     return [max(float(v), _FLOOR) for v in values]
 
@@ -113,20 +127,23 @@ def judge(
     looks: int = 1,
     no_work_why: str | None = None,
     look: int = 1,
+    seconds: Mapping[int, Sequence[float]] | None = None,
 ) -> Judgement:
     """The best candidate and how sure that is, from each candidate's sub-window rates.
 
     ``no_work_why``: what the metric knows of why it saw no work (a rate of 0), for the verdict;
-    ``look``: the round this judgement follows, of at most ``looks`` (see :func:`correction`).
+    ``look``: the round this judgement follows, of at most ``looks`` (see :func:`correction`);
+    ``seconds``: each candidate's sub-window lengths, in the order of its rates (see :func:`rate`).
     """
     measured = {c: list(v) for c, v in samples.items() if v}
     if not measured:
         raise ValueError("no candidate was measured")
-    ranked = sorted(measured, key=lambda c: (-_mean(measured[c]), c))
+    rated = {c: rate(v, (seconds or {}).get(c)) for c, v in measured.items()}
+    ranked = sorted(measured, key=lambda c: (-rated[c], c))
     best = ranked[0]
     if len(ranked) == 1:
         verdict = f"{names[best]} is the only candidate measured: nothing to compare it with"
-        if no_work_why and _mean(measured[best]) == 0:
+        if no_work_why and rated[best] == 0:
             verdict += f"; no work was measured: {no_work_why}"
         return Judgement(best, None, None, None, False, verdict=verdict)
 
@@ -143,10 +160,10 @@ def judge(
         if other == result.runner_up:
             p = comparison.median_p_faster
             result.p_value = None if math.isnan(p) else min(1.0, float(p) * factor)
-            best_mean, other_mean = _mean(measured[best]), _mean(measured[other])
+            best_mean, other_mean = rated[best], rated[other]
             result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
             result.decided = comparison.verdict == FASTER
-    result.verdict = _sentence(result, names, tolerance, no_work=_mean(measured[best]) == 0, no_work_why=no_work_why)
+    result.verdict = _sentence(result, names, tolerance, no_work=rated[best] == 0, no_work_why=no_work_why)
     return result
 
 

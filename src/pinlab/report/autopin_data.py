@@ -131,8 +131,11 @@ def _fill_rows(log: AutopinLog, search: Search) -> None:
     stats = {}
     for c in log.start.candidates:
         probes = [p for p in search.probes if p.candidate == c.index]
-        samples = [x for p in probes for x in p.samples if finite(x)]
-        mean = sum(samples) / len(samples) if samples else None
+        weighted = [(x, w) for p in probes for x, w in zip(p.samples, p.weights) if finite(x)]
+        samples = [x for x, _ in weighted]
+        # The rate the verdict ranks by: sub-window rates weighted by their lengths.
+        total = sum(w for _, w in weighted)
+        mean = (sum(x * w for x, w in weighted) / total if total > 0 else sum(samples) / len(samples)) if samples else None
         spread = None
         if len(samples) >= 2:
             spread = math.sqrt(sum((x - mean) ** 2 for x in samples) / (len(samples) - 1))

@@ -19,9 +19,11 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
 ``probe``   one candidate measured once: ``candidate`` (index), ``name``, ``cpus``, ``round``
             (1, 2, ...), ``repinned_at`` (when the threads were moved to it; the warm-up runs from
             there, or from the end of the ``migrate`` event that follows, to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
-            measured over the whole window, as strings of tids), ``mean`` (the paper's r_avg),
+            measured over the whole window, as strings of tids), ``mean`` (the window's rate per worker: its sub-window rates weighted by their lengths, the paper's r_avg while the workers stay the same),
             ``windows`` (the mean rate of each sub-window, the samples the verdict is computed
-            from; sub-window k spans start + k (end - start) / windows, in equal parts), ``threads``
+            from; sub-window k spans start + k (end - start) / windows, in equal parts when the
+            controller woke on time), ``window_seconds`` (each sub-window's length; the
+            candidate's rate is the sub-window rates' mean weighted by them), ``threads``
             (the number of workers measured); ``partial``: true for a window the program's end cut
             short. ``round`` starts again at 1 in each search (after a ``reprobe``).
 ``migrate`` pages moved after a re-pin that changed NUMA nodes: ``from_nodes``, ``to_nodes``
@@ -36,7 +38,7 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             touched first in most of the page tracer's rounds moved to its new node: ``pages``
             (found), ``pages_on_node``, ``not_moved``, ``seconds``.
 ``choice``  ``candidate``, ``name``, ``cpus``, ``rate`` (the mean of its sub-window rates of this
-            search, all rounds pooled), ``runner_up`` (``{"candidate", "name",
+            search, all rounds pooled, weighted by their lengths), ``runner_up`` (``{"candidate", "name",
             "cpus", "rate"}`` or null with one candidate), ``p_value`` (one-sided, best better than
             runner-up; null when not computable), ``effect`` (best / runner-up - 1), ``decided``
             (p < alpha), ``equivalent`` (indexes of the other candidates the best does not beat

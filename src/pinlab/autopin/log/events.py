@@ -119,6 +119,7 @@ class Probe(_Event):
     windows: tuple[float, ...]
     threads: Any
     partial: bool = False
+    window_seconds: tuple[float, ...] = ()  # the sub-windows' lengths (absent from older logs)
     line: int = field(default=0, compare=False)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -131,6 +132,15 @@ class Probe(_Event):
             return (self.mean,)
         values = [v for v in self.rates.values() if v is not None]
         return (sum(values) / len(values),) if values else ()
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """How much each of :attr:`samples` counts in the candidate's rate: the sub-windows'
+        lengths where the log has them (its rate is then the work over the time), else 1 each."""
+        samples = self.samples
+        if self.windows and len(self.window_seconds) == len(self.windows):
+            return self.window_seconds
+        return (1.0,) * len(samples)
 
 
 @dataclass(frozen=True, kw_only=True)

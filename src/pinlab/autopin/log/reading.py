@@ -182,6 +182,9 @@ def _probe(f: _Fields, line: int, start: Start) -> Probe:
     begin, end = f.need_number("start"), f.need_number("end")
     if end < begin:
         raise UsageError(f"{f.where}: the probe ends (end {end:g}) before it starts (start {begin:g}); {_HINT}")
+    windows, lengths = f.numbers("windows"), f.numbers("window_seconds")
+    if lengths and (len(lengths) != len(windows) or min(lengths) < 0):
+        raise f._bad("window_seconds", f"a list of {len(windows)} lengths in seconds, one for each of windows")
     return Probe(
         line=line,
         t=f.need_number("t"),
@@ -194,7 +197,8 @@ def _probe(f: _Fields, line: int, start: Start) -> Probe:
         end=end,
         rates={str(k): (None if v is None else float(v)) for k, v in rates.items()},
         mean=f.number("mean"),
-        windows=f.numbers("windows"),
+        windows=windows,
+        window_seconds=lengths,
         threads=f.raw("threads"),
         partial=bool(f.flag("partial")),
         extra=f.extra(),

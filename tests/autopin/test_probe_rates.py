@@ -1,0 +1,102 @@
+"""The rate a probe line prints is the rate the verdict ranks by, driven with made-up readings.
+
+The controller's own windowing runs (pinlab.autopin.controller): only the clock, the metric's
+readings and the re-pin are made up, so a wake-up can come late as it does on a busy machine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from pinlab.autopin.controller import Autopin
+from pinlab.autopin.log import parse_log
+from pinlab.autopin.log.events import event_line
+from pinlab.autopin.metrics import Reading
+from pinlab.autopin.options import AutopinOptions
+from pinlab.report.autopin_data import searches
+
+
+@dataclass
+class Candidate:
+    name: str
+    cpus: tuple[int, ...]
+
+
+class Metric:
+    unit = "beats"
+    name = "heartbeat"
+    notice = "made up"
+
+    def nothing_seen(self) -> None:
+        return None
+
+
+def probe(plan: dict[int, list[tuple[float, float]]]) -> tuple[list[str], list, Autopin]:
+    """Probe two candidates whose sub-windows last and run at ``plan[candidate]`` = [(seconds,
+    rate), ...] (the controller asks for 0.2 s each; a longer one is a late wake-up, which leaves
+    the next one shorter) and choose: what it said, its events, the controller."""
+    clock, total = [0.0], [0.0]
+    said: list[str] = []
+    options = AutopinOptions(candidates="0;1", interval=1.0, windows=5, warmup=0.0, init=0.0)
+    candidates = [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))]
+    autopin = Autopin(options, candidates, mode="launch", metric_factory=lambda pid: Metric(), say=said.append, clock=lambda: clock[0])
+    autopin.metric, autopin.current, autopin._stats_import = Metric(), 0, None
+    autopin.topology_name = "made up"
+    events: list = []
+    autopin._event = events.append
+    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
+    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
+    autopin._start_event(0.0)
+    steps = autopin._search()
+    next(steps)
+    try:
+        while True:
+            window = autopin.window
+            if window is not None and window.readings:  # the end of sub-window k is due
+                seconds, rate = plan[window.candidate][len(window.readings) - 1]
+                clock[0] += seconds
+                total[0] += rate * seconds
+            next(steps)
+    except StopIteration as done:
+        autopin._choose(done.value)
+    return said, events, autopin
+
+
+PLAN = {
+    # A heartbeat of long iterations: a beat lands in the short sub-window after a late wake-up.
+    0: [(0.2, 50.0), (0.2, 50.0), (0.2, 50.0), (0.39, 50.0), (0.01, 1000.0)],
+    1: [(0.2, 100.0)] * 5,
+}
+
+
+def test_the_chosen_candidate_is_the_one_whose_printed_rate_is_higher():
+    said, events, _ = probe(PLAN)
+    printed = {m[1]: float(m[2]) for line in said if (m := re.match(r"\[\d/2\] (CPUs \d): ([\d.]+) beats/s", line))}
+    assert printed == {"CPUs 0": pytest.approx(59.5), "CPUs 1": pytest.approx(100)}, said
+    chose = [line for line in said if line.startswith("chose")]
+    assert chose == [chose[0]] and chose[0].startswith("chose CPUs 1: CPUs 1 leads CPUs 0 by 68.1%"), said
+    choice = events[-1]
+    assert choice.candidate == 1 and choice.rate == pytest.approx(100) and choice.runner_up.rate == pytest.approx(59.5)
+
+
+def test_the_log_keeps_the_sub_window_lengths_and_the_report_ranks_as_the_verdict(tmp_path):
+    _, events, _ = probe(PLAN)
+    probes = [e for e in events if type(e).__name__ == "Probe"]
+    assert [p.window_seconds for p in probes] == [pytest.approx([0.2, 0.2, 0.2, 0.39, 0.01]), pytest.approx([0.2] * 5)]
+    assert probes[0].mean == pytest.approx(59.5)
+    log = parse_log([event_line(e) for e in events])
+    rows = {row.name: row for row in searches(log)[0].rows}
+    assert rows["CPUs 0"].mean == pytest.approx(59.5) and rows["CPUs 1"].mean == pytest.approx(100)
+    assert rows["CPUs 1"].chosen and rows["CPUs 0"].relative == pytest.approx(59.5 / 100 - 1)
+
+
+def test_a_log_whose_lengths_do_not_match_its_sub_windows_is_refused():
+    _, events, _ = probe(PLAN)
+    lines = [event_line(e) for e in events]
+    probe_line = next(i for i, line in enumerate(lines) if '"event": "probe"' in line)
+    lines[probe_line] = lines[probe_line].replace('"window_seconds": [0.2, 0.2, 0.2, 0.39, 0.01]', '"window_seconds": [0.2]')
+    with pytest.raises(Exception, match="window_seconds.*a list of 5 lengths in seconds, one for each of windows"):
+        parse_log(lines)

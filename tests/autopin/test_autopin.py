@@ -30,7 +30,7 @@ import pytest
 
 from pinlab.autopin.log import Failure, read_log
 from pinlab.workloads.corun import CoRunners
-from tests.conftest import PINLAB, run_pinlab, this_cpus
+from tests.conftest import PINLAB, compile_c, run_pinlab, this_cpus
 from tests.memory import mem_expect
 
 CPUS = this_cpus()
@@ -179,6 +179,58 @@ def test_one_thread_chooses_the_cpu_where_it_runs_faster(spinner, tmp_path, metr
         result.stderr
     )
     assert of(log_events, "summary")[0]["exit_status"] == 0
+    assert "sched_yield" not in result.stderr  # computing and napping is not waiting by yield
+
+
+YIELDS = r"""
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+static volatile int done;
+static void *waiter(void *arg) /* waits for work as OpenBLAS's pool does between calls */
+{
+    (void)arg;
+    while (!done)
+        sched_yield();
+    return NULL;
+}
+int main(int argc, char **argv)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, NULL);
+    volatile unsigned long x = 0;
+    while (argc < 2 || access(argv[1], F_OK) != 0) /* computes until the test's file exists */
+        for (int i = 0; i < 1000000; i++)
+            x += (unsigned long)i;
+    done = 1;
+    pthread_join(t, NULL);
+    return 0;
+}
+"""
+
+
+@needs_two
+def test_task_clock_with_a_thread_waiting_by_sched_yield_calls_no_winner(tmp_path):
+    """task-clock counts a sched_yield loop as work. Both candidates are measured with the waiting
+    thread: beside the computing one on one CPU (every yield switches, a few microseconds of CPU
+    each) and alone on its own (its time is nearly all in the kernel); either rule shows it, and
+    the verdict says why it cannot rank them instead of calling a winner."""
+    prog = compile_c(tmp_path, "yields", YIELDS)
+    log = tmp_path / "autopin.jsonl"
+    one, two = CPUS[-1], CPUS[0]
+    watch, _ = until_choice(tmp_path, log)
+    with watch:
+        result = run_pinlab(
+            "autopin", "-C", f"{one},{one};{two},{one}", "-i", "0.3", "-W", "0.2", "-T", "2", "--metric", "task-clock",
+            "--log", str(log), "--", prog, str(tmp_path / "stop"),
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    choice = of(events(log), "choice")[0]
+    assert choice["decided"] is False, choice
+    assert "1 worker thread waits by sched_yield, as OpenBLAS's pool and MPI progress threads do (thread " in choice["verdict"], choice
+    assert choice["verdict"].endswith("or use --metric stdout:REGEX: keeping " + choice["name"] + ", no verdict on speed"), choice
+    assert "waits by sched_yield" in result.stderr
 
 
 @needs_two

@@ -102,3 +102,12 @@ def test_the_best_is_ranked_by_the_length_weighted_rate_not_by_one_burst_sub_win
     assert j.verdict.startswith("c1 leads c0 by 68.1% but not significantly"), j.verdict
     # Without lengths (a log written before they were kept), the plain mean as before.
     assert rate(bursty) == pytest.approx(240) and rate(bursty, [0.2]) == pytest.approx(240)
+
+
+def test_a_metric_that_cannot_rank_the_candidates_leaves_a_clear_lead_undecided():
+    best, other = [10.0, 10.2, 9.9, 10.1, 10.3], [5.0, 5.2, 4.9, 5.1, 5.3]
+    why = "1 worker thread waits by sched_yield"
+    j = judge({0: other, 1: best}, NAMES, distrust=why)
+    assert j.best == 1 and not j.decided and j.p_value == pytest.approx(2 / 252)
+    assert j.verdict == f"c1 leads c0 by 98.0% (p = 0.0079), but {why}: keeping c1, no verdict on speed"
+    assert judge({0: other, 1: best}, NAMES).decided

@@ -22,6 +22,7 @@ from pinlab.autopin.metrics import (
     Reading,
     StdoutMetric,
     TaskClockMetric,
+    ThreadTimes,
     choose_metric,
     event_available,
     list_metrics,
@@ -345,3 +346,31 @@ def test_list_metrics_says_what_this_machine_can_count():
     for name in names:  # every perf name listed is one choose_metric accepts
         if name not in ("heartbeat", "stdout:REGEX", "task-clock"):
             assert counters.parse_event(name).name == name
+
+
+def test_task_clock_tells_threads_waiting_by_sched_yield_from_threads_that_compute():
+    """The two rules, on made-up /proc figures: most CPU time in the kernel (a yield loop alone on
+    its CPU), or switched in tens of thousands of times per CPU second (beside a runnable thread);
+    a computing thread (user time, one switch per time slice) and one too briefly seen are not."""
+    metric = TaskClockMetric()
+    before = {
+        1: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # computes
+        2: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # yields alone on its CPU
+        3: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # yields beside a computing thread
+        4: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # yields, seen for 0.1 s of CPU only
+        5: ThreadTimes(cpu=0.0, slices=None, user=0, system=0),  # no schedstat: the kernel share alone
+    }
+    after = {
+        1: ThreadTimes(cpu=2.0, slices=1500, user=199, system=1),
+        2: ThreadTimes(cpu=2.0, slices=3, user=60, system=140),
+        3: ThreadTimes(cpu=0.004, slices=300, user=0, system=0),
+        4: ThreadTimes(cpu=0.1, slices=10, user=3, system=7),
+        5: ThreadTimes(cpu=1.0, slices=None, user=90, system=10),
+    }
+    metric._first, metric._last = before, after
+    found = metric.yield_waiters()
+    assert found == {2: "70% of its CPU time in the kernel", 3: "switched in 300 times in 4 ms of CPU time"}
+    why = metric.distrust()
+    assert why.startswith("2 worker threads wait by sched_yield, as OpenBLAS's pool and MPI progress threads do (thread 2: 70% of")
+    metric._last = before
+    assert metric.distrust() is None

@@ -76,6 +76,9 @@ class Probed(Metric):
     def nothing_seen(self) -> None:
         return None  # work was measured
 
+    def distrust(self) -> None:
+        return None
+
 
 def test_each_choice_logs_its_own_search_s_probing_time():
     """The second search's choice says how long that search probed, not every search so far."""

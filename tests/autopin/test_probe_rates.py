@@ -33,6 +33,9 @@ class Metric:
     def nothing_seen(self) -> None:
         return None
 
+    def distrust(self) -> None:
+        return None
+
 
 def probe(plan: dict[int, list[tuple[float, float]]]) -> tuple[list[str], list, Autopin]:
     """Probe two candidates whose sub-windows last and run at ``plan[candidate]`` = [(seconds,

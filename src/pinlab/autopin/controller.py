@@ -261,6 +261,7 @@ class Autopin(ControllerBase):
                 no_work_why=self.metric.nothing_seen(),
                 look=round_number,
                 seconds=self.seconds,
+                distrust=self.metric.distrust(),
             )
             if len(self.candidates) == 1:
                 break

@@ -128,12 +128,15 @@ def judge(
     no_work_why: str | None = None,
     look: int = 1,
     seconds: Mapping[int, Sequence[float]] | None = None,
+    distrust: str | None = None,
 ) -> Judgement:
     """The best candidate and how sure that is, from each candidate's sub-window rates.
 
     ``no_work_why``: what the metric knows of why it saw no work (a rate of 0), for the verdict;
     ``look``: the round this judgement follows, of at most ``looks`` (see :func:`correction`);
-    ``seconds``: each candidate's sub-window lengths, in the order of its rates (see :func:`rate`).
+    ``seconds``: each candidate's sub-window lengths, in the order of its rates (see :func:`rate`);
+    ``distrust``: why the metric cannot rank these candidates (threads waiting by sched_yield under
+    task-clock): nothing is then called decided, whatever the test says, and the verdict says why.
     """
     measured = {c: list(v) for c, v in samples.items() if v}
     if not measured:
@@ -162,8 +165,14 @@ def judge(
             result.p_value = None if math.isnan(p) else min(1.0, float(p) * factor)
             best_mean, other_mean = rated[best], rated[other]
             result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
-            result.decided = comparison.verdict == FASTER
+            result.decided = comparison.verdict == FASTER and distrust is None
     result.verdict = _sentence(result, names, tolerance, no_work=rated[best] == 0, no_work_why=no_work_why)
+    if distrust is not None and rated[best] > 0:
+        p = "p unknown" if result.p_value is None else f"p = {result.p_value:.2g}"
+        effect = "an unbounded margin" if result.effect is None or math.isinf(result.effect) else f"{result.effect:.1%}"
+        result.verdict = (
+            f"{names[best]} leads {names[result.runner_up]} by {effect} ({p}), but {distrust}: keeping {names[best]}, no verdict on speed"
+        )
     return result
 
 

@@ -65,6 +65,11 @@ class Metric:
         """Why this metric may have counted nothing so far, when it can tell (None: it cannot)."""
         return None
 
+    def distrust(self) -> str | None:
+        """Why this metric's rates cannot rank the candidates for this program, when it saw a
+        reason (None: none seen)."""
+        return None
+
     def close(self) -> None:
         """Release what the metric holds (counters, files); reading after it is not allowed."""
 
@@ -299,32 +304,93 @@ class TaskClockMetric(Metric):
         "or use --metric stdout:REGEX"
     )
 
+    #: A thread waits by sched_yield (OpenBLAS's pool between calls, MPI progress threads) when,
+    #: over the readings so far, at least this share of its CPU time was spent in the kernel (alone
+    #: on its CPU each yield returns at once: the loop is almost all system calls) ...
+    YIELD_KERNEL_SHARE = 0.3
+    #: ... or it was switched in at least this many times per second of CPU time (beside a runnable
+    #: thread every yield gives the CPU away after a few microseconds; a thread that computes is
+    #: switched in at most once per time slice, about a thousand times per CPU second).
+    YIELD_SLICES_PER_CPU_SECOND = 20_000
+    #: The least CPU time (seconds) and switches a thread needs for either rule to judge it.
+    YIELD_MIN_CPU, YIELD_MIN_SLICES = 0.2, 100
+
     def __init__(self, notice: str | None = None) -> None:
         self.notice = notice or f"metric: task-clock; warning: {self.WARNING}"
-        self._schedstat = _schedstat_seconds(os.getpid()) is not None
+        self._schedstat = _schedstat(os.getpid()) is not None
         self._tick = os.sysconf("SC_CLK_TCK")
+        # tid -> (CPU seconds, times switched in or None, user ticks, system ticks): first and last seen
+        self._first: dict[int, ThreadTimes] = {}
+        self._last: dict[int, ThreadTimes] = {}
 
-    def _seconds(self, tid: int) -> float | None:
-        if self._schedstat:
-            return _schedstat_seconds(tid)
+    def _times(self, tid: int) -> ThreadTimes | None:
         try:
             with open(f"/proc/{tid}/task/{tid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
+            user, system = int(fields[11]), int(fields[12])  # utime, stime (fields 14, 15)
+        except (OSError, IndexError, ValueError):
             return None
-        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime (fields 14, 15)
+        sched = _schedstat(tid) if self._schedstat else None
+        if sched is None:
+            return ThreadTimes((user + system) / self._tick, None, user, system)
+        return ThreadTimes(sched[0], sched[1], user, system)
 
     def read(self, tids: list[int]) -> Reading:
         now = time.monotonic()
-        values = {tid: s for tid in tids if (s := self._seconds(tid)) is not None}
+        values = {}
+        for tid in tids:
+            times = self._times(tid)
+            if times is None:
+                continue
+            values[tid] = times.cpu
+            self._first.setdefault(tid, times)
+            self._last[tid] = times
         return Reading(now, values, sum(values.values()))
 
+    def yield_waiters(self) -> dict[int, str]:
+        """The threads read so far that wait by sched_yield, each with what shows it."""
+        found = {}
+        for tid, last in self._last.items():
+            first = self._first[tid]
+            cpu, user, system = last.cpu - first.cpu, last.user - first.user, last.system - first.system
+            if cpu >= self.YIELD_MIN_CPU and user + system > 0 and system / (user + system) >= self.YIELD_KERNEL_SHARE:
+                found[tid] = f"{system / (user + system):.0%} of its CPU time in the kernel"
+            elif last.slices is not None and first.slices is not None and cpu > 0:
+                slices = last.slices - first.slices
+                if slices >= self.YIELD_MIN_SLICES and slices / cpu >= self.YIELD_SLICES_PER_CPU_SECOND:
+                    found[tid] = f"switched in {slices} times in {cpu * 1000:.3g} ms of CPU time"
+        return found
 
-def _schedstat_seconds(tid: int) -> float | None:
-    """Time on CPU of thread ``tid`` in seconds (first field of schedstat, ns); None when gone."""
+    def distrust(self) -> str | None:
+        found = self.yield_waiters()
+        if not found:
+            return None
+        shown = "; ".join(f"thread {tid}: {why}" for tid, why in sorted(found.items())[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        return (
+            f"{len(found)} worker thread{'s' if len(found) > 1 else ''} wait{'' if len(found) > 1 else 's'} by sched_yield, as OpenBLAS's "
+            f"pool and MPI progress threads do ({shown}{more}): task-clock counts that waiting as work, so it cannot tell which "
+            "candidate is faster; make the program beat (pinlab_heartbeat.h) or use --metric stdout:REGEX"
+        )
+
+
+@dataclass(frozen=True)
+class ThreadTimes:
+    """One thread's CPU time: seconds, times switched in (None without schedstat), user and system ticks."""
+
+    cpu: float
+    slices: int | None
+    user: int
+    system: int
+
+
+def _schedstat(tid: int) -> tuple[float, int] | None:
+    """Thread ``tid``'s time on CPU in seconds and the times it was switched in (schedstat's first
+    and third fields); None when gone."""
     try:
         with open(f"/proc/{tid}/task/{tid}/schedstat", "rb") as f:
-            return int(f.read().split()[0]) / 1e9
+            fields = f.read().split()
+        return int(fields[0]) / 1e9, int(fields[2])
     except (OSError, IndexError, ValueError):
         return None
 

@@ -388,6 +388,32 @@ def test_a_new_phase_triggers_a_new_search(spinner, tmp_path):
     assert "re-probing" in result.stderr
 
 
+@needs_two
+def test_monitor_re_checks_the_runner_up_and_goes_back_to_the_choice(spinner, tmp_path):
+    """With --recheck 1 the runner-up is measured after every interval on the choice: the log has
+    its recheck events, each on the last choice's runner-up with a rate, and the thread ends where
+    autopin says it left it (the program may end during a re-check)."""
+    log = tmp_path / "autopin.jsonl"
+    stop = tmp_path / "stop"
+    watch = LogWatch(log, [(lambda log_events: len(of(log_events, "recheck")) >= 2, stop)])
+    with watch:
+        result = run_pinlab(
+            "autopin", "-C", f"{CPUS[-1]};{CPUS[0]}", "-i", "0.2", "-W", "0.1", "-T", "0.5", "--metric", "heartbeat",
+            "--monitor", "--recheck", "1", "--log", str(log), "--",
+            spinner, "--threads", "1", "--until-file", str(stop), "--seconds", "100",
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    log_events = events(log)
+    rechecks = of(log_events, "recheck")
+    assert len(rechecks) >= 2 and "re-check of the runner-up" in result.stderr, result.stderr
+    for recheck in rechecks:
+        choice = [e for e in log_events if e["event"] == "choice" and e["t"] <= recheck["t"]][-1]
+        assert recheck["cpus"] == choice["runner_up"]["cpus"] and recheck["rate"] > 0, (recheck, choice)
+        assert recheck["repinned_at"] < recheck["start"] < recheck["end"]
+    assert last_cpu(result.stdout) == of(log_events, "summary")[0]["final"]["cpus"][0]
+    assert read_log(log).events  # the report's reader takes the recheck events
+
+
 def test_a_program_ending_during_probing_ends_autopin_with_its_status(tmp_path, spinner):
     """The program ends 3 s after autopin pinned it to the first candidate (as the test sees its
     mask), well into that candidate's 8 s window of 1 s sub-windows, at any load."""
@@ -541,11 +567,13 @@ def test_the_python_api_refuses_what_the_command_refuses():
         ({"metric": "stdout:"}, "needs a regular expression"),
         ({"threshold": 20.0}, "--threshold applies to --monitor"),
         ({"patience": 2}, "--patience applies to --monitor"),
+        ({"recheck": 5}, "--recheck applies to --monitor"),
+        ({"recheck": -1, "monitor": True}, "--recheck must be a number of intervals from 0"),
     ):
         with pytest.raises(UsageError, match=message):
             AutopinOptions(candidates="0", **kwargs)
     kept = AutopinOptions(candidates="0", monitor=True)
-    assert (kept.monitor_threshold, kept.monitor_patience) == (10.0, 3)
+    assert (kept.monitor_threshold, kept.monitor_patience, kept.monitor_recheck) == (10.0, 3, 10)
 
 
 @needs_two
@@ -976,6 +1004,8 @@ def test_attach_interrupted_before_anything_was_measured_gives_the_masks_back(sp
         (["--metric", "stdout:", "--", "true"], "--metric stdout: needs a regular expression after 'stdout:'"),
         (["--threshold", "20", "--", "true"], "--threshold applies to --monitor"),
         (["--patience", "2", "--", "true"], "--patience applies to --monitor"),
+        (["--recheck", "2", "--", "true"], "--recheck applies to --monitor"),
+        (["--monitor", "--recheck", "-3", "--", "true"], "--recheck must be a number of intervals from 0 (never)"),
         (["--", "/nonexistent/program"], None),
     ],
 )

@@ -110,3 +110,62 @@ def test_each_choice_logs_its_own_search_s_probing_time():
         choice = [e for e in events if type(e).__name__ == "Choice"][-1]
         assert choice.probing_seconds == 9.0, (search, choice)
     assert autopin.probing_seconds == 18.0
+
+
+def kept_with_rechecks(rate_of, intervals: int = 20, recheck: int = 3) -> tuple[list, bool]:
+    """Keep candidate 0 after a choice whose runner-up is candidate 1, with --monitor and
+    --recheck: ``rate_of(candidate, t)`` is the made-up rate of the workers on a candidate at
+    time t. The events logged, and whether it returned to search again within ``intervals`` waits."""
+    clock, total = [0.0], [0.0]
+    options = AutopinOptions(candidates="0;1", interval=1.0, warmup=0.5, monitor=True, threshold=25, patience=2, recheck=recheck)
+    autopin = Autopin(
+        options, [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))], mode="launch", metric_factory=lambda pid: Metric(),
+        say=lambda text: None, clock=lambda: clock[0],
+    )  # fmt: skip
+    autopin.metric, autopin.current, autopin.reference, autopin.runner_up = Metric(), 0, 100.0, 1
+    events: list = []
+    autopin._event = events.append
+    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
+    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
+    steps = autopin._keep()
+    wake = next(steps)
+    for _ in range(intervals):
+        steps_of = 10  # integrate the rate over the wait in small steps: it may change within it
+        span = (wake - clock[0]) / steps_of
+        for _ in range(steps_of):
+            total[0] += rate_of(autopin.current, clock[0]) * span
+            clock[0] += span
+        clock[0] = wake
+        try:
+            wake = next(steps)
+        except StopIteration:
+            return events, True
+    return events, False
+
+
+def kinds(events: list) -> list[str]:
+    return [type(e).__name__ for e in events]
+
+
+def test_a_runner_up_that_became_better_starts_a_new_search_though_the_choice_did_not_drop():
+    """The choice keeps its 100 while, after t = 6 s, the runner-up does 300: no drop to see, but
+    its periodic re-check (every 3 intervals) shows it, and the interval back on the choice confirms."""
+    events, searched = kept_with_rechecks(lambda c, t: 100.0 if c == 0 else (50.0 if t < 6 else 300.0))
+    assert searched, kinds(events)
+    rechecks = [e for e in events if type(e).__name__ == "Recheck"]
+    assert [round(e.rate) for e in rechecks][0] == 50 and round(rechecks[-1].rate) == 300
+    assert rechecks[-1].against == 100 and rechecks[-1].cpus == (1,)
+    reprobe = events[-1]
+    assert type(reprobe).__name__ == "Reprobe" and reprobe.why.startswith("the runner-up CPUs 1 measured 300 beats/s per thread, more than 25%")
+
+
+def test_a_runner_up_no_better_or_a_rise_of_everything_keeps_the_choice():
+    # 10% better: within the threshold
+    events, searched = kept_with_rechecks(lambda c, t: 100.0 if c == 0 else 110.0)
+    assert not searched and kinds(events).count("Recheck") >= 3
+    # the runner-up measured at 300 while everything rose: the interval back on the choice does 400
+    events, searched = kept_with_rechecks(lambda c, t: (100.0 if t < 3 else 400.0) if c == 0 else 300.0, intervals=8)
+    assert not searched and "Recheck" in kinds(events), kinds(events)
+    # --recheck 0: never
+    events, searched = kept_with_rechecks(lambda c, t: 100.0 if c == 0 else 1000.0, recheck=0)
+    assert not searched and "Recheck" not in kinds(events)

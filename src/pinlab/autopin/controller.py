@@ -49,6 +49,7 @@ from pinlab.autopin.log import (
     MigrationAttached,
     Probe,
     Rate,
+    Recheck,
     Reprobe,
     RunnerUp,
     Start,
@@ -111,6 +112,7 @@ class Autopin(ControllerBase):
         self._steps: Iterator[float] | None = None
         self._log: IO[str] | None = None
         self.current: int | None = None  # the candidate the workers are on
+        self.runner_up: int | None = None  # the last search's runner-up, re-checked with --monitor
         self.samples: dict[int, list[float]] = {}
         self.seconds: dict[int, list[float]] = {}  # the sub-windows' lengths, in the order of samples
         self.probing = False
@@ -227,6 +229,7 @@ class Autopin(ControllerBase):
                     "monitor": opts.monitor,
                     "threshold": opts.monitor_threshold,
                     "patience": opts.monitor_patience,
+                    "recheck": opts.monitor_recheck,
                 },
                 candidates=tuple(Candidate(index=i, name=c.name, cpus=tuple(c.cpus)) for i, c in enumerate(self.candidates)),
             )
@@ -372,6 +375,7 @@ class Autopin(ControllerBase):
         )
         self.say(f"chose {self._label(best)}: {judgement.verdict}")
         self.reference = chosen_rate
+        self.runner_up = judgement.runner_up
         return moved
 
     def _rate(self, candidate: int) -> float:
@@ -379,11 +383,25 @@ class Autopin(ControllerBase):
         return rate(self.samples[candidate], self.seconds.get(candidate))
 
     def _keep(self) -> Iterator[float]:
-        """Stay on the choice; every interval, the rate; with --monitor, re-probe on a lasting drop."""
+        """Stay on the choice; every interval, the rate; with --monitor, re-probe on a lasting drop,
+        or when the runner-up, measured every ``--recheck`` intervals, has become better."""
         opts = self.options
-        low = 0
+        low, since_recheck = 0, 0
         recent: deque[float] = deque(maxlen=opts.monitor_patience)  # the last intervals' rates, for a lasting rise
+        rechecked: tuple[int, float] | None = None  # the runner-up and its rate, when it beat the choice just before
         while True:
+            if (
+                opts.monitor
+                and opts.monitor_recheck
+                and since_recheck >= opts.monitor_recheck
+                and self.runner_up is not None
+                and len(recent) == recent.maxlen
+            ):
+                since_recheck = 0
+                runner_rate = yield from self._recheck(self.runner_up, _mean(list(recent)))
+                if math.isfinite(runner_rate) and runner_rate > _mean(list(recent)) * (1 + opts.monitor_threshold / 100):
+                    rechecked = (self.runner_up, runner_rate)  # confirmed, or not, by the interval back on the choice
+            since_recheck += 1
             before, _ = self._reading()
             start = self.clock()
             yield start + opts.interval
@@ -405,7 +423,19 @@ class Autopin(ControllerBase):
             )
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
             if not opts.monitor or not math.isfinite(rate):
+                rechecked = None
                 continue
+            if rechecked is not None:
+                runner, runner_rate = rechecked
+                rechecked = None
+                if runner_rate > rate * (1 + opts.monitor_threshold / 100):
+                    why = (
+                        f"the runner-up {self._label(runner)} measured {_number(runner_rate)} {self.metric.unit}/s per thread, more than "
+                        f"{opts.monitor_threshold:g}% above the choice's rate just before and just after ({_number(rate)} after): a new phase"
+                    )
+                    self._event(Reprobe(t=self._since(), why=why, rate=rate, reference=self.reference, intervals=0))
+                    self.say(f"re-probing: {why}")
+                    return
             low = low + 1 if rate < self.reference * (1 - opts.monitor_threshold / 100) else 0
             if low >= opts.monitor_patience:
                 why = (
@@ -415,6 +445,40 @@ class Autopin(ControllerBase):
                 self._event(Reprobe(t=self._since(), why=why, rate=rate, reference=self.reference, intervals=low))
                 self.say(f"re-probing: {why}")
                 return
+
+    def _recheck(self, runner: int, against: float) -> Iterator[float]:
+        """The runner-up measured once (warm-up, then one interval), the workers back on the
+        choice and warmed up again: its rate (NaN when no worker was measured)."""
+        opts = self.options
+        chosen = self.current
+        repinned_at = self._since()
+        self._repin(runner)
+        yield self.clock() + opts.warmup_seconds
+        before, _ = self._reading()
+        yield self.clock() + opts.interval
+        after, workers = self._reading()
+        runner_rate = rates(before, after, max(1, workers))[1]
+        cand = self.candidates[runner]
+        self._event(
+            Recheck(
+                t=self._since(),
+                candidate=runner,
+                name=cand.name,
+                cpus=tuple(cand.cpus),
+                repinned_at=repinned_at,
+                start=self._since(before.time),
+                end=self._since(after.time),
+                rate=runner_rate,
+                against=against,
+            )
+        )
+        self.say(
+            f"re-check of the runner-up: {_number(runner_rate)} {self.metric.unit}/s per thread on {self._label(runner)}, the choice {_number(against)}"
+        )
+        if chosen is not None:
+            self._repin(chosen)
+        yield self.clock() + opts.warmup_seconds
+        return runner_rate
 
     # ------------------------------------------------------------------ threads and pages
 

@@ -14,6 +14,7 @@ MIGRATE_MODES = ("off", "process", "attached", "accessed")
 MAX_SECONDS = 7 * 24 * 3600.0
 DEFAULT_THRESHOLD = 10.0  # percent, with --monitor
 DEFAULT_PATIENCE = 3  # intervals, with --monitor
+DEFAULT_RECHECK = 10  # intervals on the choice between measurements of the runner-up, with --monitor
 
 
 @dataclass
@@ -44,6 +45,7 @@ class AutopinOptions:
     monitor: bool = False
     threshold: float | None = None  # percent (with monitor; DEFAULT_THRESHOLD when not given)
     patience: int | None = None  # intervals below the threshold before a re-probe (with monitor; DEFAULT_PATIENCE)
+    recheck: int | None = None  # intervals between measurements of the runner-up (with monitor; DEFAULT_RECHECK; 0: never)
     log: str | None = None
     restore: bool = False
 
@@ -65,6 +67,10 @@ class AutopinOptions:
     @property
     def monitor_patience(self) -> int:
         return DEFAULT_PATIENCE if self.patience is None else self.patience
+
+    @property
+    def monitor_recheck(self) -> int:
+        return DEFAULT_RECHECK if self.recheck is None else self.recheck
 
     @property
     def adaptive(self) -> bool:
@@ -118,13 +124,15 @@ class AutopinOptions:
                 raise UsageError(
                     "--metric stdout: needs a regular expression after 'stdout:', the lines that mark a unit of work (e.g. stdout:^iteration)"
                 )
-        for name, value in (("--threshold", self.threshold), ("--patience", self.patience)):
+        for name, value in (("--threshold", self.threshold), ("--patience", self.patience), ("--recheck", self.recheck)):
             if value is not None and not self.monitor:
                 raise UsageError(f"{name} applies to --monitor (a re-probe when the rate drops after the choice): add --monitor, or leave {name} out")
         if not 0 < self.monitor_threshold < 100:
             raise UsageError(f"--threshold must be a percentage between 0 and 100 (got {self.threshold})")
         if not 1 <= self.monitor_patience <= 1000:
             raise UsageError(f"--patience must be between 1 and 1000 intervals (got {self.patience})")
+        if isinstance(self.monitor_recheck, bool) or not isinstance(self.monitor_recheck, int) or not 0 <= self.monitor_recheck <= 100000:
+            raise UsageError(f"--recheck must be a number of intervals from 0 (never) to 100000 (got {self.recheck})")
         if not 1 <= self.max_candidates <= 1000:
             raise UsageError(f"--max-candidates must be between 1 and 1000 (got {self.max_candidates})")
         if self.graph is not None and not self.strategies:

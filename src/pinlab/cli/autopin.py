@@ -65,6 +65,12 @@ from pinlab.words import plural
     "--threshold", type=float, help="With --monitor: a drop of more than this percent below the rate kept since the choice...  [default: 10]"
 )
 @click.option("--patience", type=int, help="...for this many intervals in a row starts a new search.  [default: 3]")
+@click.option(
+    "--recheck",
+    type=int,
+    help="With --monitor: every this many intervals measure the runner-up once, and search again when it has become "
+    "better by more than the threshold (0: never).  [default: 10]",
+)
 @click.option("--log", "log", type=click.Path(dir_okay=False), help="Write the events to FILE.jsonl (see pinlab autopin-report).")
 @click.option(
     "--pid",

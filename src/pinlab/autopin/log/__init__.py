@@ -14,7 +14,7 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
 ``start``   ``version`` (1), ``mode`` (launch|attach), ``argv`` (launch) or ``pid``, ``threads``, ``metric``,
             ``metric_unit``, ``metric_notice`` (why this metric), ``topology``, ``params``
             (``init``, ``warmup``, ``interval``, ``windows``, ``rounds``, ``alpha``,
-            ``migrate_pages``, ``monitor``, ``threshold``), ``candidates``: a list of
+            ``migrate_pages``, ``monitor``, ``threshold``, ``patience``, ``recheck``), ``candidates``: a list of
             ``{"index", "name", "cpus"}``.
 ``probe``   one candidate measured once: ``candidate`` (index), ``name``, ``cpus``, ``round``
             (1, 2, ...), ``repinned_at`` (when the threads were moved to it; the warm-up runs from
@@ -50,6 +50,11 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             candidate's probed rate, raised to the lowest of the last ``patience`` intervals when
             all are higher).
 ``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (as in ``rate``), ``intervals``.
+``recheck`` with ``--monitor``, every ``recheck`` intervals on the choice: the runner-up measured
+            once, ``candidate``, ``name``, ``cpus``, ``repinned_at`` (its warm-up runs from there to
+            ``start``), ``start``, ``end``, ``rate``, ``against`` (the choice's rate over the last
+            ``patience`` intervals before). A ``reprobe`` follows when it beat the choice by more
+            than ``threshold`` percent both before and in the interval after.
 ``error``   autopin stopped probing because something failed (``text``, ``error``: the exception's
             type); the program runs on where it is.
 ``summary`` ``exit_status``, ``signal`` (or null), ``wall_seconds``, ``probing_seconds`` (searches,
@@ -84,6 +89,7 @@ from pinlab.autopin.log.events import (
     MigrationAttached,
     Probe,
     Rate,
+    Recheck,
     Reprobe,
     RunnerUp,
     Start,
@@ -105,6 +111,7 @@ __all__ = [
     "RunnerUp",
     "Rate",
     "Reprobe",
+    "Recheck",
     "Failure",
     "Summary",
     "event_line",

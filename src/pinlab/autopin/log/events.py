@@ -256,6 +256,26 @@ class Reprobe(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Recheck(_Event):
+    """With --monitor, the runner-up measured once while the choice is kept (a phase change may
+    have made it the better one while the choice's own rate did not drop)."""
+
+    KIND = "recheck"
+
+    t: float
+    candidate: int
+    name: str
+    cpus: tuple[int, ...]
+    repinned_at: float
+    start: float
+    end: float
+    rate: float | None
+    against: float | None  # the choice's rate over the intervals just before
+    line: int = field(default=0, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Failure(_Event):
     """autopin stopped probing because something failed; the program ran on where it was."""
 

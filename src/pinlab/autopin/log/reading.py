@@ -26,6 +26,7 @@ from pinlab.autopin.log.events import (
     MigrationAttached,
     Probe,
     Rate,
+    Recheck,
     Reprobe,
     RunnerUp,
     Start,
@@ -272,6 +273,27 @@ def _reprobe(f: _Fields, line: int, start: Start) -> Reprobe:
     )
 
 
+def _recheck(f: _Fields, line: int, start: Start) -> Recheck:
+    index = f.need_integer("candidate")
+    known = _candidate(f, index, start)
+    begin, end = f.need_number("start"), f.need_number("end")
+    if end < begin:
+        raise UsageError(f"{f.where}: the recheck ends (end {end:g}) before it starts (start {begin:g}); {_HINT}")
+    return Recheck(
+        line=line,
+        t=f.need_number("t"),
+        candidate=index,
+        name=f.text("name") or known.name,
+        cpus=f.cpus("cpus") or known.cpus,
+        repinned_at=f.need_number("repinned_at"),
+        start=begin,
+        end=end,
+        rate=f.number("rate"),
+        against=f.number("against"),
+        extra=f.extra(),
+    )
+
+
 def _migrate(f: _Fields, line: int, start: Start) -> Migration:
     return Migration(
         line=line,
@@ -341,6 +363,7 @@ _READERS = {
     Choice.KIND: _choice,
     Rate.KIND: _rate,
     Reprobe.KIND: _reprobe,
+    Recheck.KIND: _recheck,
     Migration.KIND: _migrate,
     MigrationAttached.KIND: _migrate_attached,
     MigrationAccessed.KIND: _migrate_accessed,

@@ -111,3 +111,17 @@ def test_a_metric_that_cannot_rank_the_candidates_leaves_a_clear_lead_undecided(
     assert j.best == 1 and not j.decided and j.p_value == pytest.approx(2 / 252)
     assert j.verdict == f"c1 leads c0 by 98.0% (p = 0.0079), but {why}: keeping c1, no verdict on speed"
     assert judge({0: other, 1: best}, NAMES).decided
+
+
+def test_holm_lets_a_clearly_beaten_third_candidate_leave_the_runner_up_s_test_alone():
+    """Two of the 25 pairs of sub-windows have the runner-up above the best: one-sided p = 4/252.
+    Bonferroni (x 2 x 2 for 3 candidates) gives 0.063, undecided; Holm tests the far-behind third
+    first (1/252 x 4) and then the runner-up against one comparison fewer: 4/252 x 2 = 0.032."""
+    best, runner, third = [10.0, 10.5, 11, 12, 13], [9.0, 9.5, 9.6, 9.7, 10.6], [1.0, 2, 3, 4, 5]
+    assert stats.mannwhitneyu(best, runner, alternative="greater").pvalue == pytest.approx(4 / 252)
+    j = judge({0: best, 1: runner, 2: third}, NAMES, alpha=0.05)
+    assert j.decided and j.beaten == [2, 1] and j.p_value == pytest.approx(8 / 252), j.verdict
+    # A runner-up not significant after the first step stops the procedure there: nothing beyond is beaten.
+    close = [9.0, 9.5, 10.2, 10.7, 11.5]
+    k = judge({0: best, 1: close, 2: third}, NAMES, alpha=0.05)
+    assert not k.decided and k.beaten == [2] and k.equivalent == [1], k.verdict

@@ -9,10 +9,14 @@ as much as a whole one). The best candidate (highest rate) is compared with ever
 :func:`pinlab.stats.compare` (one-sided, higher is better): the verdict, p-value (the
 Wilcoxon-Mann-Whitney test the verdict rests on) and effect are those against the runner-up.
 
-The p-values are Bonferroni-adjusted, so that ``alpha`` bounds the chance of calling a winner
-among candidates that are all alike: x 2 because the direction was chosen after seeing the data
-(the best is the one with the highest mean), x (k - 1) for the comparisons with the other k - 1
-candidates; with ``--rounds auto``, which tests after every round (up to ``looks`` of them), the
+The p-values are adjusted so that ``alpha`` bounds the chance of calling a winner among
+candidates that are all alike: x 2 because the direction was chosen after seeing the data (the
+best is the one with the highest rate), and for the comparisons with the other k - 1 candidates
+by Holm's step-down procedure, as tune's race does ([holm1979]): the smallest p-value x (k - 1),
+the next x (k - 2), ... until one is not significant, so a candidate clearly beaten does not
+weaken the test of the runner-up (with Bonferroni's x (k - 1) for all, 3 candidates of 5
+sub-windows each could not decide on a runner-up two of whose 25 pairs of sub-windows were
+above the best's, p = 4/252 x 4, even with the third far behind); with ``--rounds auto``, which tests after every round (up to ``looks`` of them), the
 level is also the share of alpha spent at this round: half at the first, the rest evenly over
 the others. The shares sum to 1, so over all the rounds the chance of a false verdict stays
 within alpha (a union bound), while a clear difference can stop the probing after one round
@@ -109,8 +113,9 @@ def spent(look: int, looks: int) -> float:
 
 
 def correction(candidates: int, look: int = 1, looks: int = 1) -> float:
-    """The Bonferroni factor of the p-values at round ``look`` of at most ``looks``: 2 (direction
-    chosen after the data) x (k - 1), over the share of alpha spent at that round."""
+    """The factor of the smallest p-value at round ``look`` of at most ``looks`` (Holm's first
+    step; each later one counts one comparison fewer): 2 (direction chosen after the data) x
+    (k - 1), over the share of alpha spent at that round."""
     return 2 * max(1, candidates - 1) / spent(look, looks)
 
 
@@ -150,22 +155,34 @@ def judge(
             verdict += f"; no work was measured: {no_work_why}"
         return Judgement(best, None, None, None, False, verdict=verdict)
 
-    factor = correction(len(samples), look, looks)
     result = Judgement(best, ranked[1], None, None, False)
-    for other in ranked[1:]:
-        comparison = compare(_positive(measured[other]), _positive(measured[best]), alpha=alpha / factor, better="higher")
-        if comparison.verdict == FASTER:
+    share, tests = spent(look, looks), max(1, len(samples) - 1)
+
+    def against(other: int, steps: int):
+        level = alpha * share / (2 * steps)  # see correction(): steps comparisons left
+        return compare(_positive(measured[other]), _positive(measured[best]), alpha=level, better="higher")
+
+    # Holm's step-down ([holm1979]), as in tune's race: the smallest p-value against alpha over all
+    # the comparisons, the next against one fewer, ... until one is not significant.
+    first = {other: against(other, tests) for other in ranked[1:]}
+    raw = {o: 1.0 if math.isnan(c.median_p_faster) else float(c.median_p_faster) for o, c in first.items()}
+    adjusted: dict[int, float | None] = {}
+    running, stopped = 0.0, False
+    for k, other in enumerate(sorted(ranked[1:], key=lambda o: (raw[o], o))):
+        steps = max(1, tests - k)
+        running = max(running, min(1.0, raw[other] * 2 * steps / share))
+        adjusted[other] = None if math.isnan(first[other].median_p_faster) else running
+        if not stopped and (first[other] if steps == tests else against(other, steps)).verdict == FASTER:
             result.beaten.append(other)
         else:
-            result.equivalent.append(other)
-        if within(measured[best], measured[other], alpha, tolerance):
-            result.within_tolerance.append(other)
-        if other == result.runner_up:
-            p = comparison.median_p_faster
-            result.p_value = None if math.isnan(p) else min(1.0, float(p) * factor)
-            best_mean, other_mean = rated[best], rated[other]
-            result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
-            result.decided = comparison.verdict == FASTER and distrust is None
+            stopped = True
+    result.equivalent = [o for o in ranked[1:] if o not in result.beaten]
+    result.within_tolerance = [o for o in ranked[1:] if within(measured[best], measured[o], alpha, tolerance)]
+    other = ranked[1]
+    result.p_value = adjusted[other]
+    best_mean, other_mean = rated[best], rated[other]
+    result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
+    result.decided = other in result.beaten and distrust is None
     result.verdict = _sentence(result, names, tolerance, no_work=rated[best] == 0, no_work_why=no_work_why)
     if distrust is not None and rated[best] > 0:
         p = "p unknown" if result.p_value is None else f"p = {result.p_value:.2g}"

@@ -103,3 +103,37 @@ def test_a_log_whose_lengths_do_not_match_its_sub_windows_is_refused():
     lines[probe_line] = lines[probe_line].replace('"window_seconds": [0.2, 0.2, 0.2, 0.39, 0.01]', '"window_seconds": [0.2]')
     with pytest.raises(Exception, match="window_seconds.*a list of 5 lengths in seconds, one for each of windows"):
         parse_log(lines)
+
+
+def test_rounds_run_the_one_before_backwards_so_a_steady_drift_weighs_alike_on_every_candidate():
+    """Three identical candidates, 4 rounds, while the machine's load eases steadily (the rate
+    rises by 10% of its start every second): run in the order A B C, C B A, ... every candidate's
+    mean sits at the same point of the drift, and none is called better. In the order A B C, C A
+    B, ... of old, C's windows sat earlier than B's, on average: B came out ahead."""
+    clock, total = [0.0], [0.0]
+    options = AutopinOptions(candidates="0;1;2", interval=1.0, windows=5, warmup=0.0, init=0.0, rounds="4")
+    candidates = [Candidate(f"CPUs {i}", (i,)) for i in range(3)]
+    autopin = Autopin(options, candidates, mode="launch", metric_factory=lambda pid: Metric(), say=lambda text: None, clock=lambda: clock[0])
+    autopin.metric, autopin.current, autopin._stats_import = Metric(), 0, None
+    autopin._event = lambda event: None
+    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
+    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
+    order: list[int] = []
+    steps = autopin._search()
+    next(steps)
+    try:
+        while True:
+            window = autopin.window
+            if window is not None and window.readings:
+                if len(window.readings) == 1:
+                    order.append(window.candidate)
+                start = clock[0]
+                clock[0] += 0.2
+                total[0] += 0.2 * 100 * (1 + 0.1 * (start + clock[0]) / 2)  # the rate at the sub-window's middle
+            next(steps)
+    except StopIteration as done:
+        judgement = done.value
+    assert order == [0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0]
+    rates = {c: autopin._rate(c) for c in range(3)}
+    assert max(rates.values()) - min(rates.values()) < 1e-6 * rates[0], rates
+    assert not judgement.decided, judgement.verdict

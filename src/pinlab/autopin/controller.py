@@ -246,9 +246,17 @@ class Autopin(ControllerBase):
         judgement: Judgement | None = None
         if len(self.candidates) == 1:
             self.say(f"only one candidate ({self._label(0)}): nothing to choose, measuring it once")
+        previous: list[int] = []
         for round_number in range(1, opts.round_limit + 1):
-            # Begin each round where the workers already are: one re-pin fewer.
-            order = sorted(to_measure, key=lambda c: (c != self.current, c))
+            # The first round begins where the workers already are (one re-pin fewer); each later
+            # one runs the one before backwards (A B C, C B A, A B C...), so it too begins where the
+            # workers are, and a load that drifts steadily over the rounds weighs alike on every
+            # candidate's mean instead of favouring those measured at the better end.
+            if previous:
+                order = [c for c in reversed(previous) if c in to_measure]
+            else:
+                order = sorted(to_measure, key=lambda c: (c != self.current, c))
+            previous = order
             for candidate in order:
                 yield from self._measure(candidate, round_number)
             self.rounds_done = round_number

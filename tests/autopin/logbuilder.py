@@ -179,6 +179,17 @@ class LogBuilder:
             }
         )
 
+    def recheck(self, candidate: int, rate: float, against: float) -> None:
+        """The runner-up ``candidate`` measured once for an interval after a warm-up of half one."""
+        repinned, begin = self.clock, self.clock + self.interval / 2
+        end = begin + self.interval
+        name, cpus = self.cands[candidate]["name"], self.cands[candidate]["cpus"]
+        self.events.append(
+            {"event": "recheck", "t": end, "candidate": candidate, "name": name, "cpus": cpus, "repinned_at": repinned, "start": begin,
+             "end": end, "rate": rate, "against": against}
+        )  # fmt: skip
+        self.clock = end + self.interval / 2
+
     def migrate(self) -> None:
         self.events.append(
             {

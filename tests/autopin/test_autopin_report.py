@@ -103,6 +103,30 @@ def test_table_shows_the_means_and_percentages_of_the_log(two_searches):
     assert "rates in work units/s per thread" in proc.stdout
 
 
+def test_rechecks_of_the_runner_up_are_reported_in_text_and_html(tmp_path):
+    b = LogBuilder(candidates=3).start()
+    b.search([2.0e6, 2.2e6, 2.21e6])
+    b.choice(probing_started=b.init)
+    runner = next(e for e in b.events if e["event"] == "choice")["runner_up"]["candidate"]
+    b.rates(10, 2.2e6)
+    b.recheck(runner, 1.9e6, 2.2e6)
+    b.rates(10, 2.2e6)
+    b.recheck(runner, 3.1e6, 2.2e6)
+    b.rates(1, 2.2e6)
+    b.reprobe(rate=2.2e6, reference=2.2e6, intervals=0)
+    b.summary(exit_status=0)
+    path = b.write(tmp_path / "log.jsonl")
+    proc = run_pinlab("autopin-report", str(path))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    name = b.cands[runner]["name"]
+    assert f"Runner-up {name} re-checked 2 times while the choice was kept: 1.9 M against 2.2 M, 3.1 M against 2.2 M" in text, text
+    html = tmp_path / "report.html"
+    proc = run_pinlab("autopin-report", str(path), "--html", str(html))
+    assert proc.returncode == 0, proc.stderr
+    assert f"Runner-up {name} re-checked 2 times" in (html / "index.html").read_text(encoding="utf-8")
+
+
 def test_verdict_sentence_equivalents_and_reprobe(tmp_path):
     b = LogBuilder(candidates=3).start()
     b.search([2.0e6, 2.2e6, 2.21e6])

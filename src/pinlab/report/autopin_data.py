@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinlab.autopin.log import AutopinLog, Choice, Migration, Probe, Rate, Reprobe, finite
+from pinlab.autopin.log import AutopinLog, Choice, Migration, Probe, Rate, Recheck, Reprobe, finite
 from pinlab.cpuset import format_cpulist
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "run_summary",
     "reprobe_sentence",
     "migration_sentence",
+    "recheck_sentence",
     "choice_lines",
 ]
 
@@ -79,6 +80,7 @@ class Search:
     choice: Choice | None = None
     rates: list[Rate] = field(default_factory=list)
     migrations: list[Migration] = field(default_factory=list)
+    rechecks: list[Recheck] = field(default_factory=list)  # the runner-up measured while the choice was kept
     rows: list[CandidateRow] = field(default_factory=list)
     reference: int | None = None  # the candidate the % column is relative to
 
@@ -121,6 +123,8 @@ def searches(log: AutopinLog) -> list[Search]:
             current.rates.append(event)
         elif isinstance(event, Migration):
             current.migrations.append(event)
+        elif isinstance(event, Recheck):
+            current.rechecks.append(event)
     for search in found:
         _fill_rows(log, search)
     return [s for s in found if s.probes or s.choice or s.reprobe or s.number == 1]
@@ -337,6 +341,17 @@ def reprobe_sentence(reprobe: Reprobe) -> str:
             f" (rate {si(reprobe.rate)}{over}, against {si(reprobe.reference)} at the choice: {100 * (reprobe.rate / reprobe.reference - 1):+.1f} %)"
         )
     return text + "."
+
+
+def recheck_sentence(rechecks: list[Recheck]) -> str | None:
+    """The re-checks of the runner-up in one search, in words (None when there was none)."""
+    if not rechecks:
+        return None
+    names = sorted({r.name for r in rechecks})
+    pairs = ", ".join(f"{si(r.rate)} against {si(r.against)}" for r in rechecks[:6])
+    more = f" and {len(rechecks) - 6} more" if len(rechecks) > 6 else ""
+    times = "once" if len(rechecks) == 1 else f"{len(rechecks)} times"
+    return f"Runner-up {' and '.join(names)} re-checked {times} while the choice was kept: {pairs}{more} (its rate against the choice's just before)."
 
 
 def migration_sentence(m: Migration) -> str:

@@ -19,6 +19,7 @@ from pinlab.report.autopin_data import (
     migration_sentence,
     parameters,
     rate_unit,
+    recheck_sentence,
     reprobe_sentence,
     run_summary,
     searches,
@@ -73,6 +74,7 @@ def _searches(log: AutopinLog) -> list[dict[str, Any]]:
                 "lines": choice_lines(log, search) if search.probes or search.choice else [],
                 "decided": None if search.choice is None else search.choice.decided,
                 "migrations": [migration_sentence(m) for m in search.migrations],
+                "rechecks": recheck_sentence(search.rechecks),
             }
         )
     return out

@@ -11,6 +11,7 @@ from pinlab.report.autopin_data import (
     migration_sentence,
     parameters,
     rate_unit,
+    recheck_sentence,
     reprobe_sentence,
     run_summary,
     searches,
@@ -80,5 +81,7 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
             console.print(escape(line))
         for m in search.migrations:
             console.print(escape(migration_sentence(m)))
+        if rechecked := recheck_sentence(search.rechecks):
+            console.print(escape(rechecked))
     for line in run_summary(log):
         console.print(escape(line))

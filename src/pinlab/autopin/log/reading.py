@@ -173,6 +173,14 @@ def _start(f: _Fields) -> Start:
     )
 
 
+def _span(f: _Fields, what: str) -> tuple[float, float]:
+    """A measurement's ``start`` and ``end``, refused when it ends before it starts."""
+    begin, end = f.need_number("start"), f.need_number("end")
+    if end < begin:
+        raise UsageError(f"{f.where}: the {what} ends (end {end:g}) before it starts (start {begin:g}); {_HINT}")
+    return begin, end
+
+
 def _probe(f: _Fields, line: int, start: Start) -> Probe:
     index = f.need_integer("candidate")
     known = _candidate(f, index, start)
@@ -180,9 +188,7 @@ def _probe(f: _Fields, line: int, start: Start) -> Probe:
     for tid, rate in rates.items():
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))):
             raise f._bad("rates", "an object of tid -> rate")
-    begin, end = f.need_number("start"), f.need_number("end")
-    if end < begin:
-        raise UsageError(f"{f.where}: the probe ends (end {end:g}) before it starts (start {begin:g}); {_HINT}")
+    begin, end = _span(f, "probe")
     windows, lengths = f.numbers("windows"), f.numbers("window_seconds")
     if lengths and (len(lengths) != len(windows) or min(lengths) < 0):
         raise f._bad("window_seconds", f"a list of {len(windows)} lengths in seconds, one for each of windows")
@@ -276,9 +282,7 @@ def _reprobe(f: _Fields, line: int, start: Start) -> Reprobe:
 def _recheck(f: _Fields, line: int, start: Start) -> Recheck:
     index = f.need_integer("candidate")
     known = _candidate(f, index, start)
-    begin, end = f.need_number("start"), f.need_number("end")
-    if end < begin:
-        raise UsageError(f"{f.where}: the recheck ends (end {end:g}) before it starts (start {begin:g}); {_HINT}")
+    begin, end = _span(f, "recheck")
     return Recheck(
         line=line,
         t=f.need_number("t"),

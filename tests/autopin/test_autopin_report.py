@@ -376,6 +376,35 @@ def _spans(ax) -> int:
     return sum(isinstance(p, Rectangle) for p in ax.patches)
 
 
+def test_a_long_run_gets_its_probing_enlarged_and_sub_windows_as_long_as_they_lasted(tmp_path):
+    """Probing of 5 min in a run of 2 h is a sliver on the run's axis: a second panel shows it
+    enlarged, every window and warm-up of the search in it. A sub-window left long by a late
+    wake-up is drawn as long as it lasted (the log's window_seconds)."""
+    b = LogBuilder(candidates=3, init=15.0, warmup=15.0, interval=30.0).start()
+    b.search([2.0e6, 2.2e6, 2.21e6], rounds=1)
+    b.probe(1, 2.2e6, round_=2, window_seconds=[6.0, 6.0, 12.0, 3.0, 3.0])
+    b.choice(probing_started=b.init)
+    b.rates(230, 2.2e6)
+    b.summary(exit_status=0)
+    log = read_log(b.write(tmp_path / "log.jsonl"))
+    fig = timeline(log)
+    run, zoom = fig.axes[:2]
+    assert _spans(zoom) == 2 * len(log.probes) == 8  # each window and its warm-up, enlarged
+    low, high = zoom.get_xlim()
+    assert low < log.probes[0].repinned_at < log.probes[-1].end <= log.choices[0].t < high < 0.2 * log.end_time
+    stairs = [p for p in zoom.patches if type(p).__name__ == "StepPatch"]
+    late = stairs[-1].get_data().edges
+    assert list(np.round(np.diff(late), 6)) == [6.0, 6.0, 12.0, 3.0, 3.0]
+    # a run where probing is most of it keeps one panel
+    short = LogBuilder(candidates=3).start()
+    short.search([2.0e6, 2.2e6, 2.21e6], rounds=1)
+    short.choice(probing_started=short.init)
+    short.rates(3, 2.2e6)
+    short.summary(exit_status=0)
+    assert len(timeline(read_log(short.write(tmp_path / "short.jsonl"))).axes) == 1
+    _assert_inside(fig)
+
+
 def test_timeline_marks_every_window_choice_and_reprobe(two_searches):
     b, path = two_searches
     log = read_log(path)

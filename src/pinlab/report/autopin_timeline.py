@@ -63,8 +63,10 @@ def timeline(log: AutopinLog):
     start = log.start
     end = log.end_time
     scale, unit = time_scale(end)
-    fig = plots._figure(plots._PAGE_INCHES, 4.4)
-    ax = fig.subplots()
+    zoomed = _zoomed(log, end)
+    fig = plots._figure(plots._PAGE_INCHES, 4.4 + ZOOM_INCHES * len(zoomed))
+    axes = fig.subplots(1 + len(zoomed), 1, height_ratios=[4.4] + [ZOOM_INCHES] * len(zoomed), squeeze=False)[:, 0]
+    ax = axes[0]
     palette = dict(zip([c.index for c in start.candidates], _colors(len(start.candidates))))
     renderer = fig.canvas.get_renderer()
     values: list[float] = []
@@ -72,16 +74,7 @@ def timeline(log: AutopinLog):
     def x(t: float) -> float:
         return t / scale
 
-    for probe in log.probes:
-        colour = palette[probe.candidate]
-        if probe.repinned_at is not None and probe.repinned_at < probe.start:
-            ax.axvspan(x(probe.repinned_at), x(probe.start), facecolor=(*colour[:3], 0.08), edgecolor=(*colour[:3], 0.6), hatch="////", linewidth=0)
-        ax.axvspan(x(probe.start), x(probe.end), facecolor=colour, alpha=0.22, linewidth=0)
-        samples = [w for w in probe.samples if finite(w)]
-        if samples:
-            edges = np.linspace(probe.start, probe.end, len(samples) + 1) / scale
-            ax.stairs(samples, edges, color=_darker(colour), linewidth=1.6, baseline=None)
-            values.extend(samples)
+    values.extend(_draw_probes(ax, log.probes, palette, scale))
 
     after = [r for r in log.rates if finite(r.rate)]
     if after:
@@ -134,10 +127,64 @@ def timeline(log: AutopinLog):
     if summary is not None and summary.ended_during_probing:
         handles.append(Line2D([], [], color=_REPROBE, linewidth=1.4, linestyle=":"))
         labels.append("program ended while probing")
+    for zoom, (number, began, ended) in zip(axes[1:], zoomed):
+        _draw_probes(zoom, [p for p in log.probes if began <= p.start < ended], palette, 1.0)
+        zoom.set_xlim(began, ended)
+        if values:
+            zoom.set_ylim(*ax.get_ylim())
+        zoom.yaxis.set_major_formatter(EngFormatter(sep=" "))
+        zoom.grid(alpha=0.3)
+        zoom.set_title(f"search {number}, probing enlarged (s since autopin started)", fontsize=8)
+        for choice in log.choices:
+            if began <= choice.t <= ended:
+                zoom.axvline(choice.t, color=_CHOICE, linewidth=1.6)
     legend = plots._legend(fig, renderer, handles, labels)
     plots._finish(fig, footer=[legend])
     _label_windows(ax, log, scale)  # once the Axes has its final size
     return fig
+
+
+#: A search's probing is drawn again, enlarged, in a panel of this height under the run when it
+#: takes less than ZOOM_BELOW of the run: on a run of hours its windows are slivers otherwise.
+ZOOM_INCHES, ZOOM_BELOW, MOST_ZOOMED = 2.2, 0.125, 3
+
+
+def _zoomed(log: AutopinLog, end: float) -> list[tuple[int, float, float]]:
+    """(search number, from, to) of the searches whose probing is drawn enlarged: the first
+    ``MOST_ZOOMED`` of those taking less than ``ZOOM_BELOW`` of the run."""
+    found = []
+    for search in searches(log):
+        if not search.probes or search.began is None:
+            continue
+        ended = search.choice.t if search.choice is not None else search.probes[-1].end
+        if end > 0 and (ended - search.began) < ZOOM_BELOW * end:
+            pad = 0.02 * (ended - search.began)
+            found.append((search.number, max(0.0, search.began - pad), ended + pad))
+    return found[:MOST_ZOOMED]
+
+
+def _draw_probes(ax, probes, palette, scale: float) -> list[float]:
+    """Each probing window shaded in its candidate's colour, its warm-up hatched and its
+    sub-windows' rates drawn over it (each as long as it lasted, where the log says); the rates."""
+    import numpy as np
+
+    values: list[float] = []
+    for probe in probes:
+        colour = palette[probe.candidate]
+        if probe.repinned_at is not None and probe.repinned_at < probe.start:
+            ax.axvspan(
+                probe.repinned_at / scale, probe.start / scale, facecolor=(*colour[:3], 0.08), edgecolor=(*colour[:3], 0.6), hatch="////", linewidth=0
+            )
+        ax.axvspan(probe.start / scale, probe.end / scale, facecolor=colour, alpha=0.22, linewidth=0)
+        samples = [w for w in probe.samples if finite(w)]
+        if samples:
+            if len(probe.window_seconds) == len(probe.windows) == len(samples):
+                edges = (probe.start + np.concatenate([[0.0], np.cumsum(probe.window_seconds)])) / scale
+            else:
+                edges = np.linspace(probe.start, probe.end, len(samples) + 1) / scale
+            ax.stairs(samples, edges, color=_darker(colour), linewidth=1.6, baseline=None)
+            values.extend(samples)
+    return values
 
 
 def _cpus(cpus) -> str:

@@ -349,28 +349,39 @@ def test_list_metrics_says_what_this_machine_can_count():
 
 
 def test_task_clock_tells_threads_waiting_by_sched_yield_from_threads_that_compute():
-    """The two rules, on made-up /proc figures: most CPU time in the kernel (a yield loop alone on
-    its CPU), or switched in tens of thousands of times per CPU second (beside a runnable thread);
-    a computing thread (user time, one switch per time slice) and one too briefly seen are not."""
+    """The two rules, on made-up /proc figures: most CPU time in the kernel with no page faults (a
+    yield loop alone on its CPU), or preempted tens of thousands of times per CPU second (beside a
+    runnable thread). Not flagged: a computing thread (user time, one preemption per time slice),
+    one first-touching memory (kernel time, but thousands of page faults per kernel millisecond),
+    one seen for 0.1 s of CPU only."""
     metric = TaskClockMetric()
-    before = {
-        1: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # computes
-        2: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # yields alone on its CPU
-        3: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # yields beside a computing thread
-        4: ThreadTimes(cpu=0.0, slices=0, user=0, system=0),  # yields, seen for 0.1 s of CPU only
-        5: ThreadTimes(cpu=0.0, slices=None, user=0, system=0),  # no schedstat: the kernel share alone
-    }
+    zero = ThreadTimes(cpu=0.0, preempted=0, user=0, system=0, faults=0)
+    before = {tid: zero for tid in range(1, 7)}
+    before[5] = ThreadTimes(cpu=0.0, preempted=None, user=0, system=0)
+    tick = metric._tick
     after = {
-        1: ThreadTimes(cpu=2.0, slices=1500, user=199, system=1),
-        2: ThreadTimes(cpu=2.0, slices=3, user=60, system=140),
-        3: ThreadTimes(cpu=0.004, slices=300, user=0, system=0),
-        4: ThreadTimes(cpu=0.1, slices=10, user=3, system=7),
-        5: ThreadTimes(cpu=1.0, slices=None, user=90, system=10),
+        1: ThreadTimes(cpu=2.0, preempted=1500, user=2 * tick - 1, system=1, faults=10),  # computes
+        2: ThreadTimes(cpu=2.0, preempted=3, user=int(0.6 * tick), system=int(1.4 * tick), faults=0),  # yields alone on its CPU
+        3: ThreadTimes(cpu=0.004, preempted=300, user=0, system=0, faults=0),  # yields beside a computing thread
+        4: ThreadTimes(cpu=0.1, preempted=10, user=3, system=7, faults=0),  # too brief
+        5: ThreadTimes(cpu=1.0, preempted=None, user=tick, system=0),  # no preemption count: the kernel share alone
+        6: ThreadTimes(cpu=2.0, preempted=50, user=int(0.4 * tick), system=int(1.6 * tick), faults=900_000),  # first touch
     }
     metric._first, metric._last = before, after
     found = metric.yield_waiters()
-    assert found == {2: "70% of its CPU time in the kernel", 3: "switched in 300 times in 4 ms of CPU time"}
+    assert found == {2: "70% of its CPU time in the kernel, 0 page faults", 3: "preempted 300 times in 4 ms of CPU time"}, found
     why = metric.distrust()
     assert why.startswith("2 worker threads wait by sched_yield, as OpenBLAS's pool and MPI progress threads do (thread 2: 70% of")
     metric._last = before
     assert metric.distrust() is None
+
+
+def test_task_clock_reads_the_preemptions_and_page_faults_of_a_real_thread():
+    metric = TaskClockMetric()
+    tid = threading.get_native_id()
+    first = metric._times(tid)
+    pages = bytearray(64 << 20)
+    pages[::4096] = b"x" * (len(pages) // 4096)  # a write to each of its 16 Ki pages: first touches
+    second = metric._times(tid)
+    assert first is not None and second is not None and first.preempted is not None
+    assert second.faults - first.faults >= 1000 and second.preempted >= first.preempted

@@ -306,34 +306,35 @@ class TaskClockMetric(Metric):
 
     #: A thread waits by sched_yield (OpenBLAS's pool between calls, MPI progress threads) when,
     #: over the readings so far, at least this share of its CPU time was spent in the kernel (alone
-    #: on its CPU each yield returns at once: the loop is almost all system calls) ...
-    YIELD_KERNEL_SHARE = 0.3
-    #: ... or it was switched in at least this many times per second of CPU time (beside a runnable
-    #: thread every yield gives the CPU away after a few microseconds; a thread that computes is
-    #: switched in at most once per time slice, about a thousand times per CPU second).
-    YIELD_SLICES_PER_CPU_SECOND = 20_000
-    #: The least CPU time (seconds) and switches a thread needs for either rule to judge it.
-    YIELD_MIN_CPU, YIELD_MIN_SLICES = 0.2, 100
+    #: on its CPU each yield returns at once: the loop is almost all system calls) with fewer page
+    #: faults than YIELD_MOST_FAULTS per second of that kernel time (first-touching memory is
+    #: kernel time too, thousands of faults per millisecond; a yield loop has none) ...
+    YIELD_KERNEL_SHARE, YIELD_MOST_FAULTS = 0.3, 1000
+    #: ... or it was preempted (nonvoluntary switches: a yield that gives the CPU away is one) at
+    #: least this many times per second of CPU time (beside a runnable thread every yield gives
+    #: way after a few microseconds; a thread that computes is preempted at most once per time
+    #: slice, about a thousand times per CPU second; wake-ups from sleeping are voluntary).
+    YIELD_PREEMPTED_PER_CPU_SECOND = 20_000
+    #: The least CPU time (seconds) and preemptions a thread needs for either rule to judge it.
+    YIELD_MIN_CPU, YIELD_MIN_PREEMPTED = 0.2, 100
 
     def __init__(self, notice: str | None = None) -> None:
         self.notice = notice or f"metric: task-clock; warning: {self.WARNING}"
-        self._schedstat = _schedstat(os.getpid()) is not None
+        self._schedstat = _schedstat_seconds(os.getpid()) is not None
         self._tick = os.sysconf("SC_CLK_TCK")
-        # tid -> (CPU seconds, times switched in or None, user ticks, system ticks): first and last seen
-        self._first: dict[int, ThreadTimes] = {}
+        self._first: dict[int, ThreadTimes] = {}  # each worker's times when first read, and last
         self._last: dict[int, ThreadTimes] = {}
 
     def _times(self, tid: int) -> ThreadTimes | None:
         try:
             with open(f"/proc/{tid}/task/{tid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            user, system = int(fields[11]), int(fields[12])  # utime, stime (fields 14, 15)
+            # minflt, majflt, utime, stime (fields 10, 12, 14, 15 of proc(5))
+            faults, user, system = int(fields[7]) + int(fields[9]), int(fields[11]), int(fields[12])
         except (OSError, IndexError, ValueError):
             return None
-        sched = _schedstat(tid) if self._schedstat else None
-        if sched is None:
-            return ThreadTimes((user + system) / self._tick, None, user, system)
-        return ThreadTimes(sched[0], sched[1], user, system)
+        cpu = _schedstat_seconds(tid) if self._schedstat else None
+        return ThreadTimes((user + system) / self._tick if cpu is None else cpu, _preempted(tid), user, system, faults)
 
     def read(self, tids: list[int]) -> Reading:
         now = time.monotonic()
@@ -353,12 +354,18 @@ class TaskClockMetric(Metric):
         for tid, last in self._last.items():
             first = self._first[tid]
             cpu, user, system = last.cpu - first.cpu, last.user - first.user, last.system - first.system
-            if cpu >= self.YIELD_MIN_CPU and user + system > 0 and system / (user + system) >= self.YIELD_KERNEL_SHARE:
-                found[tid] = f"{system / (user + system):.0%} of its CPU time in the kernel"
-            elif last.slices is not None and first.slices is not None and cpu > 0:
-                slices = last.slices - first.slices
-                if slices >= self.YIELD_MIN_SLICES and slices / cpu >= self.YIELD_SLICES_PER_CPU_SECOND:
-                    found[tid] = f"switched in {slices} times in {cpu * 1000:.3g} ms of CPU time"
+            faults = last.faults - first.faults
+            if (
+                cpu >= self.YIELD_MIN_CPU
+                and user + system > 0
+                and system / (user + system) >= self.YIELD_KERNEL_SHARE
+                and faults < self.YIELD_MOST_FAULTS * max(system / self._tick, 1 / self._tick)
+            ):
+                found[tid] = f"{system / (user + system):.0%} of its CPU time in the kernel, {faults} page faults"
+            elif last.preempted is not None and first.preempted is not None and cpu > 0:
+                preempted = last.preempted - first.preempted
+                if preempted >= self.YIELD_MIN_PREEMPTED and preempted / cpu >= self.YIELD_PREEMPTED_PER_CPU_SECOND:
+                    found[tid] = f"preempted {preempted} times in {cpu * 1000:.3g} ms of CPU time"
         return found
 
     def distrust(self) -> str | None:
@@ -376,23 +383,35 @@ class TaskClockMetric(Metric):
 
 @dataclass(frozen=True)
 class ThreadTimes:
-    """One thread's CPU time: seconds, times switched in (None without schedstat), user and system ticks."""
+    """One thread's CPU time (seconds), preemptions (None where /proc has no count), user and
+    system time (ticks) and page faults."""
 
     cpu: float
-    slices: int | None
+    preempted: int | None
     user: int
     system: int
+    faults: int = 0
 
 
-def _schedstat(tid: int) -> tuple[float, int] | None:
-    """Thread ``tid``'s time on CPU in seconds and the times it was switched in (schedstat's first
-    and third fields); None when gone."""
+def _schedstat_seconds(tid: int) -> float | None:
+    """Time on CPU of thread ``tid`` in seconds (first field of schedstat, ns); None when gone."""
     try:
         with open(f"/proc/{tid}/task/{tid}/schedstat", "rb") as f:
-            fields = f.read().split()
-        return int(fields[0]) / 1e9, int(fields[2])
+            return int(f.read().split()[0]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _preempted(tid: int) -> int | None:
+    """Thread ``tid``'s nonvoluntary context switches (its status file), None when unknown."""
+    try:
+        with open(f"/proc/{tid}/task/{tid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"nonvoluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
 
 
 # --------------------------------------------------------------------------- choosing

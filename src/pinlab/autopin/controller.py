@@ -405,9 +405,9 @@ class Autopin(ControllerBase):
                 and self.runner_up is not None
                 and len(recent) == recent.maxlen
             ):
-                since_recheck = 0
-                runner_rate = yield from self._recheck(self.runner_up, _mean(list(recent)))
-                if math.isfinite(runner_rate) and runner_rate > _mean(list(recent)) * (1 + opts.monitor_threshold / 100):
+                since_recheck, kept = 0, _mean(list(recent))
+                runner_rate = yield from self._recheck(self.runner_up, kept)
+                if math.isfinite(runner_rate) and runner_rate > kept * (1 + opts.monitor_threshold / 100):
                     rechecked = (self.runner_up, runner_rate)  # confirmed, or not, by the interval back on the choice
             since_recheck += 1
             before, _ = self._reading()

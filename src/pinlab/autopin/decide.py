@@ -183,23 +183,21 @@ def judge(
     best_mean, other_mean = rated[best], rated[other]
     result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
     result.decided = other in result.beaten and distrust is None
-    result.verdict = _sentence(result, names, tolerance, no_work=rated[best] == 0, no_work_why=no_work_why)
-    if distrust is not None and rated[best] > 0:
-        p = "p unknown" if result.p_value is None else f"p = {result.p_value:.2g}"
-        effect = "an unbounded margin" if result.effect is None or math.isinf(result.effect) else f"{result.effect:.1%}"
-        result.verdict = (
-            f"{names[best]} leads {names[result.runner_up]} by {effect} ({p}), but {distrust}: keeping {names[best]}, no verdict on speed"
-        )
+    result.verdict = _sentence(result, names, tolerance, no_work=rated[best] == 0, no_work_why=no_work_why, distrust=distrust)
     return result
 
 
-def _sentence(j: Judgement, names: Mapping[int, str], tolerance: float, no_work: bool = False, no_work_why: str | None = None) -> str:
+def _sentence(
+    j: Judgement, names: Mapping[int, str], tolerance: float, no_work: bool = False, no_work_why: str | None = None, distrust: str | None = None
+) -> str:
     best, other = names[j.best], names[j.runner_up]
     if no_work:
         why = no_work_why or "is the work done by threads autopin does not see, such as a child process's?"
         return f"no work was measured on any candidate (a rate of 0: {why}): nothing tells {best} from {other}; keeping {best}"
     p = "p unknown" if j.p_value is None else f"p = {j.p_value:.2g}"
     effect = "an unbounded margin" if j.effect is None or math.isinf(j.effect) else f"{j.effect:.1%}"
+    if distrust is not None:
+        return f"{best} leads {other} by {effect} ({p}), but {distrust}: keeping {best}, no verdict on speed"
     if j.decided:
         rest = " and every other candidate" if not j.equivalent and len(j.beaten) > 1 else ""
         return f"{best} beats {other}{rest} by {effect}, {p}"

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pinlab.autopin.decide import rate
 from pinlab.autopin.log import AutopinLog, Choice, Migration, Probe, Rate, Recheck, Reprobe, finite
 from pinlab.cpuset import format_cpulist
 
@@ -137,9 +138,7 @@ def _fill_rows(log: AutopinLog, search: Search) -> None:
         probes = [p for p in search.probes if p.candidate == c.index]
         weighted = [(x, w) for p in probes for x, w in zip(p.samples, p.weights) if finite(x)]
         samples = [x for x, _ in weighted]
-        # The rate the verdict ranks by: sub-window rates weighted by their lengths.
-        total = sum(w for _, w in weighted)
-        mean = (sum(x * w for x, w in weighted) / total if total > 0 else sum(samples) / len(samples)) if samples else None
+        mean = rate(samples, [w for _, w in weighted]) if samples else None  # as the verdict ranks
         spread = None
         if len(samples) >= 2:
             spread = math.sqrt(sum((x - mean) ** 2 for x in samples) / (len(samples) - 1))

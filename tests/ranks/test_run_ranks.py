@@ -47,8 +47,15 @@ def test_each_ranks_threads_run_inside_its_domain(rank, tmp_path):
     assert result.returncode == 0, result.stderr
     rows = _rows(result.stdout)
     assert len(rows) == threads and all(int(r["cpu"]) in domain.cpus and set(parse_cpulist(r["mask"])) <= domain.cpus for r in rows), (rows, domain)
-    assert len({int(r["cpu"]) for r in rows}) == threads  # one CPU each: the strategy ran inside the domain
     data = json.loads(record.read_text())
+    # one CPU each, every one of the domain: the strategy ran inside it. The main thread starts on
+    # all the plan's CPUs (its row shows where it was then) and is narrowed to its own as it
+    # creates its first thread; the record says where each thread was pinned
+    planned = [t["planned_cpu"] for t in data["threads"]]
+    assert len(planned) == threads and set(planned) == domain.cpus, data["threads"]
+    assert all(t["pinned_as_planned"] for t in data["threads"]), data["threads"]
+    workers = [r for r in rows if r["thread"] != "0"]
+    assert all(len(parse_cpulist(r["mask"])) == 1 for r in workers) and len({r["mask"] for r in workers}) == threads - 1, rows
     assert data["options"]["rank"]["local_rank"] == rank and data["options"]["rank"]["local_size"] == RANKS
     assert set(parse_cpulist(data["options"]["rank"]["domain"]["cpus"])) == domain.cpus
 
@@ -69,6 +76,26 @@ def test_a_launchers_binding_is_replaced_by_the_ranks_domain():
     result = run_pinlab("run", "-q", "--rank", f"{RANKS - 1}/{RANKS}", "--", PROBE, "--threads", "1", prefix=["taskset", "-c", str(first)])
     assert result.returncode == 0, result.stderr
     assert all(set(parse_cpulist(r["mask"])) == domain.cpus for r in _rows(result.stdout))
+
+
+def test_a_launchers_binding_does_not_limit_a_strategy_inside_the_ranks_domain(tmp_path):
+    """With mpirun --bind-to core each rank starts on one core, which need not be in its domain:
+    the strategy is placed in the domain all the same, every thread pinned there."""
+    first = min(os.sched_getaffinity(0))
+    rank = RANKS - 1
+    domain = split_node(load_node(), RANKS).domains[rank]
+    threads = len(domain.cpus)
+    record = tmp_path / "r.json"
+    result = run_pinlab(
+        "run", "-q", "--rank", f"{rank}/{RANKS}", "-s", "compact", "-n", str(threads), "--smt", "--record", str(record), "--",
+        PROBE, "--threads", str(threads), "--spin-ms", "20",
+        prefix=["taskset", "-c", str(first)],
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads(record.read_text())
+    workers = [t for t in data["threads"] if t["role"] == "worker"]
+    assert {t["planned_cpu"] for t in data["threads"]} == domain.cpus and all(t["pinned_as_planned"] for t in data["threads"]), data["threads"]
+    assert all(set(parse_cpulist(r["mask"])) <= domain.cpus for r in _rows(result.stdout)) and workers, result.stdout
 
 
 def test_memory_of_the_domain_and_gpus_without_gpus(tmp_path):

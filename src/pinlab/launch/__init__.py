@@ -133,6 +133,10 @@ def plan_spec(
         dict(graph=graph, domains=domains, level=level),
         notices,
     )
+    if planned is not None and rank_plan is None:
+        # A rank's CPUs were placed inside its part of the node, which an MPI launcher's binding
+        # of the rank (narrower than the job's CPUs) does not limit: pinlab replaces that binding.
+        check_cpus(planned)
     if mem is None and plan is not None and plan.get("mem") is not None:
         mem = _plan_memory(plan["mem"], planned)
     policy = memory.parse_policy(mem)
@@ -217,8 +221,6 @@ def _plan(
         plan, planned, threads = placement.to_json(), placement.cpus, placement.threads
     else:
         plan, planned = None, None
-    if planned is not None:
-        check_cpus(planned)
     return plan, planned, threads
 
 

@@ -39,6 +39,31 @@ def test_an_openmp_pool_the_program_makes_larger_than_its_cpus_is_counted_and_fo
     assert status == 0 and codes(report) == set(), report
 
 
+def test_a_pool_larger_than_the_plan_is_found_however_many_cpus_the_process_may_use():
+    """Under a plan of one CPU, a pool of two threads shares it, on a machine of 2 CPUs as of 16."""
+    primes = str(native_path("pinlab-primes"))
+    result = run_pinlab(
+        "doctor",
+        "-c",
+        str(min(os.sched_getaffinity(0))),
+        "--seconds",
+        "1",
+        "--json",
+        "--",
+        primes,
+        "--threads",
+        "2",
+        "--limit",
+        "5M",
+        env=clean_env(),
+    )
+    report = json.loads(result.stdout.splitlines()[-1])
+    large = next((f for f in report["findings"] if f["code"] == "pool-too-large"), None)
+    assert result.returncode == 1 and large is not None, report["findings"]
+    assert large["evidence"]["size"] == 2 and "for 1 CPU of pinlab's plan" in large["statement"], large
+    assert large["fix"] == ["# the program sets the size itself: give it at most 1 thread with its own option"]
+
+
 def test_a_pool_of_a_process_pinlab_did_not_start_is_counted_from_its_threads_stacks():
     """Without pinlab's record, the pool's size is the threads its library started (read from
     their stacks), not its variable's or default size: here the program asks for 3 itself."""

@@ -71,6 +71,7 @@ def examine(req: DoctorRequest) -> Report:
     for o in seen:  # what the preload library recorded: the program's own mask changes, pinlab's plan
         o.affinity_calls = list(record.affinity_calls)
         o.planned = {t.tid: t.planned_cpu for t in record.threads if t.planned_cpu is not None}
+        o.plan_cpus = frozenset((record.plan or {}).get("cpus") or ())
     return report(seen, max((o.seconds for o in seen), default=0.0), record.exit_status)
 
 

@@ -91,20 +91,21 @@ def pools(obs: ProcessObservation) -> list[Finding]:
             evidence["threads_not_counted"] = (
                 "the process's memory is not ours to read (kernel.yama.ptrace_scope): its threads' start libraries are not known"
             )
-        if size > _cpus_for_threads(obs) and not covered & {source, *lib.variables}:  # else env-threads-above-cpus says it
+        cpus = _cpus_for_threads(obs)
+        if size > cpus and not covered & {source, *lib.variables}:  # else env-threads-above-cpus says it
             variable = lib.variables[0] if lib.variables else None
-            if variable is not None and (thread_count(env.get(variable)) or allowed + 1) <= allowed:
+            if variable is not None and (thread_count(env.get(variable)) or cpus + 1) <= cpus:
                 variable = None  # already small enough: the program sized its pool itself
             findings.append(
                 Finding(
                     "pool-too-large",
                     "warning",
-                    f"the {name} pool has {plural(size, 'thread')} ({origin}) for {plural(allowed, 'allowed CPU')}",
+                    f"the {name} pool has {plural(size, 'thread')} ({origin}) for {_cpus_named(obs, cpus)}",
                     evidence,
                     "threads beyond the CPUs wait their turn, and a parallel loop waits for its slowest thread",
-                    [with_env(obs, {variable: str(allowed)})]
+                    [with_env(obs, {variable: str(cpus)})]
                     if variable
-                    else [f"# the program sets the size itself: give it at most {allowed} threads with its own option"],
+                    else [f"# the program sets the size itself: give it at most {plural(cpus, 'thread')} with its own option"],
                 )
             )
         else:
@@ -298,10 +299,18 @@ def _oversized_variables(obs: ProcessObservation) -> dict[str, int]:
 def _cpus_for_threads(obs: ProcessObservation) -> int:
     """The CPUs a thread count is rightly set against: the allowed ones, except in a step that
     srun narrowed (:func:`slurm_step_fewer_cpus`), where it is the job's CPUs per task (the step
-    is wrong, not the count)."""
+    is wrong, not the count), and under pinlab's plan, whose CPUs are all the threads get (a
+    thread past them shares one, however many the process may use)."""
     if slurm_step_cpus_missing(obs):
         return slurm_cpus_per_task(obs) or len(obs.allowed)
+    if obs.plan_cpus:
+        return len(obs.plan_cpus)
     return len(obs.allowed)
+
+
+def _cpus_named(obs: ProcessObservation, count: int) -> str:
+    """``count`` CPUs said as what they are: the plan's or the allowed ones."""
+    return f"{plural(count, 'CPU')} of pinlab's plan" if obs.plan_cpus and count == len(obs.plan_cpus) else plural(count, "allowed CPU")
 
 
 def slurm_cpus_per_task(obs: ProcessObservation) -> int | None:
@@ -354,14 +363,15 @@ def environment(obs: ProcessObservation) -> list[Finding]:
     oversized = _oversized_variables(obs)
     if oversized:
         named = ", ".join(f"{v}={env[v]}" for v in oversized)
+        cpus, listed = (len(obs.plan_cpus), obs.plan_cpus) if obs.plan_cpus else (allowed, obs.allowed)
         findings.append(
             Finding(
                 "env-threads-above-cpus",
                 "warning",
-                f"{named} asks for more threads than the {plural(allowed, 'allowed CPU')} ({format_cpulist(obs.allowed)})",
+                f"{named} asks for more threads than the {_cpus_named(obs, cpus)} ({format_cpulist(listed)})",
                 {"variables": {v: env[v] for v in oversized}, "allowed_cpus": format_cpulist(obs.allowed), "pool_libraries": loaded},
                 "the pool starts that many threads anyway, and they take turns on the allowed CPUs",
-                [with_env(obs, {v: str(allowed) for v in oversized})],
+                [with_env(obs, {v: str(cpus) for v in oversized})],
             )
         )
     slurm, omp = slurm_cpus_per_task(obs), thread_count(env.get("OMP_NUM_THREADS"))

@@ -65,6 +65,7 @@ class ProcessObservation:
     # Under pinlab's launcher: the program's own affinity calls, and the CPU pinlab's plan gave each thread.
     affinity_calls: list[AffinityCall] = field(default_factory=list)
     planned: dict[int, int] = field(default_factory=dict)  # tid -> planned CPU
+    plan_cpus: frozenset[int] = frozenset()  # the CPUs of pinlab's plan (empty: not placed by pinlab)
     # Outside pinlab's launcher each thread's start library is read from its stack; False when
     # the process's memory was not ours to read (pools are then sized by their variables).
     stacks_readable: bool = True

@@ -444,7 +444,10 @@ static int round_mapping(const struct mapping *m, const char *line, void *arg)
         && !(r->stack_here >= m->start && r->stack_here < m->end))
         r->budget -= heap ? protect_heap(s, e, r->budget) : protect_outside_excluded(s, e, r->budget);
     r->prev = *m;
-    r->prev_ours = m->perms[0] == '-' && m->perms[1] == '-' && in_ranges(m->start);
+    /* The guard page is the top of a PROT_NONE mapping that a round's protection of the mapping
+     * below it can merge into (the kernel joins neighbours of equal protection): whether the
+     * mapping is ours is read from its last page, the one that touches the next mapping. */
+    r->prev_ours = m->perms[0] == '-' && m->perms[1] == '-' && in_ranges(m->end - 1);
     r->prev_file = !m->anonymous && strchr(line, '/') != NULL;
     return r->budget > 0;
 }

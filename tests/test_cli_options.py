@@ -198,3 +198,23 @@ def test_the_registry_s_lines_are_the_commands_own():
     for name, (_, summary) in REGISTRY.items():
         command = cli.get_command(ctx, name)
         assert summary == (None if command.hidden else command.get_short_help_str(limit=1000)), name
+
+
+def test_every_one_line_help_is_the_same_under_old_and_new_click():
+    """click 8.1 ends a command's one-line help at the first word ending in a period, later ones
+    only where the next word is not lowercase: "0, 1, 2, ... in order" or "e.g. pinlab" would be
+    cut short under 8.1 (as an Ubuntu 24.04 Python has it) and not here."""
+
+    def commands(group: click.Group, ctx: click.Context, prefix: str = ""):
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                yield prefix + name, command
+                if isinstance(command, click.Group):
+                    yield from commands(command, ctx, f"{prefix}{name} ")
+
+    ctx = click.Context(cli)
+    for name, command in commands(cli, ctx):
+        words = (command.help or "").partition("\n\n")[0].split()
+        early = [w for i, w in enumerate(words[:-1]) if w.endswith(".") and words[i + 1][0].islower()]  # where they differ
+        assert not early, (name, early)

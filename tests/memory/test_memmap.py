@@ -107,7 +107,7 @@ def test_memmap_matches_numastat_per_node(holder):
 def test_the_command_prints_the_summary_the_mappings_and_json(holder):
     text = run_pinlab("memmap", str(holder.pid))
     assert text.returncode == 0, text.stderr
-    assert f"process {holder.pid}:" in text.stdout and "│ anon " in text.stdout and "48.00" in text.stdout
+    assert f"process {holder.pid}:" in text.stdout and "│ anon " in text.stdout and "48.00" in text.stdout, text.stdout
     as_json = run_pinlab("memmap", str(holder.pid), "--json")
     look = json.loads(as_json.stdout)
     assert look["pid"] == holder.pid and look["resident"] >= 48 << 20

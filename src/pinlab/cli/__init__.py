@@ -20,7 +20,7 @@ from pinlab.errors import UsageError
 #: docstring (a test keeps them equal), so that listing the commands imports none of them.
 REGISTRY: dict[str, tuple[str, str | None]] = {
     "topology": ("topology:topology", "Show the machine's topology (or another one's)."),
-    "place": ("place:place", "Compute a placement: the CPU of thread 0, 1, 2, ... in order."),
+    "place": ("place:place", "Compute a placement: the CPU of each thread, in the order threads start."),
     "run": ("run:run", "Run PROGRAM with every thread pinned from its first instruction: pinlab run [OPTIONS] -- PROGRAM [ARGS...]"),
     "autopin": ("autopin:autopin", "Find the best pinning while the program runs, and keep it: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]"),
     "workload": ("workload:workload", "Built-in workloads: STREAM family, mb, primes, pairs."),

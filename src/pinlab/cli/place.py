@@ -57,7 +57,7 @@ def place(
     gpus,
     rank,
 ) -> None:
-    """Compute a placement: the CPU of thread 0, 1, 2, ... in order."""
+    """Compute a placement: the CPU of each thread, in the order threads start."""
     request = PlaceRequest(
         strategy=strategy,
         threads=threads,

@@ -48,7 +48,7 @@ def workload_heartbeat_header(include_dir: bool) -> None:
 @click.option("--cpus", "-c", help="Run pinned on these CPUs (through pinlab run).")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def workload_run(name, threads, as_json, strategy, cpus, args) -> int:
-    """Run workload NAME; its own options go after --, e.g. pinlab workload run stream -n 2 -- --size 10M"""
+    """Run workload NAME; its own options go after --, as in pinlab workload run stream -n 2 -- --size 10M"""
     record = launch(workload_spec(name, threads, args, json=as_json, strategy=strategy, cpus=cpus))
     for warning in record.warnings:
         click.echo(f"pinlab: warning: {warning}", err=True)

@@ -30,8 +30,8 @@ finds elsewhere at its next reading); one that ends is dropped from the measurem
 from __future__ import annotations
 
 import math
+import os
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -58,13 +58,13 @@ from pinlab.autopin.log import (
 )
 from pinlab.autopin.metrics import rates
 from pinlab.autopin.options import AutopinOptions
+from pinlab.autopin.preloading import StatisticsLoad
 from pinlab.cpuset import format_cpulist
 from pinlab.launch.runner import ControllerBase
 from pinlab.measure import linux
 from pinlab.memory.attached import read_attachments
 from pinlab.memory.follow import Follow
 from pinlab.memory.migrate import migrate_pages
-from pinlab.stats import preload
 
 Say = Callable[[str], None]
 
@@ -128,8 +128,8 @@ class Autopin(ControllerBase):
         self._node_of: dict[int, int] | None = None
         self.attachments: Any = None  # where the program publishes its attached regions (--migrate-pages attached)
         self.tracker: Any = None  # the page tracer's live counts (--migrate-pages accessed; pinlab.memory.accessed)
+        self.statistics: StatisticsLoad | None = None  # where the verdict's statistics load, for the summary
         self._events_path: str | None = None
-        self._stats_import: threading.Thread | None = None
         self._told_wrap = False
         self._search_began = self.t0
         self.rounds_done = 0
@@ -141,12 +141,12 @@ class Autopin(ControllerBase):
         """The program runs (launch mode: called by pinlab run's wait loop)."""
         self.pid = pid
         self.t0 = self.clock()
-        # The verdict needs scipy, whose first import takes seconds on a loaded machine: import it
-        # now (a program autopin starts has it loaded before it starts), beside the program's
-        # initialisation, not after the probing while the program runs on the last candidate.
-        if len(self.candidates) > 1 and "scipy.stats" not in sys.modules:
-            self._stats_import = threading.Thread(target=preload, daemon=True)
-            self._stats_import.start()
+        # The verdict needs scipy, whose first import takes seconds on a loaded machine: loaded now
+        # (pinlab.autopin.preloading), not after the probing while the program runs on the last
+        # candidate. A program autopin starts has it loading already.
+        if self.statistics is None and len(self.candidates) > 1:
+            self.statistics = StatisticsLoad(self.candidates, os.sched_getaffinity(0))
+            self.statistics.start()
         self.current = 0 if self.mode == "launch" else None
         if self.options.log:
             try:
@@ -260,7 +260,7 @@ class Autopin(ControllerBase):
             for candidate in order:
                 yield from self._measure(candidate, round_number)
             self.rounds_done = round_number
-            while len(self.candidates) > 1 and self._stats_import is not None and self._stats_import.is_alive():
+            while len(self.candidates) > 1 and self.statistics is not None and self.statistics.loading():
                 yield self.clock() + 0.02  # scipy still loading: keep the wait loop going meanwhile
             looks = opts.round_limit if opts.adaptive else 1
             judgement = judge(
@@ -680,6 +680,7 @@ class Autopin(ControllerBase):
             "ended_during_probing": ended_during_probing,
             "interrupted": interrupted,
             "restored": restored,
+            "statistics": self.statistics.to_json() if self.statistics is not None else None,
         }
         self._event(Summary(t=self._since(), **summary))
         log, self._log = self._log, None

@@ -24,6 +24,7 @@ from pinlab.autopin.decide import correction, smallest_p
 from pinlab.autopin.liveplan import LivePlan
 from pinlab.autopin.metrics import choose_metric
 from pinlab.autopin.options import AutopinOptions
+from pinlab.autopin.preloading import StatisticsLoad
 from pinlab.errors import UsageError
 from pinlab.graph import load_graph
 from pinlab.heartbeat import Heartbeat, path_of_process
@@ -34,7 +35,6 @@ from pinlab.measure.shared_files import shared_directory
 from pinlab.memory.accessed import PageTracker
 from pinlab.memory.attached import AttachTable, table_of_process
 from pinlab.outputs import check_writable
-from pinlab.stats import preload
 from pinlab.topology import load_topology
 
 
@@ -182,8 +182,9 @@ def autopin_program(
         topology = load_topology("this")
     candidates = make_candidates(options, options.threads, topology)
     check_power(options, candidates)
-    if len(candidates) > 1:
-        preload()  # the verdict's statistics: loaded before the program starts, not beside it on its CPUs
+    statistics = StatisticsLoad(candidates, os.sched_getaffinity(0)) if len(candidates) > 1 else None
+    if statistics is not None:
+        statistics.start()  # the verdict's: beside the program on CPUs no candidate uses, else before it starts
     threads = len(candidates[0].cpus)
     env = dict(os.environ)
     directory = shared_directory()
@@ -226,6 +227,7 @@ def autopin_program(
         )
         controller.attachments = table.path if table is not None else None
         controller.tracker = tracker
+        controller.statistics = statistics
         if stdout_metric is not None:
             read_end, write_end = os.pipe()
             spec.stdout = write_end

@@ -321,12 +321,33 @@ def run_summary(log: AutopinLog) -> list[str]:
         out.append(ended + ".")
     share = f" ({probing / wall:.1%} of the run)" if wall else ""
     out.append(f"Probing (warm-ups included) took {seconds(probing)}{share}.")
+    if s is not None and s.statistics:
+        out.append(statistics_sentence(s.statistics, log.start.mode))
     if s is not None and s.final:
         final = s.final
         cpus = final.get("cpus")
         cpus_text = f" on CPUs {format_cpulist(cpus)}" if isinstance(cpus, list) and cpus else ""
         out.append(f"Final pinning: {final.get('name', final.get('candidate', '?'))}{cpus_text}.")
     return out
+
+
+def statistics_sentence(statistics: dict, mode: str | None = None) -> str:
+    """Where the verdict's statistics were loaded and what that cost (the summary's ``statistics``)."""
+    cost = statistics.get("seconds"), statistics.get("cpu_seconds")
+    took = (
+        f" in {seconds(cost[0])} ({seconds(cost[1])} of CPU)"
+        if all(isinstance(c, (int, float)) for c in cost)
+        else " (not finished when the run ended)"
+    )
+    cpus = statistics.get("cpus")
+    if statistics.get("loaded") == "beside" and isinstance(cpus, list) and cpus:
+        return (
+            f"The verdict's statistics (numpy, scipy.stats) loaded beside the program on CPUs {format_cpulist(cpus)}, which no candidate uses,{took}."
+        )
+    if statistics.get("loaded") == "already":
+        return "The verdict's statistics (numpy, scipy.stats) were loaded in pinlab's process already."
+    when = "before probing began" if mode == "attach" else "before the program started"
+    return f"The verdict's statistics (numpy, scipy.stats) loaded {when} (every CPU is some candidate's){took}."
 
 
 def reprobe_sentence(reprobe: Reprobe) -> str:

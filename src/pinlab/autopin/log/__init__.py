@@ -62,7 +62,11 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             ``choices`` (how many), ``final`` (``{"candidate", "name", "cpus"}`` or null),
             ``ended_during_init`` (nothing measured: the run ended before ``-i`` was over; the
             ``start`` event before it, at ``t`` 0, then has no ``metric``), ``ended_during_probing``,
-            ``interrupted``, ``restored`` (``--pid`` with ``--restore``, or nothing measured).
+            ``interrupted``, ``restored`` (``--pid`` with ``--restore``, or nothing measured),
+            ``statistics`` (null with one candidate: ``loaded`` ``beside`` the program on ``cpus``
+            no candidate uses, ``before`` it started (``--pid``: before the probing), or
+            ``already`` in this process; the ``seconds`` and ``cpu_seconds`` the import of numpy and
+            scipy.stats took, null if it had not finished).
 
 Reading (:mod:`pinlab.autopin.log.reading`). The report (``pinlab autopin-report``) and the tests read logs through :func:`read_log` only,
 so what a log must hold is checked in one place. A log is written while the program runs, and

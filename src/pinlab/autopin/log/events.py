@@ -305,6 +305,10 @@ class Summary(_Event):
     ended_during_probing: bool
     interrupted: bool
     restored: bool
+    # Where the verdict's statistics were loaded ("beside" the program on "cpus" no candidate uses,
+    # "before" it started, or "already" in the process) and the "seconds" and "cpu_seconds" the
+    # import took (null while unfinished); None with one candidate, or in an older log.
+    statistics: dict[str, Any] | None = None
     line: int = field(default=0, compare=False)
     extra: dict[str, Any] = field(default_factory=dict)
 

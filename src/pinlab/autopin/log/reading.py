@@ -345,6 +345,9 @@ def _summary(f: _Fields, line: int, start: Start) -> Summary:
     final = f.raw("final")
     if final is not None and not isinstance(final, dict):
         raise f._bad("final", "an object or null")
+    statistics = f.raw("statistics")
+    if statistics is not None and not isinstance(statistics, dict):
+        raise f._bad("statistics", "an object or null")
     return Summary(
         line=line,
         t=f.need_number("t"),
@@ -358,6 +361,7 @@ def _summary(f: _Fields, line: int, start: Start) -> Summary:
         interrupted=bool(f.flag("interrupted")),
         restored=bool(f.flag("restored")),
         ended_during_init=bool(f.flag("ended_during_init")),
+        statistics=statistics,
         extra=f.extra(),
     )
 

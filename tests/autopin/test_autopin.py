@@ -646,9 +646,23 @@ def test_attach_chooses_and_leaves_the_program_running(spinner, tmp_path):
     assert autopin.returncode == 0, err
 
 
-def claimed(pid: int | None = None, timeout: float = 60) -> int:
-    """Wait until an autopin holds its claim on ``pid`` (any program when None): the abstract socket
-    it binds, as the kernel lists it; the PID of the program claimed."""
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` is ``ancestor`` or one of its descendants."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+    return False
+
+
+def claimed(pid: int | None = None, timeout: float = 60, under: int | None = None) -> int:
+    """Wait until an autopin holds its claim on ``pid`` (any program when None; with ``under``, a
+    program started below that process, not one of another test running beside): the abstract
+    socket it binds, as the kernel lists it; the PID of the program claimed."""
     import re
 
     pattern = re.compile(rf"@pinlab-autopin-({pid if pid is not None else r'[0-9]+'})-[0-9]+$")
@@ -656,7 +670,7 @@ def claimed(pid: int | None = None, timeout: float = 60) -> int:
     while time.monotonic() < deadline:
         for line in Path("/proc/net/unix").read_text().splitlines():
             found = pattern.search(line)
-            if found:
+            if found and (under is None or _descends_from(int(found.group(1)), under)):
                 return int(found.group(1))
         time.sleep(0.05)
     raise AssertionError(f"no autopin claimed {pid if pid is not None else 'a program'} within {timeout} s")
@@ -706,7 +720,7 @@ def test_a_program_autopin_started_cannot_be_probed_by_another(spinner):
         text=True,
     )
     try:
-        pid = claimed()
+        pid = claimed(under=first.pid)
         second = run_pinlab("autopin", "--pid", str(pid), "-C", f"{CPUS[-1]}", "-i", "0.1", "-T", "1")
         assert second.returncode == 2 and f"process {pid} is already being probed by another pinlab autopin (pid {first.pid})" in second.stderr, (
             second.stderr

@@ -17,11 +17,14 @@ import pytest
 
 from pinlab.autopin.candidates import auto_candidates
 from pinlab.autopin.symmetry import signature
+from pinlab.cpuset import format_cpulist
 from pinlab.errors import UsageError
 from pinlab.placement import make_placement
 from pinlab.placement.plan import plan_cpus
 from pinlab.placement.portable import describe, resolve
 from pinlab.topology import load_topology, preset_names
+from pinlab.topology.hwloc_xml import parse_xml
+from pinlab.topology.model import Topology
 from tests.conftest import run_pinlab, with_allowed
 
 DATA = Path(__file__).resolve().parents[1]
@@ -127,6 +130,76 @@ def test_a_damaged_description_is_refused_in_one_line():
     for broken in ({"levels": "Core", "slots": [[0]]}, {"levels": ["Core", "PU"], "slots": [[0]]}, {"levels": ["Core", "PU"], "slots": [[0, -1]]}):
         with pytest.raises(UsageError, match="write it again"):
             resolve(topo, broken, "plan file p.json")
+
+
+# -- kinds of core ---------------------------------------------------------------------------------
+def hybrid(performance: list[int], description: str = "pack:1 [numa] l3:1 core:8 pu:1") -> Topology:
+    """A synthetic machine made hybrid as hwloc 2.4+ records one (``<cpukind>``): ``performance``
+    are P-cores (efficiency 1, IntelCore), the others E-cores (efficiency 0, IntelAtom), all under
+    one L3 (as on Alder Lake), so that no level of the tree tells the kinds apart."""
+    plain = load_topology("synthetic:" + description)
+    p_cores = frozenset(performance)
+    e_cores = plain.root.cpus - p_cores
+
+    def mask(cpus) -> str:
+        return hex(sum(1 << c for c in cpus))
+
+    kinds = (
+        f'<cpukind cpuset="{mask(e_cores)}" forced_efficiency="0"><info name="CoreType" value="IntelAtom"/></cpukind>'
+        f'<cpukind cpuset="{mask(p_cores)}" forced_efficiency="1"><info name="CoreType" value="IntelCore"/></cpukind>'
+    )
+    return parse_xml(plain.xml.replace("</topology>", kinds + "</topology>"), source=f"hybrid P-cores {format_cpulist(p_cores)}")
+
+
+def test_on_a_hybrid_machine_each_thread_keeps_its_kind_of_core_on_another_numbering():
+    """P-cores numbered first on one machine and last on the next: the plan's two P-cores and one
+    E-core stay so, where ranks by the tree alone (one L3 for all) would swap them."""
+    first, last = hybrid([0, 1, 2, 3]), hybrid([4, 5, 6, 7])
+    description = describe(first, [0, 1, 4])
+    assert description["kinds"] == [0, 0, 1] and description["slots"] == [[0, 0], [1, 0], [0, 0]]  # core, PU: among its kind
+    assert description["words"].endswith("; by kind of core, the most powerful first: 2, 1 threads")
+    assert resolve(first, description) == [0, 1, 4]
+    assert resolve(last, description) == [4, 5, 0]
+    without = {k: v for k, v in description.items() if k != "kinds"}
+    assert resolve(last, without) != [4, 5, 0]  # the tree alone cannot tell the kinds apart
+
+
+def test_kinds_count_the_cores_of_each_kind_so_a_plan_moves_to_a_machine_of_other_counts():
+    """2 P-cores + 6 E-cores: the plan's E-cores #0 and #1 of 4 are that machine's E-cores #0 and #1."""
+    plan = describe(hybrid([0, 1, 2, 3]), [4, 5])
+    assert resolve(hybrid([0, 1]), plan) == [2, 3]
+    with pytest.raises(UsageError, match=r"core #2, and this machine \(hybrid P-cores 0-1\) has 2 cores"):
+        resolve(hybrid([0, 1]), describe(hybrid([0, 1, 2, 3]), [0, 1, 2]))
+
+
+def test_a_hybrid_plan_on_a_machine_of_one_kind_holds_on_the_most_powerful_kind_only():
+    plain = load_topology("synthetic:pack:1 [numa] l3:1 core:8 pu:1")
+    assert resolve(plain, describe(hybrid([0, 1, 2, 3]), [2, 3])) == [2, 3]  # P-cores #2 and #3: all are the most powerful there
+    with pytest.raises(UsageError) as refused:
+        resolve(plain, describe(hybrid([0, 1, 2, 3]), [0, 4]), "plan file p.json")
+    text = str(refused.value)
+    assert text.startswith("plan file p.json puts thread 1 on the kind of core ranked 2 by power") and "has 1 kind of core" in text
+    assert "cannot hold here" in text and "\n" not in text
+
+
+def test_a_plan_of_a_machine_of_one_kind_has_no_kinds_and_resolves_by_the_tree_alone():
+    plain = load_topology("synthetic:pack:1 [numa] l3:1 core:8 pu:1")
+    description = describe(plain, [0, 1])
+    assert "kinds" not in description and "kind of core" not in description["words"]
+    assert resolve(hybrid([4, 5, 6, 7]), description) == [0, 1]
+
+
+def test_pinlab_place_plan_keeps_the_kinds_of_core_on_a_hybrid_xml(tmp_path):
+    first, last = tmp_path / "first.xml", tmp_path / "last.xml"
+    first.write_text(hybrid([0, 1, 2, 3]).xml)
+    last.write_text(hybrid([4, 5, 6, 7]).xml)
+    plan = tmp_path / "plan.json"
+    made = run_pinlab("place", "-t", str(first), "-c", "0,1,4", "-f", "json")
+    assert made.returncode == 0, made.stderr
+    plan.write_text(made.stdout)
+    assert json.loads(made.stdout)["portable"]["kinds"] == [0, 0, 1]
+    there = run_pinlab("place", "-t", str(last), "--plan", str(plan))
+    assert (there.returncode, there.stdout.strip()) == (0, "4,5,0"), there.stderr
 
 
 # -- the command line -------------------------------------------------------------------------------

@@ -18,8 +18,14 @@ in another. Resolving the slots on the machine where they were written gives bac
 CPUs; on another machine they give the placement of the same shape (same number of packages,
 caches and cores used, the same threads sharing them) or a one-line reason why it cannot hold:
 a level the machine lacks, or fewer objects than the plan needs in some domain. hwloc groups are
-left out: their meaning changes from one machine to the next. Kinds of core (hybrid machines)
-and NUMA distances are not part of the description.
+left out: their meaning changes from one machine to the next.
+
+On a machine with several kinds of core (hybrid: performance and efficiency cores) each thread
+also has its *kind*, ranked from the most powerful (0), and its ranks count only the cores of
+that kind: P-cores and E-cores often share a cache, and are numbered in either order, so the
+third core of an L3 is a P-core on one machine and an E-core on the next. Resolved on a machine
+of fewer kinds, a thread of kind 0 takes any core (all are the most powerful there); one of a
+kind the machine lacks cannot hold. NUMA distances are not part of the description.
 """
 
 from __future__ import annotations
@@ -110,27 +116,44 @@ def level_names(topo: Topology) -> list[str]:
     return list(_NAMES[topo])
 
 
+def kinds_of_core(topo: Topology) -> list[frozenset[int]]:
+    """The allowed CPUs of each kind of core, the most powerful first; empty on a machine whose
+    allowed CPUs are all of one kind."""
+    kinds = [kind.cpus & topo.allowed_cpus for kind in sorted(topo.cpu_kinds, key=lambda kind: -kind.efficiency)]
+    kinds = [cpus for cpus in kinds if cpus]
+    return kinds if len(kinds) > 1 else []
+
+
 def describe(topo: Topology, cpus: Sequence[int]) -> dict[str, Any]:
     """The portable description of a placement (one CPU per thread) on ``topo``: its levels, each
-    thread's slot, and the same in words."""
+    thread's slot (and kind of core, on a hybrid machine), and the same in words."""
     names = level_names(topo)
     domains = _domains(topo, names)
-    slots = []
+    kinds = kinds_of_core(topo)
+    slots, ranks = [], []
     for cpu in cpus:
         if cpu not in topo.allowed_cpus:
             raise UsageError(f"CPU {cpu} is not among the CPUs this placement may use ({format_cpulist(topo.allowed_cpus)})")
         inside, slot = topo.allowed_cpus, []
+        if kinds:
+            ranks.append(next(k for k, of_kind in enumerate(kinds) if cpu in of_kind))
+            inside = kinds[ranks[-1]]
         for name in names:
             candidates = domains.inside(name, inside)
             rank = next(i for i, o in enumerate(candidates) if cpu in o.cpus)
             slot.append(rank)
             inside = inside & candidates[rank].cpus
         slots.append(slot)
-    return {"levels": names, "slots": slots, "words": words(names, slots)}
+    description: dict[str, Any] = {"levels": names, "slots": slots}
+    if kinds:
+        description["kinds"] = ranks
+    description["words"] = words(names, slots, ranks or None)
+    return description
 
 
-def words(names: Sequence[str], slots: Sequence[Sequence[int]]) -> str:
-    """``4 threads: 2 packages (2 threads each), 4 cores (1 thread each), 1 hardware thread per core``."""
+def words(names: Sequence[str], slots: Sequence[Sequence[int]], kinds: Sequence[int] | None = None) -> str:
+    """``4 threads: 2 packages (2 threads each), 4 cores (1 thread each), 1 hardware thread per core``
+    (and, with ``kinds``, ``; by kind of core, the most powerful first: 3, 1 threads``)."""
     parts = []
     for depth, name in enumerate(names):
         used = Counter(tuple(slot[: depth + 1]) for slot in slots)
@@ -144,7 +167,12 @@ def words(names: Sequence[str], slots: Sequence[Sequence[int]]) -> str:
         each = _spread(loads, "thread") + (" each" if len(loads) > 1 else "")
         parts.append(f"{len(used)} {_noun(name, len(used))} ({each})")
     threads = len(slots)
-    return f"{threads} thread{'s' if threads > 1 else ''}: " + ", ".join(parts)
+    text = f"{threads} thread{'s' if threads > 1 else ''}: " + ", ".join(parts)
+    if kinds:
+        per_kind = Counter(kinds)
+        counts = [per_kind.get(k, 0) for k in range(max(kinds) + 1)]
+        text += f"; by kind of core, the most powerful first: {', '.join(map(str, counts))} thread{'s' if max(counts) > 1 else ''}"
+    return text
 
 
 def _spread(counts: Sequence[int], noun: str) -> str:
@@ -157,7 +185,15 @@ def resolve(topo: Topology, description: dict[str, Any], source: str = "the plan
     """The CPUs the description's slots designate on ``topo``, one per thread; a UsageError in one
     line when the placement cannot hold there (a level the machine lacks, too few objects)."""
     names, slots = _checked(description, source)
+    wanted = _checked_kinds(description, len(slots), source)
     domains = _domains(topo, names)
+    kinds = kinds_of_core(topo) or [topo.allowed_cpus]
+    if wanted is not None and max(wanted) >= len(kinds):
+        thread = wanted.index(max(wanted))
+        raise UsageError(
+            f"{source} puts thread {thread} on the kind of core ranked {max(wanted) + 1} by power, and this machine ({topo.name}) has "
+            f"{len(kinds)} kind{'s' if len(kinds) > 1 else ''} of core it may use: the placement cannot hold here; tune or place again on this machine"
+        )
     for name in names:
         if not domains.owner[name]:
             raise UsageError(
@@ -166,7 +202,7 @@ def resolve(topo: Topology, description: dict[str, Any], source: str = "the plan
             )
     cpus = []
     for thread, slot in enumerate(slots):
-        inside, path = topo.allowed_cpus, list[str]()
+        inside, path = (kinds[wanted[thread]] if wanted is not None else topo.allowed_cpus), list[str]()
         for name, rank in zip(names, slot):
             candidates = domains.inside(name, inside)
             if rank >= len(candidates):
@@ -179,6 +215,18 @@ def resolve(topo: Topology, description: dict[str, Any], source: str = "the plan
             inside = inside & candidates[rank].cpus
         cpus.append(min(inside))
     return cpus
+
+
+def _checked_kinds(description: dict[str, Any], threads: int, source: str) -> list[int] | None:
+    """The description's kind of core per thread (None: written on a machine of one kind), checked."""
+    kinds = description.get("kinds")
+    if kinds is None:
+        return None
+    if not (isinstance(kinds, list) and len(kinds) == threads and all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in kinds)):
+        raise UsageError(
+            f"{source}: 'portable' 'kinds' needs one rank of kind of core per thread ({threads}); write it again with pinlab tune -o or pinlab place -f json"
+        )
+    return kinds
 
 
 def _checked(description: Any, source: str) -> tuple[list[str], list[list[int]]]:

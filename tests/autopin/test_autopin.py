@@ -1167,3 +1167,39 @@ def test_the_verdicts_statistics_load_beside_the_program_on_a_cpu_no_candidate_u
             assert statistics["cpus"] == [] and statistics["seconds"] > 0 and statistics["cpu_seconds"] > 0, statistics
         report = run_pinlab("autopin-report", str(log))
         assert f"The verdict's statistics (numpy, scipy.stats) loaded {where}" in report.stdout, report.stdout
+
+
+LATE_BEATS = """
+import os, sys, time
+from pinlab.heartbeat import beat
+end = time.monotonic() + 1.0
+while time.monotonic() < end:  # an initialisation longer than -i: busy, no beat yet
+    pass
+end = time.monotonic() + 300  # a cap: the test ends it once autopin has chosen
+while time.monotonic() < end and not os.path.exists(sys.argv[1]):
+    for _ in range(2000):
+        pass
+    beat(1)
+"""
+
+
+def test_a_program_that_begins_beating_after_the_initialisation_is_measured_by_its_heartbeat(tmp_path):
+    """No beat by the end of -i: task-clock, as autopin says; the first beat comes later, and from
+    then on the heartbeat is the metric, the change logged and the search begun again."""
+    log, stop = tmp_path / "autopin.jsonl", tmp_path / "stop"
+    cpu = CPUS[0]
+    with LogWatch(log, [(chose(), stop)]):
+        done = run_pinlab(
+            "autopin", "-C", f"{cpu};{cpu}", "-i", "0.2", "-T", "0.6", "--log", str(log), "--", sys.executable, "-c", LATE_BEATS, str(stop)
+        )
+    assert done.returncode == 0, done.stderr
+    read = read_log(str(log))
+    assert read.start.metric == "task-clock", read.start
+    changes = read.metric_changes
+    assert len(changes) == 1 and changes[0].metric == "heartbeat" and changes[0].previous == "task-clock", changes
+    assert changes[0].t >= 0.2, changes  # the change comes once the program beats, after -i
+    after = [p for p in read.probes if p.start >= changes[0].t]  # the search begun again: both candidates, by the heartbeat
+    assert sorted(p.candidate for p in after) == [0, 1] and len(read.choices) == 1 and read.choices[0].t >= max(p.end for p in after), read.events
+    assert "the program began beating through PINLAB_HEARTBEAT after the initialisation" in done.stderr
+    report = run_pinlab("autopin-report", str(log))
+    assert "the metric changed from task-clock to heartbeat" in report.stdout and "rates in beats/s per thread" in report.stdout, report.stdout

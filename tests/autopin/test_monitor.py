@@ -88,7 +88,7 @@ def test_each_choice_logs_its_own_search_s_probing_time():
         options, [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))], mode="launch", metric_factory=lambda pid: Probed(),
         say=lambda text: None, clock=lambda: clock[0],
     )  # fmt: skip
-    autopin.metric, autopin.current, autopin._stats_import = Probed(), 0, None
+    autopin.metric, autopin.current = Probed(), 0
     events: list = []
     autopin._event = events.append
     autopin._repin = lambda candidate: setattr(autopin, "current", candidate)

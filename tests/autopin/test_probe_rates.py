@@ -16,7 +16,7 @@ from pinlab.autopin.log import parse_log
 from pinlab.autopin.log.events import event_line
 from pinlab.autopin.metrics import Reading
 from pinlab.autopin.options import AutopinOptions
-from pinlab.report.autopin_data import searches
+from pinlab.report.autopin_data import choice_lines, rate_unit, searches
 
 
 @dataclass
@@ -46,7 +46,7 @@ def probe(plan: dict[int, list[tuple[float, float]]]) -> tuple[list[str], list, 
     options = AutopinOptions(candidates="0;1", interval=1.0, windows=5, warmup=0.0, init=0.0)
     candidates = [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))]
     autopin = Autopin(options, candidates, mode="launch", metric_factory=lambda pid: Metric(), say=said.append, clock=lambda: clock[0])
-    autopin.metric, autopin.current, autopin._stats_import = Metric(), 0, None
+    autopin.metric, autopin.current = Metric(), 0
     autopin.topology_name = "made up"
     events: list = []
     autopin._event = events.append
@@ -114,7 +114,7 @@ def test_rounds_run_the_one_before_backwards_so_a_steady_drift_weighs_alike_on_e
     options = AutopinOptions(candidates="0;1;2", interval=1.0, windows=5, warmup=0.0, init=0.0, rounds="4")
     candidates = [Candidate(f"CPUs {i}", (i,)) for i in range(3)]
     autopin = Autopin(options, candidates, mode="launch", metric_factory=lambda pid: Metric(), say=lambda text: None, clock=lambda: clock[0])
-    autopin.metric, autopin.current, autopin._stats_import = Metric(), 0, None
+    autopin.metric, autopin.current = Metric(), 0
     autopin._event = lambda event: None
     autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
     autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
@@ -137,3 +137,93 @@ def test_rounds_run_the_one_before_backwards_so_a_steady_drift_weighs_alike_on_e
     rates = {c: autopin._rate(c) for c in range(3)}
     assert max(rates.values()) - min(rates.values()) < 1e-6 * rates[0], rates
     assert not judgement.decided, judgement.verdict
+
+
+class TaskClock(Metric):
+    unit = "CPU seconds"
+    name = "task-clock"
+
+    def close(self) -> None:
+        pass
+
+
+class Beats(Metric):
+    def close(self) -> None:
+        pass
+
+
+def test_a_program_that_begins_beating_after_the_initialisation_is_searched_again_by_its_heartbeat():
+    """task-clock was chosen because no thread had beaten by the end of -i (an initialisation
+    longer than -i, as stream's first touch of 3.8 GB in bench_autopin). Under task-clock, CPUs 0
+    looked better (each thread's CPU share); the program begins beating during that window: the
+    metric becomes the heartbeat, logged, and the search starts again, where CPUs 1 does more work.
+    Before, the first round's task-clock rates decided."""
+    clock, total = [0.0], [0.0]
+    said: list[str] = []
+    options = AutopinOptions(candidates="0;1", interval=1.0, windows=5, warmup=0.0, init=0.0)
+    candidates = [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))]
+    made: list[str] = []
+
+    def factory(pid):
+        made.append("heartbeat")
+        return Beats()
+
+    autopin = Autopin(options, candidates, mode="launch", metric_factory=factory, say=said.append, clock=lambda: clock[0])
+    autopin.metric, autopin.current = TaskClock(), 0
+    autopin.topology_name = "made up"
+    autopin.heartbeat_later = lambda: clock[0] >= 0.5  # beats from 0.5 s on: inside the first window
+    events: list = []
+    autopin._event = events.append
+    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
+    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
+    autopin._start_event(0.0)
+    steps = autopin._search()
+    next(steps)
+    try:
+        while True:
+            window = autopin.window
+            if window is not None and window.readings:
+                heartbeat = autopin.metric.name == "heartbeat"
+                rate = (50.0 if window.candidate == 0 else 100.0) if heartbeat else (0.9 if window.candidate == 0 else 0.5)
+                clock[0] += 0.2
+                total[0] += rate * 0.2
+            next(steps)
+    except StopIteration as done:
+        autopin._choose(done.value)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["Start", "Probe", "MetricChange", "Probe", "Probe", "Choice"], kinds
+    assert made == ["heartbeat"] and autopin.heartbeat_later is None
+    change = events[2]
+    assert change.metric == "heartbeat" and change.previous == "task-clock" and change.metric_unit == "beats"
+    assert events[-1].candidate == 1 and events[-1].rate == pytest.approx(100), events[-1]
+    assert any(line.startswith("the program began beating through PINLAB_HEARTBEAT after the initialisation") for line in said), said
+    log = parse_log([event_line(e) for e in events])
+    cut, again = searches(log)
+    assert cut.cut_by_metric and len(cut.probes) == 1 and cut.choice is None
+    assert again.metric_change is not None and len(again.probes) == 2 and again.choice is not None
+    assert rate_unit(log, cut) == "CPU seconds/s per thread" and rate_unit(log, again) == "beats/s per thread"
+    assert choice_lines(log, cut)[0].startswith("No choice: the metric changed before this search ended")
+
+
+def test_without_a_heartbeat_to_watch_the_metric_chosen_at_the_end_of_the_initialisation_stays():
+    clock, total = [0.0], [0.0]
+    options = AutopinOptions(candidates="0;1", interval=1.0, windows=5, warmup=0.0, init=0.0)
+    candidates = [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))]
+    autopin = Autopin(options, candidates, mode="launch", metric_factory=lambda pid: Beats(), say=lambda text: None, clock=lambda: clock[0])
+    autopin.metric, autopin.current = TaskClock(), 0
+    events: list = []
+    autopin._event = events.append
+    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
+    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
+    steps = autopin._search()
+    next(steps)
+    try:
+        while True:
+            window = autopin.window
+            if window is not None and window.readings:
+                clock[0] += 0.2
+                total[0] += (0.9 if window.candidate == 0 else 0.5) * 0.2
+            next(steps)
+    except StopIteration as done:
+        autopin._choose(done.value)
+    assert [type(e).__name__ for e in events] == ["Probe", "Probe", "Choice"] and autopin.metric.name == "task-clock"

@@ -44,6 +44,7 @@ from pinlab.autopin.log import (
     Candidate,
     Choice,
     Failure,
+    MetricChange,
     Migration,
     MigrationAccessed,
     MigrationAttached,
@@ -129,6 +130,8 @@ class Autopin(ControllerBase):
         self.attachments: Any = None  # where the program publishes its attached regions (--migrate-pages attached)
         self.tracker: Any = None  # the page tracer's live counts (--migrate-pages accessed; pinlab.memory.accessed)
         self.statistics: StatisticsLoad | None = None  # where the verdict's statistics load, for the summary
+        # With the metric chosen automatically: whether the program beats now (it may start after -i).
+        self.heartbeat_later: Callable[[], bool] | None = None
         self._events_path: str | None = None
         self._told_wrap = False
         self._search_began = self.t0
@@ -237,15 +240,25 @@ class Autopin(ControllerBase):
 
     def _search(self) -> Iterator[float]:
         """Probe the candidates (rounds as asked) and return the judgement."""
-        opts = self.options
         self.probing, began = True, self.clock()
         self._search_began = began
+        if len(self.candidates) == 1:
+            self.say(f"only one candidate ({self._label(0)}): nothing to choose, measuring it once")
+        judgement: Judgement | None = None
+        while judgement is None:  # None: the metric changed under the rounds, which start again
+            judgement = yield from self._rounds()
+        self.probing = False
+        self.search_seconds = self.clock() - began
+        self.probing_seconds += self.search_seconds
+        return judgement
+
+    def _rounds(self) -> Iterator[float]:
+        """The rounds of one search and their judgement; None when the metric changed meanwhile."""
+        opts = self.options
         self.samples = {i: [] for i in range(len(self.candidates))}
         self.seconds = {i: [] for i in range(len(self.candidates))}
         to_measure = list(range(len(self.candidates)))
         judgement: Judgement | None = None
-        if len(self.candidates) == 1:
-            self.say(f"only one candidate ({self._label(0)}): nothing to choose, measuring it once")
         previous: list[int] = []
         for round_number in range(1, opts.round_limit + 1):
             # The first round begins where the workers already are (one re-pin fewer); each later
@@ -259,6 +272,8 @@ class Autopin(ControllerBase):
             previous = order
             for candidate in order:
                 yield from self._measure(candidate, round_number)
+                if self._metric_changed():
+                    return None
             self.rounds_done = round_number
             while len(self.candidates) > 1 and self.statistics is not None and self.statistics.loading():
                 yield self.clock() + 0.02  # scipy still loading: keep the wait loop going meanwhile
@@ -284,11 +299,28 @@ class Autopin(ControllerBase):
                     self.say(f"round {round_number}: {len(to_measure) - 1} candidates not settled yet against the best, measuring them again")
                 else:
                     self.say(f"still not settled after {round_number} rounds (--max-rounds): choosing on the means")
-        self.probing = False
-        self.search_seconds = self.clock() - began
-        self.probing_seconds += self.search_seconds
         assert judgement is not None
         return judgement
+
+    def _metric_changed(self) -> bool:
+        """Whether the program has begun beating since task-clock was chosen for want of beats at
+        the end of ``-i`` (a pool that starts late, an initialisation longer than ``-i``): the
+        metric is then the heartbeat from here on, said and logged, and the caller searches anew."""
+        if self.heartbeat_later is None or self.metric is None or self.metric.name != "task-clock" or not self.heartbeat_later():
+            return False
+        metric = self.metric_factory(self.pid)
+        if metric.name != "heartbeat":  # the counters opened meanwhile, say: keep what was chosen
+            metric.close()
+            return False
+        previous, self.metric, self.heartbeat_later = self.metric, metric, None
+        previous.close()
+        t = self._since()
+        self.say(
+            f"the program began beating through PINLAB_HEARTBEAT after the initialisation: measuring by the heartbeat "
+            f"from t = {t:.3g} s, and searching again (what task-clock measured does not compare with it)"
+        )
+        self._event(MetricChange(t=t, metric=metric.name, metric_unit=metric.unit, metric_notice=metric.notice, previous=previous.name))
+        return True
 
     def _measure(self, candidate: int, round_number: int) -> Iterator[float]:
         opts = self.options
@@ -430,6 +462,8 @@ class Autopin(ControllerBase):
                 )
             )
             self.say(f"rate {_number(rate)} {self.metric.unit}/s per thread on {self._label(self.current)}")
+            if self._metric_changed():
+                return  # the choice was made on task-clock: search again by the heartbeat
             if not opts.monitor or not math.isfinite(rate):
                 rechecked = None
                 continue

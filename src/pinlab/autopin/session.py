@@ -130,6 +130,14 @@ def autopin(argv: Sequence[str] | None = None, pid: int | None = None, options: 
     return autopin_program(list(argv or ()), options, say=say)
 
 
+def _beats_later(options: AutopinOptions, path: str | None) -> Callable[[], bool] | None:
+    """With the metric left to autopin, how to tell that the program has begun beating (None: the
+    metric was asked for, or there is no heartbeat file to watch)."""
+    if options.metric not in (None, "auto") or not path:
+        return None
+    return lambda: _heartbeat_seen(path)
+
+
 def _heartbeat_seen(path: str | None) -> bool:
     """Whether any thread of the program has beaten (claimed a slot of the heartbeat file)."""
     if not path or not os.path.exists(path):
@@ -228,6 +236,7 @@ def autopin_program(
         controller.attachments = table.path if table is not None else None
         controller.tracker = tracker
         controller.statistics = statistics
+        controller.heartbeat_later = _beats_later(options, heartbeat_path)
         if stdout_metric is not None:
             read_end, write_end = os.pipe()
             spec.stdout = write_end
@@ -316,6 +325,7 @@ def autopin_attached(
             options, candidates, mode="attach", metric_factory=metric_factory, topology_name=getattr(topology, "name", "this"), say=say
         )
         controller.attachments = attachments
+        controller.heartbeat_later = _beats_later(options, heartbeat_path)
 
         # Ctrl-C, and the SIGTERM or SIGHUP of `timeout` or a closed terminal, all end the session the
         # same way: the program keeps running, on the best candidate so far (or its own masks).

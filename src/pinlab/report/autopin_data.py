@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.autopin.decide import rate
-from pinlab.autopin.log import AutopinLog, Choice, Migration, Probe, Rate, Recheck, Reprobe, finite
+from pinlab.autopin.log import AutopinLog, Choice, MetricChange, Migration, Probe, Rate, Recheck, Reprobe, finite
 from pinlab.cpuset import format_cpulist
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "effect_sentence",
     "run_summary",
     "reprobe_sentence",
+    "metric_change_sentence",
     "migration_sentence",
     "recheck_sentence",
     "choice_lines",
@@ -77,6 +78,7 @@ class Search:
 
     number: int
     reprobe: Reprobe | None = None
+    metric_change: MetricChange | None = None  # began because the metric changed (the one before was cut short)
     probes: list[Probe] = field(default_factory=list)
     choice: Choice | None = None
     rates: list[Rate] = field(default_factory=list)
@@ -84,11 +86,14 @@ class Search:
     rechecks: list[Recheck] = field(default_factory=list)  # the runner-up measured while the choice was kept
     rows: list[CandidateRow] = field(default_factory=list)
     reference: int | None = None  # the candidate the % column is relative to
+    cut_by_metric: bool = False  # ended, without a choice, by a change of the metric
 
     @property
     def began(self) -> float | None:
         if self.reprobe is not None:
             return self.reprobe.t
+        if self.metric_change is not None:
+            return self.metric_change.t
         first = self.probes[0] if self.probes else None
         return None if first is None else (first.repinned_at if first.repinned_at is not None else first.start)
 
@@ -113,6 +118,9 @@ def searches(log: AutopinLog) -> list[Search]:
         current = found[-1]
         if isinstance(event, Reprobe):
             found.append(Search(number=len(found) + 1, reprobe=event))
+        elif isinstance(event, MetricChange):
+            current.cut_by_metric = current.choice is None and bool(current.probes)
+            found.append(Search(number=len(found) + 1, metric_change=event))
         elif isinstance(event, Probe):
             if current.choice is not None:  # probing again without a logged re-probe: a new search all the same
                 current = Search(number=len(found) + 1)
@@ -128,7 +136,7 @@ def searches(log: AutopinLog) -> list[Search]:
             current.rechecks.append(event)
     for search in found:
         _fill_rows(log, search)
-    return [s for s in found if s.probes or s.choice or s.reprobe or s.number == 1]
+    return [s for s in found if s.probes or s.choice or s.reprobe or s.metric_change or s.number == 1]
 
 
 def _fill_rows(log: AutopinLog, search: Search) -> None:
@@ -173,10 +181,23 @@ def _fill_rows(log: AutopinLog, search: Search) -> None:
 
 
 # -- words and numbers ----------------------------------------------------------------------------
-def rate_unit(log: AutopinLog) -> str:
-    """The unit of every rate in the log: the metric's unit per second per worker thread."""
-    unit = log.start.metric_unit or log.start.metric_label
+def rate_unit(log: AutopinLog, search: Search | None = None) -> str:
+    """The unit of the rates: the metric's unit per second per worker thread; of ``search``'s
+    when given (a log whose metric changed has two), else the first metric's."""
+    if search is not None and search.began is not None:
+        _, unit = log.metric_at(search.began)
+    else:
+        unit = log.start.metric_unit or log.start.metric_label
     return f"{unit}/s per thread"
+
+
+def metric_change_sentence(change: MetricChange) -> str:
+    """Why the metric changed, and what that means for the rates before and after."""
+    previous = change.previous or "the first metric"
+    return (
+        f"At {seconds(change.t)} the program's threads had begun beating through PINLAB_HEARTBEAT: the metric changed from "
+        f"{previous} to {change.metric}, and the search started again (rates by the two do not compare)."
+    )
 
 
 def metric_why(log: AutopinLog) -> str | None:
@@ -393,10 +414,12 @@ def choice_lines(log: AutopinLog, search: Search) -> list[str]:
     choice = search.choice
     if choice is None:
         measured = len({p.candidate for p in search.probes})
+        if search.cut_by_metric:
+            return [f"No choice: the metric changed before this search ended ({measured} of {len(log.start.candidates)} candidates measured)."]
         return [f"No choice: the log ends before this search did ({measured} of {len(log.start.candidates)} candidates measured)."]
     alpha = log.start.params.get("alpha")
     cpus = format_cpulist(choice.cpus) if choice.cpus else "–"
-    rate = f", rate {si(choice.rate)} {rate_unit(log)}" if choice.rate is not None else ""
+    rate = f", rate {si(choice.rate)} {rate_unit(log, search)}" if choice.rate is not None else ""
     lines = [f"Choice at {seconds(choice.t)}: {choice.name} (#{choice.candidate}, CPUs {cpus}){rate}."]
     if choice.verdict:
         lines.append(f"Verdict: {choice.verdict.rstrip()}" + ("" if choice.verdict.rstrip().endswith(".") else "."))

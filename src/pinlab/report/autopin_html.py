@@ -15,6 +15,7 @@ from pinlab.autopin.log import AutopinLog
 from pinlab.errors import UsageError
 from pinlab.report.autopin_data import (
     choice_lines,
+    metric_change_sentence,
     metric_why,
     migration_sentence,
     parameters,
@@ -67,7 +68,11 @@ def _searches(log: AutopinLog) -> list[dict[str, Any]]:
         out.append(
             {
                 "number": search.number,
-                "reprobe": reprobe_sentence(search.reprobe) if search.reprobe is not None else None,
+                "reprobe": reprobe_sentence(search.reprobe)
+                if search.reprobe is not None
+                else metric_change_sentence(search.metric_change)
+                if search.metric_change is not None
+                else None,
                 "measured": bool(search.probes),
                 "against": "chosen" if search.reference_is_choice else "best measured",
                 "rows": _rows(search),

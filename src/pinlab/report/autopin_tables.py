@@ -7,6 +7,7 @@ from pinlab.autopin.log import AutopinLog
 from pinlab.report.autopin_data import (
     Search,
     choice_lines,
+    metric_change_sentence,
     metric_why,
     migration_sentence,
     parameters,
@@ -25,6 +26,8 @@ __all__ = ["print_autopin_report", "candidates_table", "search_title"]
 
 def search_title(search: Search) -> str:
     """'Search 1, from the start' or 'Search 2, after the re-probe at 412 s'."""
+    if search.metric_change is not None:
+        return f"Search {search.number}, after the metric changed to {search.metric_change.metric} at {seconds(search.metric_change.t)}"
     if search.reprobe is None:
         began = f" (probing from {seconds(search.began)})" if search.began is not None else ""
         return f"Search {search.number}, from the start{began}"
@@ -36,7 +39,7 @@ def candidates_table(log: AutopinLog, search: Search):
     from rich.table import Table
 
     against = "the chosen one" if search.reference_is_choice else "the best measured"
-    table = Table(title=f"{search_title(search)}\nrates in {rate_unit(log)}; % against {against}")
+    table = Table(title=f"{search_title(search)}\nrates in {rate_unit(log, search)}; % against {against}")
     for column in ("#", "candidate", "CPUs", "rounds", "mean rate", "spread: sd (n)", "vs chosen" if search.reference_is_choice else "vs best", ""):
         table.add_column(column, justify="left" if column in ("candidate", "CPUs", "") else "right")
     colours = {"chosen": "green", "runner-up": "yellow", "equivalent": "cyan"}
@@ -69,10 +72,12 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
     for search in searches(log):
         if search.reprobe is not None:
             console.print(escape(reprobe_sentence(search.reprobe)))
+        if search.metric_change is not None:
+            console.print(escape(metric_change_sentence(search.metric_change)))
         if not search.probes and search.choice is None:
             console.print(
                 f"{escape(search_title(search))}: nothing was measured after it."
-                if search.reprobe is not None
+                if search.reprobe is not None or search.metric_change is not None
                 else "Nothing was measured: the log ends before the first probe."
             )
             continue

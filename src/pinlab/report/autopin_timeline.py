@@ -105,11 +105,13 @@ def timeline(log: AutopinLog):
         ax.axvline(x(end), color=_REPROBE, linewidth=1.4, linestyle=":")
 
     ax.set_xlabel(f"time since autopin started ({unit})", fontsize=9)
-    ax.set_ylabel(rate_unit(log), fontsize=9)
+    units = [rate_unit(log), *(f"{c.metric_unit or c.metric}/s per thread" for c in log.metric_changes)]
+    ax.set_ylabel(", then ".join(units), fontsize=9)
     ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 1.2 M rather than an offset 1e6 above the axis
     ax.grid(alpha=0.3)
     n_search = len(searches(log))
-    ax.set_title(f"autopin {what_ran(log)}; metric {start.metric_label}" + (f"; {n_search} searches" if n_search > 1 else ""), fontsize=10)
+    metrics = " then ".join([start.metric_label, *(c.metric for c in log.metric_changes)])
+    ax.set_title(f"autopin {what_ran(log)}; metric {metrics}" + (f"; {n_search} searches" if n_search > 1 else ""), fontsize=10)
 
     handles = [Patch(facecolor=palette[c.index], alpha=0.5, linewidth=0) for c in start.candidates]
     labels = [f"{c.index}: {c.name} ({_cpus(c.cpus)})" for c in start.candidates]

@@ -50,6 +50,10 @@ CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main 
             candidate's probed rate, raised to the lowest of the last ``patience`` intervals when
             all are higher).
 ``reprobe`` ``why`` (a sentence), ``rate``, ``reference`` (as in ``rate``), ``intervals``.
+``metric``  the metric changed: ``metric``, ``metric_unit``, ``metric_notice`` (as in ``start``),
+            ``previous`` (the one before). autopin had chosen task-clock because no thread had
+            beaten by the end of ``-i``, and a thread has beaten since: what follows is measured by
+            the heartbeat, and a new search starts (rates before and after do not compare).
 ``recheck`` with ``--monitor``, every ``recheck`` intervals on the choice: the runner-up measured
             once, ``candidate``, ``name``, ``cpus``, ``repinned_at`` (its warm-up runs from there to
             ``start``), ``start``, ``end``, ``rate``, ``against`` (the choice's rate over the last
@@ -88,6 +92,7 @@ from pinlab.autopin.log.events import (
     Candidate,
     Choice,
     Failure,
+    MetricChange,
     Migration,
     MigrationAccessed,
     MigrationAttached,
@@ -115,6 +120,7 @@ __all__ = [
     "RunnerUp",
     "Rate",
     "Reprobe",
+    "MetricChange",
     "Recheck",
     "Failure",
     "Summary",

@@ -256,6 +256,23 @@ class Reprobe(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MetricChange(_Event):
+    """The metric changed during the run: the program's threads began beating through the
+    heartbeat after the initialisation, when autopin had chosen task-clock for want of beats. What
+    was measured before does not compare with what follows: a new search starts here."""
+
+    KIND = "metric"
+
+    t: float
+    metric: str
+    metric_unit: str | None
+    metric_notice: str | None
+    previous: str | None
+    line: int = field(default=0, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recheck(_Event):
     """With --monitor, the runner-up measured once while the choice is kept (a phase change may
     have made it the better one while the choice's own rate did not drop)."""
@@ -341,6 +358,19 @@ class AutopinLog:
     @property
     def reprobes(self) -> list[Reprobe]:
         return self._of(Reprobe)
+
+    @property
+    def metric_changes(self) -> list[MetricChange]:
+        return self._of(MetricChange)
+
+    def metric_at(self, t: float) -> tuple[str, str]:
+        """The metric in effect at ``t`` and its unit: the start's, or that of the last change
+        before ``t``."""
+        name, unit = self.start.metric_label, self.start.metric_unit
+        for change in self.metric_changes:
+            if change.t <= t:
+                name, unit = change.metric, change.metric_unit
+        return name, unit or name
 
     @property
     def migrations(self) -> list[Migration]:

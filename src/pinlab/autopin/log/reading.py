@@ -21,6 +21,7 @@ from pinlab.autopin.log.events import (
     Candidate,
     Choice,
     Failure,
+    MetricChange,
     Migration,
     MigrationAccessed,
     MigrationAttached,
@@ -279,6 +280,21 @@ def _reprobe(f: _Fields, line: int, start: Start) -> Reprobe:
     )
 
 
+def _metric_change(f: _Fields, line: int, start: Start) -> MetricChange:
+    metric = f.text("metric")
+    if not metric:
+        raise f._bad("metric", "a metric name")
+    return MetricChange(
+        line=line,
+        t=f.need_number("t"),
+        metric=metric,
+        metric_unit=f.text("metric_unit"),
+        metric_notice=f.text("metric_notice"),
+        previous=f.text("previous"),
+        extra=f.extra(),
+    )
+
+
 def _recheck(f: _Fields, line: int, start: Start) -> Recheck:
     index = f.need_integer("candidate")
     known = _candidate(f, index, start)
@@ -371,6 +387,7 @@ _READERS = {
     Choice.KIND: _choice,
     Rate.KIND: _rate,
     Reprobe.KIND: _reprobe,
+    MetricChange.KIND: _metric_change,
     Recheck.KIND: _recheck,
     Migration.KIND: _migrate,
     MigrationAttached.KIND: _migrate_attached,

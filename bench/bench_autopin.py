@@ -22,10 +22,11 @@ cache-bound) and thread count, the candidates are
 
 Each workload's size is calibrated so that one run lasts about ``--seconds`` (at least ten times
 the probing time). For each scenario and repetition, in rotating order: one ``pinlab run -c``
-per candidate (wall time) and one ``pinlab autopin`` (wall time, choice, probing time). Then
-``--trials`` short probing-only sessions per mode (``--rounds auto`` against fixed rounds):
-autopin on a long run of the workload, stopped once it has chosen; their choices and probing
-times.
+per candidate (wall time) and one ``pinlab autopin`` (wall time, the candidate the program ended
+on, all the probing). Then ``--trials`` short probing-only sessions per mode (``--rounds auto``
+against fixed rounds): autopin on a long run of the workload, stopped once it has chosen on the
+heartbeat (a choice made on task-clock before the program beat is searched again when it does);
+their choices and probing times, every search's.
 """
 
 from __future__ import annotations
@@ -116,14 +117,32 @@ def candidates_text(candidates: list[list[int]]) -> str:
 
 
 def autopin_run(argv: list[str], candidates: list[list[int]], params: list[str], log: Path) -> tuple[float, dict]:
+    """A whole run under autopin: its time, the candidate the program ended on and all the probing."""
     took = timed([PINLAB, "autopin", "-q", "-C", candidates_text(candidates), *params, "--log", str(log), "--", *argv])
     events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    choice = next((e for e in events if e["event"] == "choice"), None)
-    return took, {"choice": choice["candidate"] if choice else None, "probing": choice["probing_seconds"] if choice else None}
+    summary = next((e for e in events if e["event"] == "summary"), None)
+    final = (summary or {}).get("final")
+    return took, {"choice": final["candidate"] if final else None, "probing": summary["probing_seconds"] if summary else None}
+
+
+def settled_choice(events: list[dict]) -> tuple[dict | None, float]:
+    """The first choice made on a metric other than task-clock, and the probing up to it (every
+    search's): a choice on task-clock before the program beats is searched again once it does
+    (autopin's metric event), so it is not yet the answer."""
+    metric, probing = (events[0].get("metric") if events else None), 0.0
+    for event in events:
+        if event["event"] == "metric":
+            metric = event["metric"]
+        elif event["event"] == "choice":
+            probing += event["probing_seconds"] or 0.0
+            if metric != "task-clock":
+                return event, probing
+    return None, probing
 
 
 def probe_only(argv: list[str], candidates: list[list[int]], params: list[str], log: Path, limit: float) -> dict:
-    """autopin on a long run, stopped (with the program) once it has chosen."""
+    """autopin on a long run, stopped (with the program) once it has chosen on the heartbeat (or,
+    failing that within ``limit``, the last choice it made)."""
     proc = subprocess.Popen(
         [PINLAB, "autopin", "-q", "-C", candidates_text(candidates), *params, "--log", str(log), "--", *argv],
         stdout=subprocess.DEVNULL,
@@ -131,12 +150,12 @@ def probe_only(argv: list[str], candidates: list[list[int]], params: list[str], 
         start_new_session=True,
     )
     deadline = time.monotonic() + limit
-    choice = None
+    choice, probing, events = None, 0.0, []
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
         if log.exists():
             events = [json.loads(line) for line in log.read_text().splitlines() if line.strip().endswith("}")]
-            choice = next((e for e in events if e["event"] == "choice"), None)
+            choice, probing = settled_choice(events)
             if choice:
                 break
     try:
@@ -144,7 +163,10 @@ def probe_only(argv: list[str], candidates: list[list[int]], params: list[str], 
     except ProcessLookupError:
         pass
     proc.wait()
-    return {"choice": choice["candidate"] if choice else None, "probing": choice["probing_seconds"] if choice else None}
+    if choice is None:  # never beat: the last choice, on task-clock
+        made = [e for e in events if e["event"] == "choice"]
+        choice, probing = (made[-1], sum(e["probing_seconds"] or 0.0 for e in made)) if made else (None, 0.0)
+    return {"choice": choice["candidate"] if choice else None, "probing": probing if choice else None}
 
 
 def main() -> int:

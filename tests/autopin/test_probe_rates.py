@@ -37,17 +37,22 @@ class Metric:
         return None
 
 
-def probe(plan: dict[int, list[tuple[float, float]]]) -> tuple[list[str], list, Autopin]:
-    """Probe two candidates whose sub-windows last and run at ``plan[candidate]`` = [(seconds,
-    rate), ...] (the controller asks for 0.2 s each; a longer one is a late wake-up, which leaves
-    the next one shorter) and choose: what it said, its events, the controller."""
+def drive(sub_window, metric=None, metric_factory=None, beats_from: float | None = None) -> tuple[list[str], list, Autopin]:
+    """Probe two candidates and choose, with the controller's own windowing: ``sub_window(autopin,
+    window)`` gives the (seconds, rate) of the sub-window whose end is due (the controller asks
+    for 0.2 s each; a longer one is a late wake-up, which leaves the next one shorter). ``metric``
+    is the one chosen at the end of -i (default: a heartbeat); with ``beats_from``, the program
+    begins beating at that time. What it said, its events, the controller."""
     clock, total = [0.0], [0.0]
     said: list[str] = []
     options = AutopinOptions(candidates="0;1", interval=1.0, windows=5, warmup=0.0, init=0.0)
     candidates = [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))]
-    autopin = Autopin(options, candidates, mode="launch", metric_factory=lambda pid: Metric(), say=said.append, clock=lambda: clock[0])
-    autopin.metric, autopin.current = Metric(), 0
+    factory = metric_factory or (lambda pid: Metric())
+    autopin = Autopin(options, candidates, mode="launch", metric_factory=factory, say=said.append, clock=lambda: clock[0])
+    autopin.metric, autopin.current = metric or Metric(), 0
     autopin.topology_name = "made up"
+    if beats_from is not None:
+        autopin.heartbeat_later = lambda: clock[0] >= beats_from
     events: list = []
     autopin._event = events.append
     autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
@@ -59,13 +64,18 @@ def probe(plan: dict[int, list[tuple[float, float]]]) -> tuple[list[str], list, 
         while True:
             window = autopin.window
             if window is not None and window.readings:  # the end of sub-window k is due
-                seconds, rate = plan[window.candidate][len(window.readings) - 1]
+                seconds, rate = sub_window(autopin, window)
                 clock[0] += seconds
                 total[0] += rate * seconds
             next(steps)
     except StopIteration as done:
         autopin._choose(done.value)
     return said, events, autopin
+
+
+def probe(plan: dict[int, list[tuple[float, float]]]) -> tuple[list[str], list, Autopin]:
+    """Probe two candidates whose sub-windows last and run at ``plan[candidate]`` = [(seconds, rate), ...]."""
+    return drive(lambda autopin, window: plan[window.candidate][len(window.readings) - 1])
 
 
 PLAN = {
@@ -158,38 +168,18 @@ def test_a_program_that_begins_beating_after_the_initialisation_is_searched_agai
     looked better (each thread's CPU share); the program begins beating during that window: the
     metric becomes the heartbeat, logged, and the search starts again, where CPUs 1 does more work.
     Before, the first round's task-clock rates decided."""
-    clock, total = [0.0], [0.0]
-    said: list[str] = []
-    options = AutopinOptions(candidates="0;1", interval=1.0, windows=5, warmup=0.0, init=0.0)
-    candidates = [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))]
     made: list[str] = []
 
     def factory(pid):
         made.append("heartbeat")
         return Beats()
 
-    autopin = Autopin(options, candidates, mode="launch", metric_factory=factory, say=said.append, clock=lambda: clock[0])
-    autopin.metric, autopin.current = TaskClock(), 0
-    autopin.topology_name = "made up"
-    autopin.heartbeat_later = lambda: clock[0] >= 0.5  # beats from 0.5 s on: inside the first window
-    events: list = []
-    autopin._event = events.append
-    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
-    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
-    autopin._start_event(0.0)
-    steps = autopin._search()
-    next(steps)
-    try:
-        while True:
-            window = autopin.window
-            if window is not None and window.readings:
-                heartbeat = autopin.metric.name == "heartbeat"
-                rate = (50.0 if window.candidate == 0 else 100.0) if heartbeat else (0.9 if window.candidate == 0 else 0.5)
-                clock[0] += 0.2
-                total[0] += rate * 0.2
-            next(steps)
-    except StopIteration as done:
-        autopin._choose(done.value)
+    def sub_window(autopin, window):  # CPU share under task-clock, work under the heartbeat
+        if autopin.metric.name == "heartbeat":
+            return 0.2, 50.0 if window.candidate == 0 else 100.0
+        return 0.2, 0.9 if window.candidate == 0 else 0.5
+
+    said, events, autopin = drive(sub_window, metric=TaskClock(), metric_factory=factory, beats_from=0.5)  # inside the first window
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["Start", "Probe", "MetricChange", "Probe", "Probe", "Choice"], kinds
     assert made == ["heartbeat"] and autopin.heartbeat_later is None
@@ -206,24 +196,7 @@ def test_a_program_that_begins_beating_after_the_initialisation_is_searched_agai
 
 
 def test_without_a_heartbeat_to_watch_the_metric_chosen_at_the_end_of_the_initialisation_stays():
-    clock, total = [0.0], [0.0]
-    options = AutopinOptions(candidates="0;1", interval=1.0, windows=5, warmup=0.0, init=0.0)
-    candidates = [Candidate("CPUs 0", (0,)), Candidate("CPUs 1", (1,))]
-    autopin = Autopin(options, candidates, mode="launch", metric_factory=lambda pid: Beats(), say=lambda text: None, clock=lambda: clock[0])
-    autopin.metric, autopin.current = TaskClock(), 0
-    events: list = []
-    autopin._event = events.append
-    autopin._repin = lambda candidate: setattr(autopin, "current", candidate)
-    autopin._reading = lambda: (Reading(clock[0], None, total[0]), 1)
-    steps = autopin._search()
-    next(steps)
-    try:
-        while True:
-            window = autopin.window
-            if window is not None and window.readings:
-                clock[0] += 0.2
-                total[0] += (0.9 if window.candidate == 0 else 0.5) * 0.2
-            next(steps)
-    except StopIteration as done:
-        autopin._choose(done.value)
-    assert [type(e).__name__ for e in events] == ["Probe", "Probe", "Choice"] and autopin.metric.name == "task-clock"
+    _, events, autopin = drive(
+        lambda autopin, window: (0.2, 0.9 if window.candidate == 0 else 0.5), metric=TaskClock(), metric_factory=lambda pid: Beats()
+    )
+    assert [type(e).__name__ for e in events] == ["Start", "Probe", "Probe", "Choice"] and autopin.metric.name == "task-clock"

@@ -200,3 +200,22 @@ def test_without_a_heartbeat_to_watch_the_metric_chosen_at_the_end_of_the_initia
         lambda autopin, window: (0.2, 0.9 if window.candidate == 0 else 0.5), metric=TaskClock(), metric_factory=lambda pid: Beats()
     )
     assert [type(e).__name__ for e in events] == ["Start", "Probe", "Probe", "Choice"] and autopin.metric.name == "task-clock"
+
+
+def test_an_undecided_verdict_on_a_coarse_heartbeat_says_how_to_measure_finer():
+    """Two or three beats per thread in a sub-window: a whole beat more or less is a third of its
+    rate, and the two candidates cannot be told apart; the verdict says so and what to give."""
+    coarse = {0: [10.0, 15.0, 10.0, 15.0, 10.0], 1: [15.0, 10.0, 15.0, 10.0, 15.0]}
+    said, events, _ = drive(lambda autopin, window: (0.2, coarse[window.candidate][len(window.readings) - 1]))
+    choice = events[-1]
+    assert not choice.decided and choice.verdict.endswith(
+        "the heartbeat gives about 3 beats per thread in a sub-window of 0.2 s (one beat is 33% of its rate): to tell closer "
+        "candidates apart, give a longer -T (about 6.7 s for 20 beats a sub-window) or more rounds (--rounds auto)"
+    ), choice.verdict
+    assert any(line.startswith("chose") and "give a longer -T" in line for line in said), said
+    fine = {c: [r * 10 for r in rates] for c, rates in coarse.items()}  # 20-30 beats: one is at most 5%
+    _, events, _ = drive(lambda autopin, window: (0.2, fine[window.candidate][len(window.readings) - 1]))
+    assert not events[-1].decided and "longer -T" not in events[-1].verdict
+    apart = {0: [10.0] * 5, 1: [15.0] * 5}  # coarse, but told apart: nothing to add
+    _, events, _ = drive(lambda autopin, window: (0.2, apart[window.candidate][len(window.readings) - 1]))
+    assert events[-1].decided and "longer -T" not in events[-1].verdict

@@ -1201,5 +1201,7 @@ def test_a_program_that_begins_beating_after_the_initialisation_is_measured_by_i
     after = [p for p in read.probes if p.start >= changes[0].t]  # the search begun again: both candidates, by the heartbeat
     assert sorted(p.candidate for p in after) == [0, 1] and len(read.choices) == 1 and read.choices[0].t >= max(p.end for p in after), read.events
     assert "the program began beating through PINLAB_HEARTBEAT after the initialisation" in done.stderr
-    report = run_pinlab("autopin-report", str(log))
+    report = run_pinlab("autopin-report", str(log), "--html", str(tmp_path / "html"))
     assert "the metric changed from task-clock to heartbeat" in report.stdout and "rates in beats/s per thread" in report.stdout, report.stdout
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert page.count('<span class="sub">CPU seconds/s per thread</span>') == 1 and page.count('<span class="sub">beats/s per thread</span>') == 1

@@ -68,6 +68,7 @@ def _searches(log: AutopinLog) -> list[dict[str, Any]]:
         out.append(
             {
                 "number": search.number,
+                "unit": rate_unit(log, search),
                 "reprobe": reprobe_sentence(search.reprobe)
                 if search.reprobe is not None
                 else metric_change_sentence(search.metric_change)

@@ -22,6 +22,7 @@ class Candidate:
 
 class Metric:
     unit = "beats"
+    name = "heartbeat"
 
 
 def keep(rates: list[float], probed: float, threshold: float = 25, patience: int = 2) -> tuple[int | None, list[float]]:

@@ -35,7 +35,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from pinlab import live
@@ -288,6 +288,7 @@ class Autopin(ControllerBase):
                 look=round_number,
                 seconds=self.seconds,
                 distrust=self.metric.distrust(),
+                beats_interval=opts.interval if self.metric.name == "heartbeat" else None,
             )
             if len(self.candidates) == 1:
                 break
@@ -384,9 +385,6 @@ class Autopin(ControllerBase):
 
     def _choose(self, judgement: Judgement) -> bool:
         """Re-pin to the best and log the choice; whether the threads moved."""
-        coarse = self._coarse_beats(judgement)
-        if coarse:
-            judgement = replace(judgement, verdict=f"{judgement.verdict.rstrip()}; {coarse}")
         best = judgement.best
         moved = best != self.current
         if moved:
@@ -420,30 +418,6 @@ class Autopin(ControllerBase):
         self.reference = chosen_rate
         self.runner_up = judgement.runner_up
         return moved
-
-    #: Beats per thread in a sub-window below which one beat more or less moves its rate by more
-    #: than 5%: a verdict that separates nothing then says how to measure finer.
-    FINE_BEATS = 20
-
-    def _coarse_beats(self, judgement: Judgement) -> str | None:
-        """Why an undecided verdict under the heartbeat may be the beats' coarseness, and what to
-        do: a program that beats once per long iteration gives a handful of beats per sub-window,
-        and sub-window rates quantised by a whole beat hide differences smaller than one beat."""
-        if judgement.decided or self.metric is None or self.metric.name != "heartbeat" or judgement.runner_up is None:
-            return None
-        beats = sorted(r * t for c in self.samples for r, t in zip(self.samples[c], self.seconds.get(c) or []) if math.isfinite(r) and r > 0)
-        lengths = sorted(t for c in self.seconds for t in self.seconds[c])
-        if not beats or not lengths:
-            return None
-        typical, length = beats[len(beats) // 2], lengths[len(lengths) // 2]
-        if typical >= self.FINE_BEATS:
-            return None
-        longer = self.options.interval * self.FINE_BEATS / typical
-        return (
-            f"the heartbeat gives about {typical:.2g} beats per thread in a sub-window of {length:.2g} s (one beat is "
-            f"{100 / typical:.0f}% of its rate): to tell closer candidates apart, give a longer -T (about {longer:.2g} s "
-            f"for {self.FINE_BEATS} beats a sub-window) or more rounds (--rounds auto)"
-        )
 
     def _rate(self, candidate: int) -> float:
         """The candidate's rate in this search, as the verdict weighs it."""

@@ -134,6 +134,7 @@ def judge(
     look: int = 1,
     seconds: Mapping[int, Sequence[float]] | None = None,
     distrust: str | None = None,
+    beats_interval: float | None = None,
 ) -> Judgement:
     """The best candidate and how sure that is, from each candidate's sub-window rates.
 
@@ -141,7 +142,9 @@ def judge(
     ``look``: the round this judgement follows, of at most ``looks`` (see :func:`correction`);
     ``seconds``: each candidate's sub-window lengths, in the order of its rates (see :func:`rate`);
     ``distrust``: why the metric cannot rank these candidates (threads waiting by sched_yield under
-    task-clock): nothing is then called decided, whatever the test says, and the verdict says why.
+    task-clock): nothing is then called decided, whatever the test says, and the verdict says why;
+    ``beats_interval``: with rates in heartbeat beats, the window (-T) they were measured over: a
+    verdict that separates nothing then says when the beats were too coarse (:func:`coarse_beats`).
     """
     measured = {c: list(v) for c, v in samples.items() if v}
     if not measured:
@@ -183,12 +186,42 @@ def judge(
     best_mean, other_mean = rated[best], rated[other]
     result.effect = best_mean / other_mean - 1 if other_mean > 0 else (0.0 if best_mean == 0 else math.inf)
     result.decided = other in result.beaten and distrust is None
-    result.verdict = _sentence(result, names, tolerance, no_work=rated[best] == 0, no_work_why=no_work_why, distrust=distrust)
+    coarse = coarse_beats(measured, seconds or {}, beats_interval) if beats_interval is not None else None
+    result.verdict = _sentence(result, names, tolerance, no_work=rated[best] == 0, no_work_why=no_work_why, distrust=distrust, coarse=coarse)
     return result
 
 
+#: Beats per thread in a sub-window below which one beat more or less moves its rate by more than
+#: 5%: a verdict that separates nothing then says how to measure finer.
+FINE_BEATS = 20
+
+
+def coarse_beats(samples: Mapping[int, Sequence[float]], seconds: Mapping[int, Sequence[float]], interval: float) -> str | None:
+    """What to do when the sub-windows held too few beats: a program that beats once per long
+    iteration gives a handful of beats per sub-window, and rates quantised by a whole beat hide
+    differences smaller than one beat. None when a typical sub-window holds ``FINE_BEATS`` or more."""
+    beats = sorted(r * t for c in samples for r, t in zip(samples[c], seconds.get(c) or []) if math.isfinite(r) and r > 0)
+    lengths = sorted(t for c in samples for t in seconds.get(c) or [])
+    if not beats or not lengths:
+        return None
+    typical, length = beats[len(beats) // 2], lengths[len(lengths) // 2]
+    if typical >= FINE_BEATS:
+        return None
+    return (
+        f"the heartbeat gives about {typical:.2g} beats per thread in a sub-window of {length:.2g} s (one beat is "
+        f"{100 / typical:.0f}% of its rate): to tell closer candidates apart, give a longer -T (about {interval * FINE_BEATS / typical:.2g} s "
+        f"for {FINE_BEATS} beats a sub-window) or more rounds (--rounds auto)"
+    )
+
+
 def _sentence(
-    j: Judgement, names: Mapping[int, str], tolerance: float, no_work: bool = False, no_work_why: str | None = None, distrust: str | None = None
+    j: Judgement,
+    names: Mapping[int, str],
+    tolerance: float,
+    no_work: bool = False,
+    no_work_why: str | None = None,
+    distrust: str | None = None,
+    coarse: str | None = None,
 ) -> str:
     best, other = names[j.best], names[j.runner_up]
     if no_work:
@@ -203,4 +236,5 @@ def _sentence(
         return f"{best} beats {other}{rest} by {effect}, {p}"
     if j.runner_up in j.within_tolerance:
         return f"{best} and {other} are equivalent within {tolerance:.0%} ({best} leads by {effect}, {p}): keeping {best}, the higher mean"
-    return f"{best} leads {other} by {effect} but not significantly ({p}): the two are statistically indistinguishable"
+    undecided = f"{best} leads {other} by {effect} but not significantly ({p}): the two are statistically indistinguishable"
+    return f"{undecided}; {coarse}" if coarse else undecided

@@ -32,6 +32,7 @@ __all__ = [
     "run_summary",
     "reprobe_sentence",
     "metric_change_sentence",
+    "opening_sentence",
     "migration_sentence",
     "recheck_sentence",
     "choice_lines",
@@ -181,14 +182,21 @@ def _fill_rows(log: AutopinLog, search: Search) -> None:
 
 
 # -- words and numbers ----------------------------------------------------------------------------
-def rate_unit(log: AutopinLog, search: Search | None = None) -> str:
-    """The unit of the rates: the metric's unit per second per worker thread; of ``search``'s
-    when given (a log whose metric changed has two), else the first metric's."""
+def rate_unit(log: AutopinLog, search: Search | None = None, at: float = 0.0) -> str:
+    """The unit of the rates: the metric's unit per second per worker thread, as it was at ``at``
+    or when ``search`` began (a log whose metric changed has two)."""
     if search is not None and search.began is not None:
-        _, unit = log.metric_at(search.began)
-    else:
-        unit = log.start.metric_unit or log.start.metric_label
-    return f"{unit}/s per thread"
+        at = search.began
+    return f"{log.unit_at(at)}/s per thread"
+
+
+def opening_sentence(search: Search) -> str | None:
+    """Why ``search`` began, when something other than the start began it."""
+    if search.reprobe is not None:
+        return reprobe_sentence(search.reprobe)
+    if search.metric_change is not None:
+        return metric_change_sentence(search.metric_change)
+    return None
 
 
 def metric_change_sentence(change: MetricChange) -> str:

@@ -15,13 +15,12 @@ from pinlab.autopin.log import AutopinLog
 from pinlab.errors import UsageError
 from pinlab.report.autopin_data import (
     choice_lines,
-    metric_change_sentence,
     metric_why,
     migration_sentence,
+    opening_sentence,
     parameters,
     rate_unit,
     recheck_sentence,
-    reprobe_sentence,
     run_summary,
     searches,
     si,
@@ -69,11 +68,7 @@ def _searches(log: AutopinLog) -> list[dict[str, Any]]:
             {
                 "number": search.number,
                 "unit": rate_unit(log, search),
-                "reprobe": reprobe_sentence(search.reprobe)
-                if search.reprobe is not None
-                else metric_change_sentence(search.metric_change)
-                if search.metric_change is not None
-                else None,
+                "reprobe": opening_sentence(search),
                 "measured": bool(search.probes),
                 "against": "chosen" if search.reference_is_choice else "best measured",
                 "rows": _rows(search),

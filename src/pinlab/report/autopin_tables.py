@@ -7,13 +7,12 @@ from pinlab.autopin.log import AutopinLog
 from pinlab.report.autopin_data import (
     Search,
     choice_lines,
-    metric_change_sentence,
     metric_why,
     migration_sentence,
+    opening_sentence,
     parameters,
     rate_unit,
     recheck_sentence,
-    reprobe_sentence,
     run_summary,
     searches,
     seconds,
@@ -70,14 +69,13 @@ def print_autopin_report(log: AutopinLog, console=None) -> None:
     if params:
         console.print("Parameters: " + escape(", ".join(f"{k} {v}" for k, v in params)))
     for search in searches(log):
-        if search.reprobe is not None:
-            console.print(escape(reprobe_sentence(search.reprobe)))
-        if search.metric_change is not None:
-            console.print(escape(metric_change_sentence(search.metric_change)))
+        opening = opening_sentence(search)
+        if opening is not None:
+            console.print(escape(opening))
         if not search.probes and search.choice is None:
             console.print(
                 f"{escape(search_title(search))}: nothing was measured after it."
-                if search.reprobe is not None or search.metric_change is not None
+                if opening is not None
                 else "Nothing was measured: the log ends before the first probe."
             )
             continue

@@ -105,8 +105,7 @@ def timeline(log: AutopinLog):
         ax.axvline(x(end), color=_REPROBE, linewidth=1.4, linestyle=":")
 
     ax.set_xlabel(f"time since autopin started ({unit})", fontsize=9)
-    units = [rate_unit(log), *(f"{c.metric_unit or c.metric}/s per thread" for c in log.metric_changes)]
-    ax.set_ylabel(", then ".join(units), fontsize=9)
+    ax.set_ylabel(", then ".join(rate_unit(log, at=t) for t in [0.0, *(c.t for c in log.metric_changes)]), fontsize=9)
     ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 1.2 M rather than an offset 1e6 above the axis
     ax.grid(alpha=0.3)
     n_search = len(searches(log))

@@ -363,14 +363,14 @@ class AutopinLog:
     def metric_changes(self) -> list[MetricChange]:
         return self._of(MetricChange)
 
-    def metric_at(self, t: float) -> tuple[str, str]:
-        """The metric in effect at ``t`` and its unit: the start's, or that of the last change
-        before ``t``."""
-        name, unit = self.start.metric_label, self.start.metric_unit
+    def unit_at(self, t: float) -> str:
+        """The unit of the metric in effect at ``t``: the start's, or that of the last change
+        before ``t`` (the metric's name where it has no unit)."""
+        unit = self.start.metric_unit or self.start.metric_label
         for change in self.metric_changes:
             if change.t <= t:
-                name, unit = change.metric, change.metric_unit
-        return name, unit or name
+                unit = change.metric_unit or change.metric
+        return unit
 
     @property
     def migrations(self) -> list[Migration]:

@@ -213,7 +213,7 @@ class Autopin(ControllerBase):
                 t=self._since() if t is None else t,
                 mode=self.mode,
                 argv=tuple(self.argv) if self.argv else None,
-                pid=self.pid,
+                pid=None if self.mode == "restart" else self.pid,  # restarted: a run per probe, none of them "the" program
                 threads=len(self.candidates[0].cpus),
                 metric=metric.name if metric else None,
                 metric_unit=metric.unit if metric else None,
@@ -233,6 +233,7 @@ class Autopin(ControllerBase):
                     "threshold": opts.monitor_threshold,
                     "patience": opts.monitor_patience,
                     "recheck": opts.monitor_recheck,
+                    "probe": opts.probe,
                 },
                 candidates=tuple(Candidate(index=i, name=c.name, cpus=tuple(c.cpus)) for i, c in enumerate(self.candidates)),
             )

@@ -11,6 +11,8 @@ from pinlab.errors import UsageError
 #: The paper's default probing interval t (seconds); w = t / 2 and i = w unless given.
 DEFAULT_INTERVAL = 30.0
 MIGRATE_MODES = ("off", "process", "attached", "accessed")
+#: How a candidate is measured: the running program re-pinned there, or a run of its own started there.
+PROBE_MODES = ("repin", "restart")
 MAX_SECONDS = 7 * 24 * 3600.0
 DEFAULT_THRESHOLD = 10.0  # percent, with --monitor
 DEFAULT_PATIENCE = 3  # intervals, with --monitor
@@ -48,6 +50,7 @@ class AutopinOptions:
     recheck: int | None = None  # intervals between measurements of the runner-up (with monitor; DEFAULT_RECHECK; 0: never)
     log: str | None = None
     restore: bool = False
+    probe: str = "repin"  # repin: the running program moved to each candidate; restart: a run of its own per probe
 
     def __post_init__(self) -> None:
         self.validate()
@@ -71,6 +74,11 @@ class AutopinOptions:
     @property
     def monitor_recheck(self) -> int:
         return DEFAULT_RECHECK if self.recheck is None else self.recheck
+
+    @property
+    def restarts(self) -> bool:
+        """Whether each probe is a run of its own, pinned on its candidate from the program's start."""
+        return self.probe == "restart"
 
     @property
     def adaptive(self) -> bool:
@@ -135,6 +143,24 @@ class AutopinOptions:
             raise UsageError(f"--recheck must be a number of intervals from 0 (never) to 100000 (got {self.recheck})")
         if not 1 <= self.max_candidates <= 1000:
             raise UsageError(f"--max-candidates must be between 1 and 1000 (got {self.max_candidates})")
+        if self.probe not in PROBE_MODES:
+            raise UsageError(f"unknown --probe {self.probe!r}: use repin (move the running program) or restart (a run of its own per probe)")
+        if self.restarts:
+            for given, name in (
+                (self.monitor, "--monitor"),
+                (self.migrate_pages != "off", f"--migrate-pages {self.migrate_pages}"),
+                (self.restore, "--restore"),
+            ):
+                if given:
+                    raise UsageError(
+                        f"{name} acts on the running program after a re-pin; --probe restart measures each candidate in a run of its own "
+                        f"and keeps the last run where it started: leave {name.split()[0]} out, or use --probe repin"
+                    )
+            if self.metric is not None and self.metric.strip().startswith("stdout:"):
+                raise UsageError(
+                    "--metric stdout:REGEX counts the output of the one run it passes on; --probe restart drops its probes' output: "
+                    "make the program beat (pinlab_heartbeat.h) or use --probe repin"
+                )
         if self.graph is not None and not self.strategies:
             raise UsageError("--graph gives candidates through graph strategies: add --strategies lpgp,treematch (or others) with it")
         if self.strategies is not None and self.candidates not in ("auto", None):

@@ -13,20 +13,18 @@ import os
 import signal as signals
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pinlab import heartbeat, live
-from pinlab.autopin import candidates as made
 from pinlab.autopin.claim import claim
 from pinlab.autopin.controller import Autopin, Say, _stderr
-from pinlab.autopin.decide import correction, smallest_p
 from pinlab.autopin.liveplan import LivePlan
 from pinlab.autopin.metrics import choose_metric
 from pinlab.autopin.options import AutopinOptions
 from pinlab.autopin.preloading import StatisticsLoad
+from pinlab.autopin.prepare import Outcome, check_log, check_power, make_candidates
+from pinlab.autopin.restart import autopin_restarted
 from pinlab.errors import UsageError
-from pinlab.graph import load_graph
 from pinlab.heartbeat import Heartbeat, path_of_process
 from pinlab.launch import plan_spec
 from pinlab.launch.runner import FORWARDED
@@ -34,75 +32,7 @@ from pinlab.launch.runner import run as launch
 from pinlab.measure.shared_files import shared_directory
 from pinlab.memory.accessed import PageTracker
 from pinlab.memory.attached import AttachTable, table_of_process
-from pinlab.outputs import check_writable
 from pinlab.topology import load_topology
-
-
-@dataclass
-class Outcome:
-    """How an autopin session ended: the program's status (launch mode) and the log's summary."""
-
-    exit_status: int | None
-    summary: dict[str, Any]
-    record: Any = None  # the RunRecord in launch mode
-
-
-def default_threads(topo: Any) -> int:
-    """OMP_NUM_THREADS when set, else one thread per allowed core (OpenMP's usual default)."""
-    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    allowed = topo.allowed_cpus
-    return max(1, sum(1 for core in topo.cores if core.cpus & allowed))
-
-
-def make_candidates(options: AutopinOptions, threads: int | None, topo: Any) -> list[Any]:
-    """The candidates as the options ask: auto, explicit (the paper's "0,1;0,2") or strategies."""
-    if options.strategies:
-        names = [n.strip() for n in options.strategies.split(",") if n.strip()]
-        graph = options.graph
-        if isinstance(graph, (str, os.PathLike)):
-            graph = load_graph(graph)
-        default = graph.threads if graph is not None else default_threads(topo)
-        return made.strategy_candidates(topo, names, threads or default, cpu_kind=options.cpu_kind, graph=graph)
-    if options.candidates in (None, "auto"):
-        return made.auto_candidates(topo, threads or default_threads(topo), max_candidates=options.max_candidates, cpu_kind=options.cpu_kind)
-    return made.parse_candidates(options.candidates, topo, threads)
-
-
-def check_power(options: AutopinOptions, candidates: Sequence[Any]) -> None:
-    """Refuse probing that can never reach a verdict: with n sub-window rates per candidate the
-    smallest p-value is 1 / C(2n, n), which must beat ``alpha`` after the Bonferroni correction."""
-    if len(candidates) < 2:
-        return
-    looks = options.round_limit if options.adaptive else 1
-    factor = correction(len(candidates), looks, looks)  # the last round's: all the sub-windows, the least alpha
-    samples = options.windows * options.round_limit
-    if smallest_p(samples) * factor < options.alpha:
-        return
-    need = next(w for w in range(options.windows + 1, 1001) if smallest_p(w * options.round_limit) * factor < options.alpha)
-    raise UsageError(
-        f"{options.windows} sub-windows x {options.round_limit} rounds can never give a significant verdict among "
-        f"{len(candidates)} candidates at alpha {options.alpha:g}: use --windows {need} or more (or fewer candidates, more rounds)"
-    )
-
-
-def preview(options: AutopinOptions, source: str | None = None, pid: int | None = None) -> tuple[Any, list[Any]]:
-    """The candidates autopin would probe (``pinlab autopin --dry-run``) on the machine ``source``
-    names (this one by default, or another's to plan for it: a preset, synthetic, an XML file),
-    checked as a real session checks them; nothing runs."""
-    if pid is not None:
-        raise UsageError("--dry-run previews the candidates for -n threads: give -n rather than --pid")
-    topology = load_topology(source or "this")
-    candidates = make_candidates(options, options.threads, topology)
-    check_power(options, candidates)
-    return topology, candidates
-
-
-def check_log(path: str | None) -> None:
-    """Find out before the program starts, not after, that the log cannot be written."""
-    if path:
-        check_writable(path, "the log")
 
 
 def check_target(argv: Sequence[str] | None, pid: int | None, restore: bool, topology: str | None = None) -> None:
@@ -126,7 +56,14 @@ def autopin(argv: Sequence[str] | None = None, pid: int | None = None, options: 
     options = options or AutopinOptions()
     check_target(argv, pid, options.restore)
     if pid is not None:
+        if options.restarts:
+            raise UsageError(
+                "--probe restart starts the program anew for each probe, which a program already running cannot be: "
+                "use --probe repin with --pid, or start it under pinlab autopin"
+            )
         return autopin_attached(pid, options, say=say)
+    if options.restarts:
+        return autopin_restarted(list(argv or ()), options, say=say)
     return autopin_program(list(argv or ()), options, say=say)
 
 
@@ -386,4 +323,4 @@ def _leave(controller: Autopin, pid: int, restore: bool, say: Say) -> bool:
     return False
 
 
-__all__ = ["Outcome", "autopin_attached", "autopin_program", "default_threads", "make_candidates"]
+__all__ = ["Outcome", "autopin", "autopin_attached", "autopin_program"]

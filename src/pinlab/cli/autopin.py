@@ -6,8 +6,9 @@ import click
 
 from pinlab.autopin.metrics import list_metrics as available
 from pinlab.autopin.options import AutopinOptions
+from pinlab.autopin.prepare import preview
 from pinlab.autopin.session import autopin as run_autopin
-from pinlab.autopin.session import check_target, preview
+from pinlab.autopin.session import check_target
 from pinlab.cli.common import RenamingCommand, graph_option, renamed
 from pinlab.cli.completion import complete_strategies
 from pinlab.cli.program import started
@@ -59,6 +60,14 @@ from pinlab.words import plural
     show_default=True,
     help="After a re-pin, move the program's pages to the new candidate's NUMA nodes (process), each thread's attached data "
     "(libpinlab-mem) to its new node (attached), or the pages each thread mostly accessed (accessed: the page tracer runs alongside).",
+)
+@click.option(
+    "--probe",
+    type=click.Choice(["repin", "restart"]),
+    default="repin",
+    show_default=True,
+    help="How a candidate is measured: the running program moved there (repin), or a run of its own pinned there from its "
+    "start, killed after -i + -T seconds, the program then run once more on the choice (restart: for restartable programs).",
 )
 @click.option("--monitor", is_flag=True, help="After the choice keep measuring, and probe again when the rate drops for good.")
 @click.option(
@@ -115,6 +124,6 @@ def autopin(program, graph_file, pid, list_metrics, quiet, dry_run, source, **fi
         return outcome
     if pid is not None:
         return 0
-    for warning in outcome.record.warnings:
+    for warning in outcome.record.warnings if outcome.record is not None else ():  # none: stopped between --probe restart's runs
         click.echo(f"pinlab: warning: {warning}", err=True)
     return outcome.exit_status

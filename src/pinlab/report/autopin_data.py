@@ -305,6 +305,8 @@ def what_ran(log: AutopinLog) -> str:
         what = f"attached to PID {start.pid if start.pid is not None else '?'}"
     else:
         what = "ran " + (" ".join(start.argv) if start.argv else "an unnamed program")
+        if start.mode == "restart":
+            what += " (--probe restart: each probe a run of its own, pinned on its candidate from its start; then once more on the choice)"
     threads = f", {start.threads} worker thread{'s' if start.threads != 1 else ''}" if start.threads is not None else ""
     return f"{what}{threads}, {len(start.candidates)} candidate{'s' if len(start.candidates) != 1 else ''}"
 

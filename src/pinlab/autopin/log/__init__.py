@@ -8,17 +8,19 @@ expects cannot drift apart. The JSON Schema of a line is
 ``docs/reference/formats/autopin-log-event.schema.json``.
 
 ``t`` is seconds since autopin started (the program's start in launch mode, the attach in
-``--pid`` mode). Rates are in the metric's unit per second per worker thread (``metric_unit``).
+``--pid`` mode, the first probe's run with ``--probe restart``). Rates are in the metric's unit per second per worker thread (``metric_unit``).
 CPU lists are JSON lists of OS CPU numbers in worker order (worker 0 = the main thread).
 
-``start``   ``version`` (1), ``mode`` (launch|attach), ``argv`` (launch) or ``pid``, ``threads``, ``metric``,
+``start``   ``version`` (1), ``mode`` (launch|attach|restart: each probe a run of its own, then one
+            more on the choice), ``argv`` (launch, restart) or ``pid`` (attach), ``threads``, ``metric``,
             ``metric_unit``, ``metric_notice`` (why this metric), ``topology``, ``params``
             (``init``, ``warmup``, ``interval``, ``windows``, ``rounds``, ``alpha``,
-            ``migrate_pages``, ``monitor``, ``threshold``, ``patience``, ``recheck``), ``candidates``: a list of
+            ``migrate_pages``, ``monitor``, ``threshold``, ``patience``, ``recheck``, ``probe``), ``candidates``: a list of
             ``{"index", "name", "cpus"}``.
 ``probe``   one candidate measured once: ``candidate`` (index), ``name``, ``cpus``, ``round``
             (1, 2, ...), ``repinned_at`` (when the threads were moved to it; the warm-up runs from
-            there, or from the end of the ``migrate`` event that follows, to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
+            there, or from the end of the ``migrate`` event that follows, to ``start``; restarted:
+            when the probe's own run began, its ``-i`` running from there to ``start``), ``start``, ``end``, ``rates`` (tid -> rate of each worker thread
             measured over the whole window, as strings of tids), ``mean`` (the window's rate per worker: its sub-window rates weighted by their lengths, the paper's r_avg while the workers stay the same),
             ``windows`` (the mean rate of each sub-window, the samples the verdict is computed
             from; sub-window k spans start + k (end - start) / windows, in equal parts when the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """autopin against every candidate run as a fixed pinning, side by side, with co-runners making some CPUs worse.
 
-Run by hand: ``.venv/bin/python bench/bench_autopin.py [--reps 3] [--trials 10] [--seconds 20]``.
+Run by hand: ``.venv/bin/python bench/bench_autopin.py [--reps 3] [--trials 10] [--seconds 20] [--probe repin,restart]``.
 Not a test: it asserts nothing about time; it prints tables and PASS/MISS against autopin's targets:
 
 1. autopin's choice is the best fixed candidate, or one whose run time is within 1% of the
@@ -11,10 +11,11 @@ Not a test: it asserts nothing about time; it prints tables and PASS/MISS agains
 3. with ``--rounds auto`` the probing takes at most half the time of fixed-window probing
    (``--rounds`` = ``--max-rounds``) at the same accuracy.
 
-Scenarios come from this machine's CPUs: a ``cpu`` co-runner (pinlab.workloads.corun) loads
-the last allowed CPU (and, on 8 CPUs or more, the last quarter of them); for each built-in
-workload (primes: CPU-bound, dynamic schedule; stream: memory-bound, static schedule; mb:
-cache-bound) and thread count, the candidates are
+Scenarios come from this machine's CPUs: ``--corunners`` ``cpu`` co-runners (pinlab.workloads.corun)
+load the last allowed CPU (and, on 8 CPUs or more, each CPU of the last quarter); for each
+workload (the built-in primes: CPU-bound, dynamic schedule; stream: memory-bound, static
+schedule; mb: cache-bound; and ``omp``, ``bench/omp_barriers.c``: a GNU OpenMP team meeting at a
+barrier after every small step, compiled here) and thread count, the candidates are
 
 - 1 thread: the loaded CPU, a free CPU;
 - 2 threads: one per CPU with one of them loaded, both on a free CPU, both on the loaded CPU;
@@ -27,6 +28,10 @@ on, all the probing). Then ``--trials`` short probing-only sessions per mode (``
 against fixed rounds): autopin on a long run of the workload, stopped once it has chosen on the
 heartbeat (a choice made on task-clock before the program beat is searched again when it does);
 their choices and probing times, every search's.
+
+``--probe`` names autopin's ways of probing to compare (``repin``: the running program moved to
+each candidate; ``restart``: each probe a run of its own, then one more on the choice): each gets
+its own whole runs and probing trials, and its own line against the targets.
 """
 
 from __future__ import annotations
@@ -57,7 +62,25 @@ def pinlab_command() -> str:
 PINLAB = pinlab_command()
 
 
+OMP_SOURCE = HERE / "omp_barriers.c"
+
+
+def compile_omp(where: Path) -> str:
+    """bench/omp_barriers.c built with cc -O2 -fopenmp and pinlab's heartbeat header."""
+    include = [
+        f for f in subprocess.run([PINLAB, "cflags", "--mem"], capture_output=True, text=True, check=True).stdout.split() if f.startswith("-I")
+    ]
+    exe = where / "omp_barriers"
+    subprocess.run(["cc", "-O2", "-fopenmp", *include, str(OMP_SOURCE), "-o", str(exe)], check=True)
+    return str(exe)
+
+
+OMP_EXE: list[str] = []  # built once, in main's work directory
+
+
 def workload_path(name: str) -> str:
+    if name == "omp":
+        return OMP_EXE[0]
     return subprocess.run([PINLAB, "workload", "path", name], capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -69,11 +92,13 @@ def workload_argv(name: str, threads: int, size: float) -> list[str]:
         return [path, "--threads", str(threads), "--size", str(int(size)), "--ntimes", "200"]
     if name == "mb":
         return [path, "--threads", str(threads), "--reps", str(int(size))]
+    if name == "omp":
+        return [path, str(threads), str(int(size))]
     raise ValueError(name)
 
 
-BASE = {"primes": 5e6, "stream": 2e6, "mb": 2000}
-EXPONENT = {"primes": 2 / 3, "stream": 1.0, "mb": 1.0}  # size ~ time ** exponent
+BASE = {"primes": 5e6, "stream": 2e6, "mb": 2000, "omp": 20000}
+EXPONENT = {"primes": 2 / 3, "stream": 1.0, "mb": 1.0, "omp": 1.0}  # size ~ time ** exponent
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
@@ -178,88 +203,114 @@ def main() -> int:
     parser.add_argument("--threads", default="1,2,4")
     parser.add_argument("--interval", type=float, default=0.4, help="autopin -T (W = T/2, i = W)")
     parser.add_argument("--max-rounds", type=int, default=3)
+    parser.add_argument("--probe", default="repin", help="autopin's ways of probing to compare: repin, restart or repin,restart")
+    parser.add_argument("--corunners", type=int, default=1, help="cpu co-runners on each loaded CPU")
     parser.add_argument("--out", help="write every measurement to this JSON file")
     args = parser.parse_args()
     from pinlab.workloads.corun import CoRunners  # the installed pinlab (run this with its interpreter)
 
+    modes = [m.strip() for m in args.probe.split(",") if m.strip()]
     cpus = sorted(os.sched_getaffinity(0))
     params = ["-T", str(args.interval)]
     results = []
     work = Path(tempfile.mkdtemp(prefix="bench-autopin-"))
+    if "omp" in args.workloads.split(","):
+        OMP_EXE.append(compile_omp(work))
     print(
         f"bench_autopin: {len(cpus)} CPUs, runs of about {args.seconds:g} s, autopin -T {args.interval:g} (W = T/2, i = W), "
-        f"{args.reps} repetitions, {args.trials} probing trials per mode"
+        f"{args.reps} repetitions, {args.trials} probing trials per mode, probing by {', '.join(modes)}, "
+        f"{args.corunners} co-runner(s) per loaded CPU"
     )
     for name in args.workloads.split(","):
         for n, candidates, busy in scenarios(cpus, [int(t) for t in args.threads.split(",")]):
             size = calibrate(name, n, ",".join(map(str, candidates[0])), args.seconds)
             argv = workload_argv(name, n, size)
             fixed: dict[int, list[float]] = {i: [] for i in range(len(candidates))}
-            auto_runs = []
-            with CoRunners("cpu", len(busy), busy):
+            auto_runs: dict[str, list[dict]] = {m: [] for m in modes}
+            trials: dict[str, dict[str, list[dict]]] = {m: {"auto": [], "fixed": []} for m in modes}
+            with CoRunners("cpu", len(busy) * args.corunners, busy):
                 for rep in range(args.reps):
-                    order = list(range(len(candidates))) + ["autopin"]
+                    order: list = list(range(len(candidates))) + [("autopin", m) for m in modes]
                     order = order[rep % len(order) :] + order[: rep % len(order)]
                     for what in order:
-                        if what == "autopin":
-                            took, info = autopin_run(argv, candidates, params, work / f"{name}-{n}-{rep}.jsonl")
-                            auto_runs.append({"seconds": took, **info})
+                        if isinstance(what, tuple):
+                            mode = what[1]
+                            took, info = autopin_run(argv, candidates, params + ["--probe", mode], work / f"{name}-{n}-{mode}-{rep}.jsonl")
+                            auto_runs[mode].append({"seconds": took, **info})
                         else:
                             cpus_text = ",".join(map(str, candidates[what]))
                             fixed[what].append(timed([PINLAB, "run", "-q", "--sample-ms", "1000", "-c", cpus_text, "--oversubscribe", "--", *argv]))
                 long_argv = workload_argv(name, n, size * 4)
-                trials = {"auto": [], "fixed": []}
                 for trial in range(args.trials):
-                    for mode in ("auto", "fixed"):
-                        rounds = ["--rounds", "auto", "--max-rounds", str(args.max_rounds)] if mode == "auto" else ["--rounds", str(args.max_rounds)]
-                        trials[mode].append(probe_only(long_argv, candidates, params + rounds, work / f"{name}-{n}-{mode}-{trial}.jsonl", 120))
+                    for mode in modes:
+                        for rounds_mode in ("auto", "fixed"):
+                            rounds = (
+                                ["--rounds", "auto", "--max-rounds", str(args.max_rounds)]
+                                if rounds_mode == "auto"
+                                else ["--rounds", str(args.max_rounds)]
+                            )
+                            log = work / f"{name}-{n}-{mode}-{rounds_mode}-{trial}.jsonl"
+                            trials[mode][rounds_mode].append(probe_only(long_argv, candidates, params + rounds + ["--probe", mode], log, 120))
             medians = {i: statistics.median(v) for i, v in fixed.items()}
-            best = min(medians, key=medians.get)
+            best = min(medians, key=lambda i: medians[i])
             good = {i for i, m in medians.items() if m <= 1.01 * medians[best]}
-            auto_median = statistics.median(r["seconds"] for r in auto_runs)
+            overhead = {m: statistics.median(r["seconds"] for r in auto_runs[m]) / medians[best] - 1 for m in modes}
             results.append(
                 {
                     "workload": name,
                     "threads": n,
                     "candidates": candidates,
                     "busy": busy,
+                    "corunners": args.corunners,
                     "argv": argv[1:],
                     "fixed": fixed,
                     "autopin": auto_runs,
                     "trials": trials,
                     "best": best,
                     "good": sorted(good),
-                    "overhead": auto_median / medians[best] - 1,
+                    "overhead": overhead,
                 }
             )
-            print(f"\n{name}, {n} threads, co-runner on CPUs {','.join(map(str, busy))}: {' '.join(argv[1:])}")
+            print(f"\n{name}, {n} threads, {args.corunners} co-runner(s) on CPUs {','.join(map(str, busy))}: {' '.join(argv[1:])}")
             for i, c in enumerate(candidates):
                 mark = " best" if i == best else (" within 1%" if i in good else "")
                 print(f"  fixed {','.join(map(str, c)):>12}: median {medians[i]:7.2f} s (min {min(fixed[i]):.2f}, max {max(fixed[i]):.2f}){mark}")
-            chosen = [r["choice"] for r in auto_runs]
-            probing = [r["probing"] for r in auto_runs if r["probing"] is not None]
-            print(
-                f"  autopin             : median {auto_median:7.2f} s, {auto_median / medians[best] - 1:+.1%} against the best fixed; "
-                f"choices {chosen}; probing {statistics.median(probing) if probing else float('nan'):.2f} s"
-            )
-            for mode in ("auto", "fixed"):
-                made = [t["choice"] for t in trials[mode]]
-                times = [t["probing"] for t in trials[mode] if t["probing"] is not None]
-                right = sum(1 for c in made if c in good)
+            for mode in modes:
+                runs = auto_runs[mode]
+                chosen = [r["choice"] for r in runs]
+                probing = [r["probing"] for r in runs if r["probing"] is not None]
+                auto_median = statistics.median(r["seconds"] for r in runs)
                 print(
-                    f"  probing, rounds {mode:5}: {right}/{len(made)} right, probing median {statistics.median(times) if times else float('nan'):.2f} s"
+                    f"  autopin ({mode:7}) : median {auto_median:7.2f} s, {overhead[mode]:+.1%} against the best fixed; "
+                    f"choices {chosen}; probing {statistics.median(probing) if probing else float('nan'):.2f} s"
                 )
-    cases = [(r["choice"] in res["good"]) for res in results for r in res["autopin"]] + [
-        (t["choice"] in res["good"]) for res in results for mode in ("auto", "fixed") for t in res["trials"][mode]
+                for rounds_mode in ("auto", "fixed"):
+                    made = [t["choice"] for t in trials[mode][rounds_mode]]
+                    times = [t["probing"] for t in trials[mode][rounds_mode] if t["probing"] is not None]
+                    right = sum(1 for c in made if c in good)
+                    median_time = statistics.median(times) if times else float("nan")
+                    print(f"  probing ({mode:7}), rounds {rounds_mode:5}: {right}/{len(made)} right, probing median {median_time:.2f} s")
+    for mode in modes:
+        targets(mode, results)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def targets(mode: str, results: list[dict]) -> None:
+    """The three targets, for one way of probing."""
+    cases = [(r["choice"] in res["good"]) for res in results for r in res["autopin"][mode]] + [
+        (t["choice"] in res["good"]) for res in results for rounds in ("auto", "fixed") for t in res["trials"][mode][rounds]
     ]
     accuracy = sum(cases) / len(cases) if cases else float("nan")
-    overheads = [res["overhead"] for res in results]
-    auto_times = [t["probing"] for res in results for t in res["trials"]["auto"] if t["probing"] is not None]
-    fixed_times = [t["probing"] for res in results for t in res["trials"]["fixed"] if t["probing"] is not None]
-    acc_auto = [t["choice"] in res["good"] for res in results for t in res["trials"]["auto"]]
-    acc_fixed = [t["choice"] in res["good"] for res in results for t in res["trials"]["fixed"]]
+    overheads = [res["overhead"][mode] for res in results]
+    auto_times = [t["probing"] for res in results for t in res["trials"][mode]["auto"] if t["probing"] is not None]
+    fixed_times = [t["probing"] for res in results for t in res["trials"][mode]["fixed"] if t["probing"] is not None]
+    acc_auto = [t["choice"] in res["good"] for res in results for t in res["trials"][mode]["auto"]]
+    acc_fixed = [t["choice"] in res["good"] for res in results for t in res["trials"][mode]["fixed"]]
     ratio = statistics.median(auto_times) / statistics.median(fixed_times) if auto_times and fixed_times else float("nan")
-    print("\nTargets")
+    print(f"\nTargets, probing by {mode}")
     print(f"  choice best or within 1%: {sum(cases)}/{len(cases)} = {accuracy:.1%} (target >= 95%): {'PASS' if accuracy >= 0.95 else 'MISS'}")
     print(
         f"  run time under autopin against the best fixed: median {statistics.median(overheads):+.1%}, worst {max(overheads):+.1%} "
@@ -269,10 +320,6 @@ def main() -> int:
         f"  rounds auto probing / fixed rounds probing: {ratio:.2f} (target <= 0.5), accuracy {sum(acc_auto)}/{len(acc_auto)} against "
         f"{sum(acc_fixed)}/{len(acc_fixed)}: {'PASS' if ratio <= 0.5 and sum(acc_auto) >= sum(acc_fixed) else 'MISS'}"
     )
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

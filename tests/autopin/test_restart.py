@@ -127,8 +127,10 @@ def test_each_probe_is_a_run_started_on_its_candidate_and_the_choice_runs_once_m
     assert read.rates and all(r.candidate == read.choices[0].candidate for r in read.rates), read.rates
     assert "running the program on CPUs" in done.stderr
     assert _left_files(shared) == [], _left_files(shared)  # heartbeat files and event rings of every run removed
-    report = run_pinlab("autopin-report", str(log))
+    picture = tmp_path / "timeline.png"
+    report = run_pinlab("autopin-report", str(log), "--picture", str(picture))
     assert report.returncode == 0 and "--probe restart: each probe a run of its own" in report.stdout, report.stdout
+    assert picture.read_bytes().startswith(b"\x89PNG"), report.stderr
 
 
 def test_a_program_that_ends_before_its_probe_is_over_stops_the_probing_and_runs_once_more(tmp_path):
@@ -199,6 +201,9 @@ def test_restart_probing_refuses_what_needs_a_program_that_keeps_running(tmp_pat
         assert done.returncode == 2 and words in done.stderr, (extra, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
     assert not marker.exists()
+    missing = run_pinlab("autopin", "--probe", "restart", "-C", f"{cpu};{cpu}", "--log", str(tmp_path / "log.jsonl"), "--", str(tmp_path / "none"))
+    assert missing.returncode == 127 and missing.stderr.strip().endswith("none: no such file"), missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1 and not (tmp_path / "log.jsonl").exists(), missing.stderr
     with pytest.raises(UsageError, match="--restore acts on the running program"):
         AutopinOptions(probe="restart", restore=True)
     with pytest.raises(UsageError, match="unknown --probe 'again'"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -33,7 +34,7 @@ from pinlab.autopin.preloading import StatisticsLoad
 from pinlab.autopin.prepare import Outcome, check_log, check_power, make_candidates
 from pinlab.errors import UsageError
 from pinlab.launch import plan_spec
-from pinlab.launch.runner import ControllerBase
+from pinlab.launch.runner import ControllerBase, resolve_program
 from pinlab.launch.runner import run as launch
 from pinlab.measure.shared_files import shared_directory
 from pinlab.topology import load_topology
@@ -51,6 +52,7 @@ def autopin_restarted(
     if not argv:
         raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]")
     check_log(options.log)
+    resolve_program(argv[0], os.environ.get("PATH", os.defpath))  # 127 or 126 before any run, as pinlab run says them
     topology = topology if topology is not None else load_topology("this")
     candidates = make_candidates(options, options.threads, topology)
     check_power(options, candidates)
@@ -58,7 +60,10 @@ def autopin_restarted(
     if len(candidates) > 1:
         controller.statistics = StatisticsLoad(candidates, os.sched_getaffinity(0))
         controller.statistics.start()
-    previous = {s: signal.signal(s, _stop) for s in _STOPPING}
+    # A signal between two runs stops the session (during a run pinlab run takes it, and passes it on);
+    # Python lets only the main thread set handlers, and elsewhere the caller's own stay.
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _stop) for s in _STOPPING} if main else {}
     try:
         controller.begin()
         if len(candidates) == 1:

@@ -115,7 +115,7 @@ def timeline(log: AutopinLog):
     handles = [Patch(facecolor=palette[c.index], alpha=0.5, linewidth=0) for c in start.candidates]
     labels = [f"{c.index}: {c.name} ({_cpus(c.cpus)})" for c in start.candidates]
     handles += [Patch(facecolor="white", edgecolor="#777777", hatch="////", linewidth=0.4), Line2D([], [], color="#555555", linewidth=1.6)]
-    labels += ["warm-up after a re-pin", "rate of each sub-window"]
+    labels += ["the probe's run starting (-i)" if start.mode == "restart" else "warm-up after a re-pin", "rate of each sub-window"]
     if after:
         handles.append(Line2D([], [], color=_AFTER, linewidth=1.4))
         labels.append("rate after the choice")

@@ -353,10 +353,13 @@ def test_task_clock_tells_threads_waiting_by_sched_yield_from_threads_that_compu
     yield loop alone on its CPU), or preempted tens of thousands of times per CPU second (beside a
     runnable thread). Not flagged: a computing thread (user time, one preemption per time slice),
     one first-touching memory (kernel time, but thousands of page faults per kernel millisecond),
-    one seen for 0.1 s of CPU only."""
+    one seen for 0.1 s of CPU only. A yield loop that was alone on its CPU for 0.13 s and beside a
+    runnable thread the rest (the load moved, as on a busy machine) is told by its kernel share
+    from 0.1 s of CPU on, since it was also preempted 1,100 times (7,900 per CPU second: too few
+    for the second rule with its alone time counted in)."""
     metric = TaskClockMetric()
     zero = ThreadTimes(cpu=0.0, preempted=0, user=0, system=0, faults=0)
-    before = {tid: zero for tid in range(1, 7)}
+    before = {tid: zero for tid in range(1, 9)}
     before[5] = ThreadTimes(cpu=0.0, preempted=None, user=0, system=0)
     tick = metric._tick
     after = {
@@ -366,12 +369,18 @@ def test_task_clock_tells_threads_waiting_by_sched_yield_from_threads_that_compu
         4: ThreadTimes(cpu=0.1, preempted=10, user=3, system=7, faults=0),  # too brief
         5: ThreadTimes(cpu=1.0, preempted=None, user=tick, system=0),  # no preemption count: the kernel share alone
         6: ThreadTimes(cpu=2.0, preempted=50, user=int(0.4 * tick), system=int(1.6 * tick), faults=900_000),  # first touch
+        7: ThreadTimes(cpu=0.14, preempted=1100, user=1, system=13, faults=0),  # yields alone a while, then beside one
+        8: ThreadTimes(cpu=0.14, preempted=1100, user=1, system=13, faults=20_000),  # first touch, preempted
     }
     metric._first, metric._last = before, after
     found = metric.yield_waiters()
-    assert found == {2: "70% of its CPU time in the kernel, 0 page faults", 3: "preempted 300 times in 4 ms of CPU time"}, found
+    assert found == {
+        2: "70% of its CPU time in the kernel, 0 page faults",
+        3: "preempted 300 times in 4 ms of CPU time",
+        7: "93% of its CPU time in the kernel, 0 page faults, preempted 1100 times",
+    }, found
     why = metric.distrust()
-    assert why.startswith("2 worker threads wait by sched_yield, as OpenBLAS's pool and MPI progress threads do (thread 2: 70% of")
+    assert why.startswith("3 worker threads wait by sched_yield, as OpenBLAS's pool and MPI progress threads do (thread 2: 70% of")
     metric._last = before
     assert metric.distrust() is None
 

@@ -317,6 +317,11 @@ class TaskClockMetric(Metric):
     YIELD_PREEMPTED_PER_CPU_SECOND = 20_000
     #: The least CPU time (seconds) and preemptions a thread needs for either rule to judge it.
     YIELD_MIN_CPU, YIELD_MIN_PREEMPTED = 0.2, 100
+    #: A yield loop alone on its CPU for part of the time and beside a runnable thread for the rest
+    #: (the load moved) has too little CPU time for the first rule and too much for the second's
+    #: rate: the kernel share then judges it from this much CPU time when it was also preempted
+    #: YIELD_MIN_PREEMPTED times (a computing thread in system calls blocks, it is not preempted).
+    YIELD_MIN_CPU_PREEMPTED = 0.1
 
     def __init__(self, notice: str | None = None) -> None:
         self.notice = notice or f"metric: task-clock; warning: {self.WARNING}"
@@ -355,16 +360,19 @@ class TaskClockMetric(Metric):
             first = self._first[tid]
             cpu, user, system = last.cpu - first.cpu, last.user - first.user, last.system - first.system
             faults = last.faults - first.faults
+            preempted = None if last.preempted is None or first.preempted is None else last.preempted - first.preempted
+            often = preempted is not None and preempted >= self.YIELD_MIN_PREEMPTED
             if (
-                cpu >= self.YIELD_MIN_CPU
+                (cpu >= self.YIELD_MIN_CPU or (often and cpu >= self.YIELD_MIN_CPU_PREEMPTED))
                 and user + system > 0
                 and system / (user + system) >= self.YIELD_KERNEL_SHARE
                 and faults < self.YIELD_MOST_FAULTS * max(system / self._tick, 1 / self._tick)
             ):
-                found[tid] = f"{system / (user + system):.0%} of its CPU time in the kernel, {faults} page faults"
-            elif last.preempted is not None and first.preempted is not None and cpu > 0:
-                preempted = last.preempted - first.preempted
-                if preempted >= self.YIELD_MIN_PREEMPTED and preempted / cpu >= self.YIELD_PREEMPTED_PER_CPU_SECOND:
+                found[tid] = f"{system / (user + system):.0%} of its CPU time in the kernel, {faults} page faults" + (
+                    f", preempted {preempted} times" if cpu < self.YIELD_MIN_CPU else ""
+                )
+            elif preempted is not None and cpu > 0:
+                if often and preempted / cpu >= self.YIELD_PREEMPTED_PER_CPU_SECOND:
                     found[tid] = f"preempted {preempted} times in {cpu * 1000:.3g} ms of CPU time"
         return found
 

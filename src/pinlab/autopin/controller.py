@@ -333,6 +333,13 @@ class Autopin(ControllerBase):
             # _repin returns once the pages have moved (--migrate-pages process): the warm-up
             # counts from then, so the window does not measure the program refilling remote caches.
             yield self.clock() + opts.warmup_seconds
+        yield from self._window(candidate, round_number, repinned_at)
+
+    def _window(self, candidate: int, round_number: int, repinned_at: float | None) -> Iterator[float]:
+        """One window on ``candidate`` where the workers are now: the metric read at its
+        sub-window boundaries, then its probe event (a window the program's end cuts short is
+        finished by :meth:`finish`, from ``self.window``)."""
+        opts = self.options
         self.window = window = Window(candidate, round_number, repinned_at)
         self._read(window)
         step = opts.interval / opts.windows

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pinlab import heartbeat
-from pinlab.autopin.controller import Autopin, Say, Window, _stderr
+from pinlab.autopin.controller import Autopin, Say, _stderr
 from pinlab.autopin.log import Failure
 from pinlab.autopin.metrics import choose_metric
 from pinlab.autopin.options import AutopinOptions
@@ -232,8 +232,8 @@ class Restarted(Autopin):
             heartbeat.remove(path)
             self.heartbeat_path = None
         try:
-            if probe.window is not None:  # the run ended, or was stopped, during its window
-                self._finish_window(probe.window, partial=True)
+            if self.window is not None:  # the run ended, or was stopped, during its window
+                self._finish_window(self.window, partial=True)
                 self.window = None
             if probe.metric is not None:
                 probe.metric.close()
@@ -275,7 +275,6 @@ class _ProbeRun(ControllerBase):
 
     def __init__(self, parent: Restarted, candidate: int, round_number: int) -> None:
         self.parent, self.candidate, self.round = parent, candidate, round_number
-        self.window: Window | None = None
         self.metric: Any = None
         self.done = False
         self.family: list[Any] = []  # the processes the run started, as seen at each step
@@ -311,17 +310,9 @@ class _ProbeRun(ControllerBase):
             self.family += [p for p in _family(pid) if p.pid not in known]
 
     def _procedure(self, pid: int) -> Iterator[float]:
-        parent, opts = self.parent, self.parent.options
+        parent = self.parent
         self.metric = parent.metric = parent.metric_factory(pid)
-        window = self.window = parent.window = Window(self.candidate, self.round, parent._since(self.began))
-        parent._read(window)
-        step = opts.interval / opts.windows
-        start = parent.clock()
-        for k in range(1, opts.windows + 1):
-            yield start + k * step
-            parent._read(window)
-        parent._finish_window(window)
-        self.window = parent.window = None
+        yield from parent._window(self.candidate, self.round, parent._since(self.began))
         self.done = True
         _kill_tree(pid, self.family)
 

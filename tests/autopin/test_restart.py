@@ -200,6 +200,8 @@ def test_restart_probing_refuses_what_needs_a_program_that_keeps_running(tmp_pat
         done = run_pinlab("autopin", "--probe", "restart", "-C", f"{cpu};{cpu}", *extra, *program)
         assert done.returncode == 2 and words in done.stderr, (extra, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    unknown = run_pinlab("autopin", "--probe", "restart", "-C", f"{cpu};{cpu}", "--metric", "no-such-event", "--", "touch", str(marker))
+    assert unknown.returncode == 2 and "unknown metric 'no-such-event'" in unknown.stderr, unknown.stderr
     assert not marker.exists()
     missing = run_pinlab("autopin", "--probe", "restart", "-C", f"{cpu};{cpu}", "--log", str(tmp_path / "log.jsonl"), "--", str(tmp_path / "none"))
     assert missing.returncode == 127 and missing.stderr.strip().endswith("none: no such file"), missing.stderr
@@ -241,3 +243,33 @@ def test_an_openmp_team_is_measured_on_two_threads_per_cpu_as_it_runs_when_start
         assert not probe.partial, probe
         rates[mode] = probe.mean
     assert rates["restart"] > 2 * rates["repin"], rates
+
+
+def test_a_probe_whose_measuring_fails_is_ended_and_the_program_still_runs_once(tmp_path, monkeypatch):
+    """Whatever fails while a probe's run is measured (here the metric, the first time) ends that
+    run and the probing, said in one line; the program then runs once, whole, and nothing of the
+    probe's run is left."""
+    from pinlab.autopin import restart
+
+    real = restart.Restarted._metric_for
+    calls = []
+
+    def failing_once(self, pid):
+        calls.append(pid)
+        if len(calls) == 1:
+            raise RuntimeError("the counters went away")
+        return real(self, pid)
+
+    monkeypatch.setattr(restart.Restarted, "_metric_for", failing_once)
+    starts, said = tmp_path / "starts", []
+    cpu = CPUS[0]
+    options = AutopinOptions(probe="restart", candidates=f"{cpu};{cpu}", init=0.2, interval=0.5)
+    outcome = autopin([sys.executable, "-c", STARTS, str(starts), "1"], options=options, say=said.append)
+    assert outcome.exit_status == 0 and outcome.summary["choices"] == 0, outcome.summary
+    assert [line for line in said if line.startswith("stopped probing:")] == [
+        f"stopped probing: measuring the run on CPUs {cpu} failed: the counters went away"
+    ], said
+    runs = _starts(starts)
+    assert len(runs) == 2 and all(cpus == [cpu] for _, cpus, _ in runs), runs  # the probe's run, then the kept one
+    for pid, _, child in runs:
+        assert not _running(pid) and not _running(child), runs

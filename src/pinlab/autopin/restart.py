@@ -53,6 +53,8 @@ def autopin_restarted(
         raise UsageError("no program given: pinlab autopin [OPTIONS] -- PROGRAM [ARGS...]")
     check_log(options.log)
     resolve_program(argv[0], os.environ.get("PATH", os.defpath))  # 127 or 126 before any run, as pinlab run says them
+    if options.metric not in (None, "auto", "heartbeat"):  # one this machine cannot count is refused now, not in a run
+        choose_metric(options.metric, heartbeat_path=None, heartbeat_seen=True).close()
     topology = topology if topology is not None else load_topology("this")
     candidates = make_candidates(options, options.threads, topology)
     check_power(options, candidates)
@@ -239,6 +241,8 @@ class Restarted(Autopin):
                 probe.metric.close()
             if self.across is not None:
                 self.metric = self.across  # what the verdict asks of the metric, over every run
+            if probe.error is not None:
+                raise ProbeEnded(f"measuring the run on {self._label(candidate)} failed: {probe.error}")
             if record.interrupted:
                 raise ProbeEnded(
                     f"stopped by signal {record.interrupted} during the probe of {self._label(candidate)}", record.interrupted, record.exit_status
@@ -277,6 +281,7 @@ class _ProbeRun(ControllerBase):
         self.parent, self.candidate, self.round = parent, candidate, round_number
         self.metric: Any = None
         self.done = False
+        self.error: Exception | None = None  # what stopped the measuring of this run
         self.family: list[Any] = []  # the processes the run started, as seen at each step
         self._next = float("inf")
         self._steps: Iterator[float] | None = None
@@ -301,6 +306,11 @@ class _ProbeRun(ControllerBase):
             self._steps, self._next = None, float("inf")
         except ProcessLookupError:  # the run ended between two looks: the wait loop sees it
             self._steps, self._next = None, float("inf")
+        except Exception as exc:  # noqa: BLE001 - the run is ended here, the session says why
+            self.error = exc
+            self._steps, self._next = None, float("inf")
+            if self.parent.pid is not None:
+                _kill_tree(self.parent.pid, self.family)
 
     def _seen(self, pid: int | None) -> None:
         """Keep the processes the run has started: a run stopped by a signal pinlab forwards

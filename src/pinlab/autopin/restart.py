@@ -11,8 +11,9 @@ initialise ``-i`` seconds, reads the metric at the ``--windows`` sub-window boun
 seconds, and kills it and every process it started. Rounds, their order and the verdict are the
 re-pinning controller's (:class:`pinlab.autopin.controller.Autopin`, :mod:`pinlab.autopin.decide`);
 only where a probe runs differs. The probes' output is dropped (the kept run's is the program's);
-a probe whose program ends by itself before its window is over stops the probing, said with its
-status and the last line it wrote on stderr, and the kept run starts on the best candidate so far.
+a probe whose program ends by itself before its window is over, or whose measuring fails, stops
+the probing, said with its status and the last line it wrote on stderr (or the failure), and the
+kept run starts on the best candidate so far.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _stop(signum: int, frame: Any) -> None:
 
 
 class ProbeEnded(Exception):
-    """A probe's run ended by itself, or was stopped, before its window was over."""
+    """A probe's run ended by itself, was stopped, or could not be measured, before its window was over."""
 
     def __init__(self, text: str, interrupted: int | None = None, exit_status: int | None = None) -> None:
         super().__init__(text)

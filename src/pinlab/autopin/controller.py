@@ -151,14 +151,18 @@ class Autopin(ControllerBase):
             self.statistics = StatisticsLoad(self.candidates, os.sched_getaffinity(0))
             self.statistics.start()
         self.current = 0 if self.mode == "launch" else None
+        self._open_log()
+        self._events_path = events
+        self._steps = self._procedure()
+        self.step()  # runs to the first yield: the wait for the initialisation
+
+    def _open_log(self) -> None:
+        """The log, when one is asked for (one that cannot be opened is given up, said once)."""
         if self.options.log:
             try:
                 self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
             except OSError as exc:
                 self._drop_log(exc)
-        self._events_path = events
-        self._steps = self._procedure()
-        self.step()  # runs to the first yield: the wait for the initialisation
 
     def wake_at(self) -> float:
         return self._next if self._steps is not None and not self.finished else math.inf

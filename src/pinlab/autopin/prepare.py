@@ -17,6 +17,7 @@ from pinlab.autopin.decide import correction, smallest_p
 from pinlab.autopin.options import AutopinOptions
 from pinlab.errors import UsageError
 from pinlab.graph import load_graph
+from pinlab.heartbeat import Heartbeat
 from pinlab.outputs import check_writable
 from pinlab.topology import load_topology
 
@@ -86,3 +87,14 @@ def check_log(path: str | None) -> None:
     """Find out before the program starts, not after, that the log cannot be written."""
     if path:
         check_writable(path, "the log")
+
+
+def heartbeat_seen(path: str | None) -> bool:
+    """Whether any thread of the program has beaten (claimed a slot of the heartbeat file ``path``)."""
+    if not path or not os.path.exists(path):
+        return False
+    try:
+        with Heartbeat(path, create=False) as reader:
+            return reader.claimed() > 0
+    except (OSError, ValueError):
+        return False

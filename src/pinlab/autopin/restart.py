@@ -32,7 +32,7 @@ from pinlab.autopin.log import Failure
 from pinlab.autopin.metrics import choose_metric
 from pinlab.autopin.options import AutopinOptions
 from pinlab.autopin.preloading import StatisticsLoad
-from pinlab.autopin.prepare import Outcome, check_log, check_power, make_candidates
+from pinlab.autopin.prepare import Outcome, check_log, check_power, heartbeat_seen, make_candidates
 from pinlab.errors import UsageError
 from pinlab.launch import plan_spec
 from pinlab.launch.runner import ControllerBase, resolve_program
@@ -148,11 +148,7 @@ class Restarted(Autopin):
     def begin(self) -> None:
         """The session starts: its clock, its log."""
         self.t0 = self.clock()
-        if self.options.log:
-            try:
-                self._log = open(self.options.log, "w", encoding="utf-8", buffering=1)
-            except OSError as exc:
-                self._drop_log(exc)
+        self._open_log()
 
     def ended_probing(self, why: str) -> None:
         """A probe's run ended before its window did: say and log why; the probing is over."""
@@ -195,7 +191,7 @@ class Restarted(Autopin):
     def _metric_for(self, pid: int) -> Any:
         """The metric on the run going on: chosen on the first probe's run as autopin chooses, then
         the same one on every other run (rates by different metrics do not compare)."""
-        seen = _beaten(self.heartbeat_path)
+        seen = heartbeat_seen(self.heartbeat_path)
         if self.across is None:
             metric = choose_metric(self.options.metric, heartbeat_path=self.heartbeat_path, heartbeat_seen=seen)
             self.across, self.metric = _AcrossRuns(metric), metric
@@ -408,16 +404,6 @@ def _kill_known(processes: Sequence[Any]) -> None:
                 process.kill()
         except psutil.Error:
             pass
-
-
-def _beaten(path: str | None) -> bool:
-    if not path or not os.path.exists(path):
-        return False
-    try:
-        with heartbeat.Heartbeat(path, create=False) as reader:
-            return reader.claimed() > 0
-    except (OSError, ValueError):
-        return False
 
 
 def _last_line(stream: Any) -> str:

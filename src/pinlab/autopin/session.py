@@ -22,10 +22,10 @@ from pinlab.autopin.liveplan import LivePlan
 from pinlab.autopin.metrics import choose_metric
 from pinlab.autopin.options import AutopinOptions
 from pinlab.autopin.preloading import StatisticsLoad
-from pinlab.autopin.prepare import Outcome, check_log, check_power, make_candidates
+from pinlab.autopin.prepare import Outcome, check_log, check_power, heartbeat_seen, make_candidates
 from pinlab.autopin.restart import autopin_restarted
 from pinlab.errors import UsageError
-from pinlab.heartbeat import Heartbeat, path_of_process
+from pinlab.heartbeat import path_of_process
 from pinlab.launch import plan_spec
 from pinlab.launch.runner import FORWARDED
 from pinlab.launch.runner import run as launch
@@ -72,19 +72,7 @@ def _beats_later(options: AutopinOptions, path: str | None) -> Callable[[], bool
     metric was asked for, or there is no heartbeat file to watch)."""
     if options.metric not in (None, "auto") or not path:
         return None
-    return lambda: _heartbeat_seen(path)
-
-
-def _heartbeat_seen(path: str | None) -> bool:
-    """Whether any thread of the program has beaten (claimed a slot of the heartbeat file)."""
-    if not path or not os.path.exists(path):
-        return False
-
-    try:
-        with Heartbeat(path, create=False) as reader:
-            return reader.claimed() > 0
-    except (OSError, ValueError):
-        return False
+    return lambda: heartbeat_seen(path)
 
 
 class _Launched(Autopin):
@@ -147,7 +135,7 @@ def autopin_program(
     def metric_factory(pid: int) -> Any:
         if stdout_metric is not None:
             return stdout_metric
-        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
+        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=heartbeat_seen(heartbeat_path))
 
     live_plan = LivePlan(list(candidates[0].cpus), directory)
     table = tracker = controller = None
@@ -239,7 +227,7 @@ def autopin_attached(
         choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=True).close()
 
     def metric_factory(_: int) -> Any:
-        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=_heartbeat_seen(heartbeat_path))
+        return choose_metric(options.metric, heartbeat_path=heartbeat_path, heartbeat_seen=heartbeat_seen(heartbeat_path))
 
     attachments = None
     if options.migrate_pages == "accessed":
